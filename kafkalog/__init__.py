@@ -1,0 +1,25 @@
+"""kafkalog: Apache Kafka's log storage layer for Python, with a Cython core."""
+__version__ = "0.1.0"
+
+from kafkalog import errors  # noqa: E402
+from kafkalog._kernels import COMPILED as _COMPILED  # noqa: E402
+from kafkalog.index import (  # noqa: E402
+    AbortedTxn, OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset, TransactionIndex,
+)
+from kafkalog.records import (  # noqa: E402
+    ControlType, Record, RecordBatch, RecordTable, TimestampType, build_batch,
+    build_control_batch, decode_batches, iter_batches,
+)
+
+
+def compiled():
+    """True when the Cython kernels are in use (not the pure-Python reference)."""
+    return _COMPILED
+
+
+__all__ = [
+    "__version__", "errors", "compiled", "Record", "RecordBatch", "RecordTable",
+    "TimestampType", "ControlType", "build_batch", "build_control_batch", "iter_batches",
+    "decode_batches", "OffsetIndex", "TimeIndex", "TransactionIndex", "AbortedTxn",
+    "OffsetPosition", "TimestampOffset",
+]

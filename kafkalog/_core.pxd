@@ -1,0 +1,37 @@
+# Shared C declarations of the kernel structs; numpy mirrors live in kafkalog/_layout.py.
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint32_t
+
+ctypedef struct BatchInfo:
+    int64_t position
+    int64_t base_offset
+    int64_t last_offset
+    int64_t max_timestamp
+    int64_t base_timestamp
+    int64_t producer_id
+    int32_t size
+    int32_t record_count
+    int32_t partition_leader_epoch
+    int32_t base_sequence
+    uint32_t crc
+    int16_t attributes
+    int16_t producer_epoch
+    int8_t magic
+    int8_t crc_valid
+
+ctypedef struct RecordInfo:
+    int64_t offset
+    int64_t timestamp
+    int64_t key_pos
+    int64_t value_pos
+    int64_t header_start
+    int32_t size
+    int32_t key_len
+    int32_t value_len
+    int32_t header_count
+    int8_t attributes
+
+ctypedef struct HeaderInfo:
+    int64_t key_pos
+    int64_t value_pos
+    int32_t key_len
+    int32_t value_len

@@ -1,0 +1,656 @@
+# cython: language_level=3
+"""Byte-level kernels: batch walking with CRC validation, record decoding, index search.
+
+Each ``def`` here has a pure-Python twin of the same signature in ``_core_py.py``; callers get
+one or the other through ``kafkalog._kernels``. The layout of the bytes is described once in
+``_layout.py``; the structs filled here are declared in ``_core.pxd``.
+
+Shape of every kernel: a ``def`` wrapper that checks arguments and turns status codes into
+``kafkalog.errors`` exceptions, around a ``noexcept nogil`` loop over a pointer and a length.
+"""
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport malloc, realloc, free
+from libc.string cimport memcpy, memset
+
+cimport numpy as cnp
+import numpy as np
+import zlib
+
+from crc32c import crc32c as _crc32c
+
+from kafkalog._layout import BATCH_DTYPE, RECORD_DTYPE, HEADER_DTYPE
+from kafkalog.errors import CorruptRecordError
+
+cnp.import_array()
+
+cdef extern from *:
+    """
+    #include <stdint.h>
+    #include <string.h>
+    /* Big-endian loads through memcpy: no unaligned pointer casts. */
+    static inline int64_t kl_i64(const unsigned char *p) {
+        uint64_t v; memcpy(&v, p, 8); return (int64_t)__builtin_bswap64(v);
+    }
+    static inline int32_t kl_i32(const unsigned char *p) {
+        uint32_t v; memcpy(&v, p, 4); return (int32_t)__builtin_bswap32(v);
+    }
+    static inline uint32_t kl_u32(const unsigned char *p) {
+        uint32_t v; memcpy(&v, p, 4); return __builtin_bswap32(v);
+    }
+    static inline int16_t kl_i16(const unsigned char *p) {
+        uint16_t v; memcpy(&v, p, 2); return (int16_t)__builtin_bswap16(v);
+    }
+    """
+    int64_t kl_i64(const unsigned char *p) noexcept nogil
+    int32_t kl_i32(const unsigned char *p) noexcept nogil
+    uint32_t kl_u32(const unsigned char *p) noexcept nogil
+    int16_t kl_i16(const unsigned char *p) noexcept nogil
+
+
+# Offsets of the v2 batch header fields (see the table in _layout.py).
+cdef enum:
+    B_BASE_OFFSET = 0
+    B_LENGTH = 8
+    B_LEADER_EPOCH = 12
+    B_MAGIC = 16
+    B_CRC = 17
+    B_ATTRIBUTES = 21
+    B_LAST_OFFSET_DELTA = 23
+    B_BASE_TIMESTAMP = 27
+    B_MAX_TIMESTAMP = 35
+    B_PRODUCER_ID = 43
+    B_PRODUCER_EPOCH = 51
+    B_BASE_SEQUENCE = 53
+    B_RECORD_COUNT = 57
+    B_RECORDS = 61
+
+# Legacy entry fields.
+cdef enum:
+    L_CRC = 12
+    L_MAGIC = 16
+    L_ATTRIBUTES = 17
+    L_TIMESTAMP = 18
+
+cdef enum:
+    LOG_OVERHEAD = 12
+    HEADER_UP_TO_MAGIC = 17
+    V2_MIN_SIZE = 49        # batchLength of an empty v2 batch
+    V0_MIN_SIZE = 14
+    V1_MIN_SIZE = 22
+    MIN_RECORD_SIZE = 7     # length, attributes, ts delta, offset delta, key, value, header count
+
+# Walk status (mirrors _layout.WALK_*).
+cdef enum:
+    WALK_END = 0
+    WALK_PARTIAL = 1
+    WALK_CORRUPT = 2
+    WALK_INVALID = 3
+
+# Why a walk found corruption.
+cdef enum:
+    E_NONE = 0
+    E_SIZE_BELOW_OVERHEAD = 1
+    E_V2_TOO_SMALL = 2
+    E_V1_TOO_SMALL = 3
+    E_BAD_MAGIC = 4
+
+# Record decode errors.
+cdef enum:
+    R_OK = 0
+    R_VARINT = 1
+    R_LENGTH = 2
+    R_TRUNCATED = 3
+    R_HEADER_COUNT = 4
+    R_HEADER_KEY = 5
+    R_SIZE_MISMATCH = 6
+    R_COUNT = 7
+    R_REMAINING = 8
+    R_NOMEM = 9
+
+_RECORD_ERRORS = {
+    R_VARINT: "varint is too long or runs past the end of the record",
+    R_LENGTH: "invalid record length",
+    R_TRUNCATED: "a key, value or header runs past the end of the record",
+    R_HEADER_COUNT: "invalid negative number of record headers",
+    R_HEADER_KEY: "invalid negative header key size",
+    R_SIZE_MISMATCH: "record length does not match the bytes its fields use",
+    R_COUNT: "record count does not fit the batch",
+    R_REMAINING: "incorrect declared batch size, records still remaining",
+}
+
+
+# ----------------------------------------------------------------------------------------------
+# Batch walk
+
+cdef inline Py_ssize_t _hop(const unsigned char *p, Py_ssize_t pos, Py_ssize_t end,
+                            Py_ssize_t max_batches, int *status, int *err,
+                            Py_ssize_t *stop) noexcept nogil:
+    """Count the entries in [pos, end) by hopping over their size fields."""
+    cdef Py_ssize_t n = 0
+    cdef int32_t size
+    cdef int8_t magic
+    while True:
+        if max_batches >= 0 and n >= max_batches:
+            status[0] = WALK_END
+            break
+        if end - pos <= HEADER_UP_TO_MAGIC:
+            status[0] = WALK_END if end == pos else WALK_PARTIAL
+            break
+        size = kl_i32(p + pos + B_LENGTH)
+        if size < V0_MIN_SIZE:
+            status[0] = WALK_CORRUPT
+            err[0] = E_SIZE_BELOW_OVERHEAD
+            break
+        if <Py_ssize_t>size > end - pos - LOG_OVERHEAD:
+            status[0] = WALK_PARTIAL
+            break
+        magic = <int8_t>p[pos + B_MAGIC]
+        if magic == 2:
+            if size < V2_MIN_SIZE:
+                status[0] = WALK_CORRUPT
+                err[0] = E_V2_TOO_SMALL
+                break
+        elif magic == 1:
+            if size < V1_MIN_SIZE:
+                status[0] = WALK_CORRUPT
+                err[0] = E_V1_TOO_SMALL
+                break
+        elif magic != 0:
+            status[0] = WALK_CORRUPT
+            err[0] = E_BAD_MAGIC
+            break
+        n += 1
+        pos += LOG_OVERHEAD + size
+    stop[0] = pos
+    return n
+
+
+cdef inline void _fill(const unsigned char *p, Py_ssize_t pos, Py_ssize_t n,
+                       BatchInfo *out) noexcept nogil:
+    cdef Py_ssize_t i
+    cdef const unsigned char *b
+    cdef BatchInfo *o
+    for i in range(n):
+        b = p + pos
+        o = out + i
+        o.position = pos
+        o.size = kl_i32(b + B_LENGTH) + LOG_OVERHEAD
+        o.magic = <int8_t>b[B_MAGIC]
+        o.crc_valid = -1
+        if o.magic == 2:
+            o.base_offset = kl_i64(b + B_BASE_OFFSET)
+            o.partition_leader_epoch = kl_i32(b + B_LEADER_EPOCH)
+            o.crc = kl_u32(b + B_CRC)
+            o.attributes = kl_i16(b + B_ATTRIBUTES)
+            o.last_offset = o.base_offset + kl_i32(b + B_LAST_OFFSET_DELTA)
+            o.base_timestamp = kl_i64(b + B_BASE_TIMESTAMP)
+            o.max_timestamp = kl_i64(b + B_MAX_TIMESTAMP)
+            o.producer_id = kl_i64(b + B_PRODUCER_ID)
+            o.producer_epoch = kl_i16(b + B_PRODUCER_EPOCH)
+            o.base_sequence = kl_i32(b + B_BASE_SEQUENCE)
+            o.record_count = kl_i32(b + B_RECORD_COUNT)
+        else:
+            o.base_offset = kl_i64(b + B_BASE_OFFSET)
+            o.last_offset = o.base_offset
+            o.partition_leader_epoch = -1
+            o.crc = kl_u32(b + L_CRC)
+            o.attributes = b[L_ATTRIBUTES]
+            if o.magic == 1:
+                o.base_timestamp = kl_i64(b + L_TIMESTAMP)
+            else:
+                o.base_timestamp = -1
+            o.max_timestamp = o.base_timestamp
+            o.producer_id = -1
+            o.producer_epoch = -1
+            o.base_sequence = -1
+            o.record_count = -1
+        pos += o.size
+
+
+def walk_batches(const unsigned char[::1] buf, Py_ssize_t start=0, Py_ssize_t end=-1,
+                 bint validate_crc=True, bint stop_on_invalid=False,
+                 Py_ssize_t max_batches=-1):
+    """Walk the record batches (or legacy entries) in ``buf[start:end]``.
+
+    Returns
+    -------
+    (batches, status, stop_position, message)
+        ``batches``: array of ``BATCH_DTYPE`` (positions are indexes into ``buf``);
+        ``status``: one of ``_layout.WALK_*``; ``stop_position``: where the walk stopped;
+        ``message``: why, for ``WALK_CORRUPT`` and ``WALK_INVALID``, else None.
+        ``crc_valid`` is 1/0, or -1 when ``validate_crc`` is false.
+    """
+    cdef Py_ssize_t length = buf.shape[0]
+    if end < 0 or end > length:
+        end = length
+    if start < 0 or start > end:
+        raise ValueError(f"start {start} outside the buffer [0, {end}]")
+    cdef const unsigned char *p = &buf[0] if length > 0 else NULL
+    cdef int status = WALK_END
+    cdef int err = E_NONE
+    cdef Py_ssize_t stop = start
+    cdef Py_ssize_t n = 0
+    if length > 0:
+        with nogil:
+            n = _hop(p, start, end, max_batches, &status, &err, &stop)
+    batches = np.empty(n, dtype=BATCH_DTYPE)
+    cdef BatchInfo *out = <BatchInfo *>cnp.PyArray_DATA(batches)
+    if n > 0:
+        with nogil:
+            _fill(p, start, n, out)
+    message = None
+    if status == WALK_CORRUPT:
+        message = _walk_error(err, p, stop)
+    if validate_crc and n > 0:
+        n_valid = _check_crcs(buf, out, n, stop_on_invalid)
+        if n_valid < n:
+            stop = out[n_valid].position
+            batches = batches[:n_valid]
+            status = WALK_INVALID
+            message = "record is corrupt (CRC mismatch)"
+    return batches, status, stop, message
+
+
+cdef object _walk_error(int err, const unsigned char *p, Py_ssize_t pos):
+    cdef int32_t size = kl_i32(p + pos + B_LENGTH)
+    if err == E_SIZE_BELOW_OVERHEAD:
+        return f"record size {size} is smaller than the minimum record overhead ({V0_MIN_SIZE})"
+    if err == E_V2_TOO_SMALL:
+        return f"batch size {size} is smaller than the v2 batch header ({V2_MIN_SIZE})"
+    if err == E_V1_TOO_SMALL:
+        return f"record size {size} is smaller than the v1 record overhead ({V1_MIN_SIZE})"
+    return f"unknown magic byte {<int8_t>p[pos + B_MAGIC]}"
+
+
+cdef Py_ssize_t _check_crcs(const unsigned char[::1] buf, BatchInfo *out, Py_ssize_t n,
+                            bint stop_on_invalid) except -1:
+    """Set crc_valid on every batch; with stop_on_invalid, return the index of the first bad one."""
+    cdef Py_ssize_t i, pos, end
+    cdef uint32_t computed
+    view = memoryview(buf)
+    for i in range(n):
+        pos = out[i].position
+        end = pos + out[i].size
+        if out[i].magic == 2:
+            computed = _crc32c(view[pos + B_ATTRIBUTES:end])
+        else:
+            computed = zlib.crc32(view[pos + L_MAGIC:end])
+        out[i].crc_valid = computed == out[i].crc
+        if stop_on_invalid and not out[i].crc_valid:
+            return i
+    return n
+
+
+# ----------------------------------------------------------------------------------------------
+# Record decode
+
+cdef inline int _varint(const unsigned char *p, Py_ssize_t *pos, Py_ssize_t end,
+                        int max_bytes, int64_t *value) noexcept nogil:
+    """Zig-zag varint of at most ``max_bytes`` bytes (5 for int32, 10 for int64), bounded by end."""
+    cdef uint64_t raw = 0
+    cdef int shift = 0
+    cdef int i = 0
+    cdef unsigned char b
+    while True:
+        if pos[0] >= end or i >= max_bytes:
+            return R_VARINT
+        b = p[pos[0]]
+        pos[0] += 1
+        raw |= (<uint64_t>(b & 0x7F)) << shift
+        i += 1
+        if not (b & 0x80):
+            break
+        shift += 7
+    value[0] = <int64_t>(raw >> 1) ^ -(<int64_t>(raw & 1))
+    return R_OK
+
+
+cdef inline int _span(const unsigned char *p, Py_ssize_t *pos, Py_ssize_t end,
+                      int64_t *span_pos, int32_t *span_len) noexcept nogil:
+    """A varint length (negative = null) followed by that many bytes."""
+    cdef int64_t n
+    if _varint(p, pos, end, 5, &n) != R_OK:
+        return R_VARINT
+    if n < 0:
+        span_pos[0] = pos[0]
+        span_len[0] = -1
+        return R_OK
+    if n > end - pos[0]:
+        return R_TRUNCATED
+    span_pos[0] = pos[0]
+    span_len[0] = <int32_t>n
+    pos[0] += n
+    return R_OK
+
+
+cdef struct HeaderTable:
+    HeaderInfo *rows
+    Py_ssize_t count
+    Py_ssize_t capacity
+
+
+cdef inline int _push_header(HeaderTable *t) noexcept nogil:
+    cdef Py_ssize_t cap
+    cdef HeaderInfo *grown
+    if t.count == t.capacity:
+        cap = t.capacity * 2 if t.capacity > 0 else 64
+        grown = <HeaderInfo *>realloc(t.rows, cap * sizeof(HeaderInfo))
+        if grown == NULL:
+            return R_NOMEM
+        t.rows = grown
+        t.capacity = cap
+    t.count += 1
+    return R_OK
+
+
+cdef int _decode_region(const unsigned char *p, Py_ssize_t pos, Py_ssize_t end,
+                        int64_t base_offset, int64_t base_timestamp, Py_ssize_t count,
+                        RecordInfo *out, HeaderTable *headers,
+                        Py_ssize_t *err_pos) noexcept nogil:
+    cdef Py_ssize_t i, h, body_end, rec_start
+    cdef int64_t length, ts_delta, off_delta, header_count
+    cdef int rc
+    cdef RecordInfo *r
+    cdef HeaderInfo *hd
+    for i in range(count):
+        rec_start = pos
+        err_pos[0] = pos
+        r = out + i
+        if _varint(p, &pos, end, 5, &length) != R_OK:
+            return R_VARINT
+        if length < MIN_RECORD_SIZE - 1 or length > end - pos:
+            return R_LENGTH
+        body_end = pos + length
+        r.attributes = <int8_t>p[pos]
+        pos += 1
+        if _varint(p, &pos, body_end, 10, &ts_delta) != R_OK:
+            return R_VARINT
+        if _varint(p, &pos, body_end, 5, &off_delta) != R_OK:
+            return R_VARINT
+        r.offset = base_offset + off_delta
+        r.timestamp = base_timestamp + ts_delta
+        rc = _span(p, &pos, body_end, &r.key_pos, &r.key_len)
+        if rc != R_OK:
+            return rc
+        rc = _span(p, &pos, body_end, &r.value_pos, &r.value_len)
+        if rc != R_OK:
+            return rc
+        if _varint(p, &pos, body_end, 5, &header_count) != R_OK:
+            return R_VARINT
+        if header_count < 0 or header_count > body_end - pos:
+            return R_HEADER_COUNT
+        r.header_start = headers.count
+        r.header_count = <int32_t>header_count
+        for h in range(header_count):
+            if _push_header(headers) != R_OK:
+                return R_NOMEM
+            hd = headers.rows + headers.count - 1
+            rc = _span(p, &pos, body_end, &hd.key_pos, &hd.key_len)
+            if rc != R_OK:
+                return rc
+            if hd.key_len < 0:
+                return R_HEADER_KEY
+            rc = _span(p, &pos, body_end, &hd.value_pos, &hd.value_len)
+            if rc != R_OK:
+                return rc
+        if pos != body_end:
+            return R_SIZE_MISMATCH
+        r.size = <int32_t>(body_end - rec_start)
+    err_pos[0] = pos
+    if pos != end:
+        return R_REMAINING
+    return R_OK
+
+
+def decode_v2_records(const unsigned char[::1] buf, const int64_t[::1] starts,
+                      const int64_t[::1] ends, const int64_t[::1] base_offsets,
+                      const int64_t[::1] base_timestamps, const int64_t[::1] counts):
+    """Decode the records of v2 batches whose (decompressed) record bytes are ``buf[start:end]``.
+
+    One region per batch: its record bytes, base offset, base timestamp and declared record count.
+
+    Returns
+    -------
+    (records, headers)
+        ``records``: ``RECORD_DTYPE`` array, one row per record in region order, positions are
+        indexes into ``buf``; ``headers``: ``HEADER_DTYPE`` array that ``header_start`` /
+        ``header_count`` point into.
+
+    Raises
+    ------
+    CorruptRecordError
+        With ``position`` = the buffer position of the record at fault and ``region`` = the
+        index of its region.
+    """
+    cdef Py_ssize_t n_regions = starts.shape[0]
+    cdef Py_ssize_t length = buf.shape[0]
+    if not (ends.shape[0] == base_offsets.shape[0] == base_timestamps.shape[0]
+            == counts.shape[0] == n_regions):
+        raise ValueError("region arrays differ in length")
+    cdef Py_ssize_t i, total = 0
+    for i in range(n_regions):
+        if not (0 <= starts[i] <= ends[i] <= length):
+            raise ValueError(f"region {i} [{starts[i]}, {ends[i]}) outside the buffer")
+        if counts[i] < 0 or counts[i] * MIN_RECORD_SIZE > ends[i] - starts[i]:
+            exc = CorruptRecordError(f"{_RECORD_ERRORS[R_COUNT]} ({counts[i]} records in "
+                                     f"{ends[i] - starts[i]} bytes)", position=starts[i])
+            exc.region = i
+            raise exc
+        total += counts[i]
+    records = np.empty(total, dtype=RECORD_DTYPE)
+    cdef RecordInfo *out = <RecordInfo *>cnp.PyArray_DATA(records)
+    cdef const unsigned char *p = &buf[0] if length > 0 else NULL
+    cdef HeaderTable table
+    table.rows = NULL
+    table.count = 0
+    table.capacity = 0
+    cdef int rc = R_OK
+    cdef Py_ssize_t err_pos = 0
+    cdef Py_ssize_t row = 0
+    with nogil:
+        for i in range(n_regions):
+            rc = _decode_region(p, starts[i], ends[i], base_offsets[i], base_timestamps[i],
+                                counts[i], out + row, &table, &err_pos)
+            if rc != R_OK:
+                break
+            row += counts[i]
+    try:
+        if rc == R_NOMEM:
+            raise MemoryError()
+        if rc != R_OK:
+            exc = CorruptRecordError(_RECORD_ERRORS[rc], position=err_pos)
+            exc.region = i
+            raise exc
+        headers = np.empty(table.count, dtype=HEADER_DTYPE)
+        if table.count:
+            memcpy(cnp.PyArray_DATA(headers), table.rows, table.count * sizeof(HeaderInfo))
+    finally:
+        free(table.rows)
+    return records, headers
+
+
+def decode_legacy_records(const unsigned char[::1] buf, batches):
+    """Key and value spans of walked legacy entries (``BATCH_DTYPE`` rows with magic 0/1).
+
+    Returns a ``RECORD_DTYPE`` array: offset and timestamp as stored, size = the entry's size.
+    Raises CorruptRecordError when a key or value length runs past its entry.
+    """
+    cdef Py_ssize_t n = len(batches)
+    cdef cnp.ndarray arr = np.ascontiguousarray(batches, dtype=BATCH_DTYPE)
+    cdef const BatchInfo *b = <const BatchInfo *>cnp.PyArray_DATA(arr)
+    records = np.empty(n, dtype=RECORD_DTYPE)
+    cdef RecordInfo *out = <RecordInfo *>cnp.PyArray_DATA(records)
+    cdef Py_ssize_t length = buf.shape[0]
+    cdef const unsigned char *p = &buf[0] if length > 0 else NULL
+    cdef Py_ssize_t i, pos, end
+    cdef int32_t klen, vlen
+    cdef Py_ssize_t bad = -1
+    for i in range(n):
+        if b[i].magic > 1 or b[i].position < 0 or b[i].position + b[i].size > length:
+            raise ValueError(f"entry {i} is not a legacy entry inside the buffer")
+    with nogil:
+        for i in range(n):
+            pos = b[i].position
+            end = pos + b[i].size
+            pos += L_TIMESTAMP + (8 if b[i].magic == 1 else 0)
+            out[i].offset = b[i].base_offset
+            out[i].timestamp = b[i].base_timestamp
+            out[i].size = b[i].size
+            out[i].attributes = <int8_t>b[i].attributes
+            out[i].header_start = 0
+            out[i].header_count = 0
+            klen = kl_i32(p + pos)
+            pos += 4
+            if klen > end - pos - 4:
+                bad = i
+                break
+            out[i].key_pos = pos
+            out[i].key_len = klen if klen >= 0 else -1
+            if klen > 0:
+                pos += klen
+            vlen = kl_i32(p + pos)
+            pos += 4
+            if vlen > end - pos:
+                bad = i
+                break
+            out[i].value_pos = pos
+            out[i].value_len = vlen if vlen >= 0 else -1
+    if bad >= 0:
+        raise CorruptRecordError("legacy record key or value runs past its entry",
+                                 position=b[bad].position)
+    return records
+
+
+# ----------------------------------------------------------------------------------------------
+# Index search (hot/cold "warm entries" binary search, FORMAT.md)
+
+cdef enum:
+    OFFSET_KEY = 0
+    OFFSET_VALUE = 1
+    TIME_KEY = 2
+    TIME_VALUE = 3
+
+cdef inline int _entry_size(int field) noexcept nogil:
+    return 8 if field <= OFFSET_VALUE else 12
+
+
+cdef inline int64_t _entry_value(const unsigned char *p, Py_ssize_t slot, int field) noexcept nogil:
+    if field == OFFSET_KEY:
+        return kl_i32(p + slot * 8)
+    if field == OFFSET_VALUE:
+        return kl_i32(p + slot * 8 + 4)
+    if field == TIME_KEY:
+        return kl_i64(p + slot * 12)
+    return kl_i32(p + slot * 12 + 8)
+
+
+cdef inline Py_ssize_t _binary_search(const unsigned char *p, Py_ssize_t entries, int field,
+                                      int64_t target, Py_ssize_t lo, Py_ssize_t hi,
+                                      bint upper) noexcept nogil:
+    cdef Py_ssize_t mid
+    cdef int64_t found
+    while lo < hi:
+        mid = (lo + hi + 1) >> 1
+        found = _entry_value(p, mid, field)
+        if found > target:
+            hi = mid - 1
+        elif found < target:
+            lo = mid
+        else:
+            return mid
+    if not upper:
+        return lo
+    return -1 if lo == entries - 1 else lo + 1
+
+
+cdef inline Py_ssize_t _search(const unsigned char *p, Py_ssize_t entries, int field,
+                               int64_t target, bint upper) noexcept nogil:
+    """Largest slot with value <= target (upper: smallest slot with value >= target); -1 if none."""
+    if entries == 0:
+        return -1
+    cdef Py_ssize_t warm = 8192 // _entry_size(field)
+    cdef Py_ssize_t first_hot = entries - 1 - warm
+    if first_hot < 0:
+        first_hot = 0
+    if _entry_value(p, first_hot, field) < target:
+        return _binary_search(p, entries, field, target, first_hot, entries - 1, upper)
+    if _entry_value(p, 0, field) > target:
+        return 0 if upper else -1
+    return _binary_search(p, entries, field, target, 0, first_hot, upper)
+
+
+cdef const unsigned char *_index_pointer(const unsigned char[::1] buf, Py_ssize_t entries,
+                                         int field) except? NULL:
+    if field < OFFSET_KEY or field > TIME_VALUE:
+        raise ValueError(f"unknown index field {field}")
+    if entries < 0 or entries * _entry_size(field) > buf.shape[0]:
+        raise ValueError(f"{entries} entries do not fit a buffer of {buf.shape[0]} bytes")
+    return &buf[0] if buf.shape[0] > 0 else NULL
+
+
+def index_search(const unsigned char[::1] buf, Py_ssize_t entries, int field, int64_t target,
+                 bint upper=False):
+    """Slot of the largest entry <= ``target`` in ``field`` (``upper``: smallest >= target).
+
+    ``buf`` holds ``entries`` index entries from its start; ``field`` is one of
+    ``_layout.OFFSET_KEY``, ``OFFSET_VALUE``, ``TIME_KEY``, ``TIME_VALUE`` (offsets are relative
+    to the index's base offset). Returns -1 when there is no such entry.
+    """
+    cdef const unsigned char *p = _index_pointer(buf, entries, field)
+    return _search(p, entries, field, target, upper)
+
+
+def index_search_many(const unsigned char[::1] buf, Py_ssize_t entries, int field,
+                      const int64_t[::1] targets, bint upper=False):
+    """``index_search`` for every target; returns an int64 array of slots (-1 = none)."""
+    cdef const unsigned char *p = _index_pointer(buf, entries, field)
+    cdef Py_ssize_t i, n = targets.shape[0]
+    slots = np.empty(n, dtype=np.int64)
+    cdef int64_t[::1] out = slots
+    with nogil:
+        for i in range(n):
+            out[i] = _search(p, entries, field, targets[i], upper)
+    return slots
+
+
+def index_entries(const unsigned char[::1] buf, Py_ssize_t entries, int field_kind):
+    """All entries as two int64 arrays: (relative offsets, positions) for an offset index
+    (``field_kind`` OFFSET_KEY) or (timestamps, relative offsets) for a time index (TIME_KEY)."""
+    if field_kind not in (OFFSET_KEY, TIME_KEY):
+        raise ValueError(f"field_kind must be OFFSET_KEY or TIME_KEY, not {field_kind}")
+    cdef const unsigned char *p = _index_pointer(buf, entries, field_kind)
+    keys = np.empty(entries, dtype=np.int64)
+    values = np.empty(entries, dtype=np.int64)
+    cdef int64_t[::1] k = keys
+    cdef int64_t[::1] v = values
+    cdef Py_ssize_t i
+    with nogil:
+        for i in range(entries):
+            k[i] = _entry_value(p, i, field_kind)
+            v[i] = _entry_value(p, i, field_kind + 1)
+    return keys, values
+
+
+def index_valid_entries(const unsigned char[::1] buf, int entry_size):
+    """Entries up to and including the last one that is not all zero.
+
+    A crashed broker leaves the active segment's index at its preallocated size with a zero
+    tail; this finds where the written entries end. A trailing partial entry is ignored.
+    """
+    if entry_size <= 0:
+        raise ValueError("entry_size must be positive")
+    cdef Py_ssize_t n = buf.shape[0] // entry_size
+    cdef Py_ssize_t end = n * entry_size
+    cdef const unsigned char *p = &buf[0] if buf.shape[0] > 0 else NULL
+    cdef Py_ssize_t i = end
+    cdef uint64_t word
+    with nogil:
+        # Eight bytes at a time while aligned to the end, then byte by byte.
+        while i >= 8:
+            memcpy(&word, p + i - 8, 8)
+            if word != 0:
+                break
+            i -= 8
+        while i > 0 and p[i - 1] == 0:
+            i -= 1
+    return (i + entry_size - 1) // entry_size

@@ -1,0 +1,303 @@
+"""Pure-Python reference of every kernel in ``_core.pyx``: same signatures, same results.
+
+Used when the compiled module is missing or ``KAFKALOG_NO_EXTENSIONS=1``, and by the tests as
+the reference the compiled kernels are checked against. Written for clarity, not speed.
+"""
+import struct
+import zlib
+
+import numpy as np
+from crc32c import crc32c as _crc32c
+
+from kafkalog._layout import (
+    BATCH_DTYPE, RECORD_DTYPE, HEADER_DTYPE, LOG_OVERHEAD, HEADER_SIZE_UP_TO_MAGIC,
+    LEGACY_OVERHEAD_V0, LEGACY_OVERHEAD_V1, V2_CRC_START, LEGACY_CRC_START,
+    OFFSET_KEY, OFFSET_VALUE, TIME_KEY, TIME_VALUE,
+    WALK_END, WALK_PARTIAL, WALK_CORRUPT, WALK_INVALID,
+)
+from kafkalog.errors import CorruptRecordError
+
+_V2_MIN_SIZE = 49
+_MIN_RECORD_SIZE = 7
+_V2_HEADER = struct.Struct(">qiibIhiqqqhii")   # baseOffset .. recordCount
+_LEGACY_HEADER = struct.Struct(">qiIbb")        # offset, size, crc, magic, attributes
+
+
+def walk_batches(buf, start=0, end=-1, validate_crc=True, stop_on_invalid=False, max_batches=-1):
+    """See ``_core.walk_batches``."""
+    buf = memoryview(buf).cast("B")
+    length = len(buf)
+    if end < 0 or end > length:
+        end = length
+    if start < 0 or start > end:
+        raise ValueError(f"start {start} outside the buffer [0, {end}]")
+    rows = []
+    pos = start
+    status, message = WALK_END, None
+    while True:
+        if 0 <= max_batches <= len(rows):
+            break
+        if end - pos <= HEADER_SIZE_UP_TO_MAGIC:
+            status = WALK_END if end == pos else WALK_PARTIAL
+            break
+        size = struct.unpack_from(">i", buf, pos + 8)[0]
+        if size < LEGACY_OVERHEAD_V0:
+            status = WALK_CORRUPT
+            message = (f"record size {size} is smaller than the minimum record overhead "
+                       f"({LEGACY_OVERHEAD_V0})")
+            break
+        if size > end - pos - LOG_OVERHEAD:
+            status = WALK_PARTIAL
+            break
+        magic = struct.unpack_from(">b", buf, pos + 16)[0]
+        if magic == 2 and size < _V2_MIN_SIZE:
+            status = WALK_CORRUPT
+            message = f"batch size {size} is smaller than the v2 batch header ({_V2_MIN_SIZE})"
+            break
+        if magic == 1 and size < LEGACY_OVERHEAD_V1:
+            status = WALK_CORRUPT
+            message = (f"record size {size} is smaller than the v1 record overhead "
+                       f"({LEGACY_OVERHEAD_V1})")
+            break
+        if magic not in (0, 1, 2):
+            status = WALK_CORRUPT
+            message = f"unknown magic byte {magic}"
+            break
+        rows.append(_batch_row(buf, pos, magic))
+        pos += LOG_OVERHEAD + size
+    batches = np.array(rows, dtype=BATCH_DTYPE)
+    stop = pos
+    if validate_crc:
+        for i, row in enumerate(batches):
+            p, sz = int(row["position"]), int(row["size"])
+            if row["magic"] == 2:
+                computed = _crc32c(buf[p + V2_CRC_START:p + sz])
+            else:
+                computed = zlib.crc32(buf[p + LEGACY_CRC_START:p + sz])
+            batches[i]["crc_valid"] = computed == int(row["crc"])
+            if stop_on_invalid and computed != int(row["crc"]):
+                stop = p
+                batches = batches[:i]
+                status = WALK_INVALID
+                message = "record is corrupt (CRC mismatch)"
+                break
+    return batches, status, stop, message
+
+
+def _batch_row(buf, pos, magic):
+    size = struct.unpack_from(">i", buf, pos + 8)[0] + LOG_OVERHEAD
+    if magic == 2:
+        (base_offset, _, epoch, _, crc, attributes, last_delta, base_ts, max_ts, producer_id,
+         producer_epoch, base_sequence, count) = _V2_HEADER.unpack_from(buf, pos)
+        last_offset = base_offset + last_delta
+    else:
+        base_offset, _, crc, _, attributes = _LEGACY_HEADER.unpack_from(buf, pos)
+        attributes &= 0xFF
+        base_ts = struct.unpack_from(">q", buf, pos + 18)[0] if magic == 1 else -1
+        max_ts, last_offset, epoch = base_ts, base_offset, -1
+        producer_id, producer_epoch, base_sequence, count = -1, -1, -1, -1
+    return (pos, base_offset, last_offset, max_ts, base_ts, producer_id, size, count, epoch,
+            base_sequence, crc, attributes, producer_epoch, magic, -1)
+
+
+class _Corrupt(Exception):
+    def __init__(self, reason, position):
+        self.reason, self.position = reason, position
+
+
+def _varint(buf, pos, end, max_bytes):
+    raw = shift = 0
+    for i in range(max_bytes):
+        if pos >= end:
+            break
+        b = buf[pos]
+        pos += 1
+        raw |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (raw >> 1) ^ -(raw & 1), pos
+        shift += 7
+    raise _Corrupt("varint is too long or runs past the end of the record", pos)
+
+
+def _span(buf, pos, end):
+    n, pos = _varint(buf, pos, end, 5)
+    if n < 0:
+        return pos, -1, pos
+    if n > end - pos:
+        raise _Corrupt("a key, value or header runs past the end of the record", pos)
+    return pos, n, pos + n
+
+
+def decode_v2_records(buf, starts, ends, base_offsets, base_timestamps, counts):
+    """See ``_core.decode_v2_records``."""
+    buf = memoryview(buf).cast("B")
+    n_regions = len(starts)
+    if not (len(ends) == len(base_offsets) == len(base_timestamps) == len(counts) == n_regions):
+        raise ValueError("region arrays differ in length")
+    for i in range(n_regions):
+        if not (0 <= starts[i] <= ends[i] <= len(buf)):
+            raise ValueError(f"region {i} [{starts[i]}, {ends[i]}) outside the buffer")
+        if counts[i] < 0 or counts[i] * _MIN_RECORD_SIZE > ends[i] - starts[i]:
+            exc = CorruptRecordError(f"record count does not fit the batch ({counts[i]} records "
+                                     f"in {ends[i] - starts[i]} bytes)", position=int(starts[i]))
+            exc.region = i
+            raise exc
+    records, headers = [], []
+    for i in range(n_regions):
+        try:
+            _decode_region(buf, int(starts[i]), int(ends[i]), int(base_offsets[i]),
+                           int(base_timestamps[i]), int(counts[i]), records, headers)
+        except _Corrupt as c:
+            exc = CorruptRecordError(c.reason, position=c.position)
+            exc.region = i
+            raise exc from None
+    return np.array(records, dtype=RECORD_DTYPE), np.array(headers, dtype=HEADER_DTYPE)
+
+
+def _decode_region(buf, pos, end, base_offset, base_timestamp, count, records, headers):
+    for _ in range(count):
+        rec_start = pos
+        try:
+            length, pos = _varint(buf, pos, end, 5)
+        except _Corrupt as c:
+            raise _Corrupt(c.reason, rec_start) from None
+        if length < _MIN_RECORD_SIZE - 1 or length > end - pos:
+            raise _Corrupt("invalid record length", rec_start)
+        body_end = pos + length
+        try:
+            attributes = _int8(buf[pos])
+            ts_delta, pos = _varint(buf, pos + 1, body_end, 10)
+            offset_delta, pos = _varint(buf, pos, body_end, 5)
+            key_pos, key_len, pos = _span(buf, pos, body_end)
+            value_pos, value_len, pos = _span(buf, pos, body_end)
+            header_count, pos = _varint(buf, pos, body_end, 5)
+            if header_count < 0 or header_count > body_end - pos:
+                raise _Corrupt("invalid negative number of record headers", pos)
+            header_start = len(headers)
+            for _h in range(header_count):
+                hk_pos, hk_len, pos = _span(buf, pos, body_end)
+                if hk_len < 0:
+                    raise _Corrupt("invalid negative header key size", pos)
+                hv_pos, hv_len, pos = _span(buf, pos, body_end)
+                headers.append((hk_pos, hv_pos, hk_len, hv_len))
+            if pos != body_end:
+                raise _Corrupt("record length does not match the bytes its fields use", pos)
+        except _Corrupt as c:
+            raise _Corrupt(c.reason, rec_start) from None
+        records.append((base_offset + offset_delta, base_timestamp + ts_delta, key_pos, value_pos,
+                        header_start, body_end - rec_start, key_len, value_len, header_count,
+                        attributes))
+    if pos != end:
+        raise _Corrupt("incorrect declared batch size, records still remaining", pos)
+
+
+def _int8(value):
+    value &= 0xFF
+    return value - 256 if value & 0x80 else value
+
+
+def decode_legacy_records(buf, batches):
+    """See ``_core.decode_legacy_records``."""
+    buf = memoryview(buf).cast("B")
+    batches = np.asarray(batches, dtype=BATCH_DTYPE)
+    for i, b in enumerate(batches):
+        if b["magic"] > 1 or b["position"] < 0 or b["position"] + b["size"] > len(buf):
+            raise ValueError(f"entry {i} is not a legacy entry inside the buffer")
+    rows = []
+    for b in batches:
+        pos, end = int(b["position"]), int(b["position"] + b["size"])
+        pos += 18 + (8 if b["magic"] == 1 else 0)
+        key_len = struct.unpack_from(">i", buf, pos)[0]
+        pos += 4
+        if key_len > end - pos - 4:
+            raise CorruptRecordError("legacy record key or value runs past its entry",
+                                     position=int(b["position"]))
+        key_pos = pos
+        pos += max(key_len, 0)
+        value_len = struct.unpack_from(">i", buf, pos)[0]
+        pos += 4
+        if value_len > end - pos:
+            raise CorruptRecordError("legacy record key or value runs past its entry",
+                                     position=int(b["position"]))
+        rows.append((b["base_offset"], b["base_timestamp"], key_pos, pos, 0, b["size"],
+                     key_len if key_len >= 0 else -1, value_len if value_len >= 0 else -1, 0,
+                     _int8(int(b["attributes"]))))
+    return np.array(rows, dtype=RECORD_DTYPE)
+
+
+_ENTRY_SIZE = {OFFSET_KEY: 8, OFFSET_VALUE: 8, TIME_KEY: 12, TIME_VALUE: 12}
+_FIELD = {OFFSET_KEY: (">i", 0), OFFSET_VALUE: (">i", 4), TIME_KEY: (">q", 0), TIME_VALUE: (">i", 8)}
+
+
+def _check_index(buf, entries, field):
+    if field not in _ENTRY_SIZE:
+        raise ValueError(f"unknown index field {field}")
+    buf = memoryview(buf).cast("B")
+    if entries < 0 or entries * _ENTRY_SIZE[field] > len(buf):
+        raise ValueError(f"{entries} entries do not fit a buffer of {len(buf)} bytes")
+    return buf
+
+
+def _value(buf, slot, field):
+    fmt, at = _FIELD[field]
+    return struct.unpack_from(fmt, buf, slot * _ENTRY_SIZE[field] + at)[0]
+
+
+def _search(buf, entries, field, target, upper):
+    if entries == 0:
+        return -1
+
+    def binary_search(lo, hi):
+        while lo < hi:
+            mid = (lo + hi + 1) >> 1
+            found = _value(buf, mid, field)
+            if found > target:
+                hi = mid - 1
+            elif found < target:
+                lo = mid
+            else:
+                return mid
+        if not upper:
+            return lo
+        return -1 if lo == entries - 1 else lo + 1
+
+    warm = 8192 // _ENTRY_SIZE[field]
+    first_hot = max(0, entries - 1 - warm)
+    if _value(buf, first_hot, field) < target:
+        return binary_search(first_hot, entries - 1)
+    if _value(buf, 0, field) > target:
+        return 0 if upper else -1
+    return binary_search(0, first_hot)
+
+
+def index_search(buf, entries, field, target, upper=False):
+    """See ``_core.index_search``."""
+    buf = _check_index(buf, entries, field)
+    return _search(buf, entries, field, target, upper)
+
+
+def index_search_many(buf, entries, field, targets, upper=False):
+    """See ``_core.index_search_many``."""
+    buf = _check_index(buf, entries, field)
+    return np.array([_search(buf, entries, field, int(t), upper) for t in targets], dtype=np.int64)
+
+
+def index_entries(buf, entries, field_kind):
+    """See ``_core.index_entries``."""
+    if field_kind not in (OFFSET_KEY, TIME_KEY):
+        raise ValueError(f"field_kind must be OFFSET_KEY or TIME_KEY, not {field_kind}")
+    buf = _check_index(buf, entries, field_kind)
+    keys = [_value(buf, i, field_kind) for i in range(entries)]
+    values = [_value(buf, i, field_kind + 1) for i in range(entries)]
+    return np.array(keys, dtype=np.int64), np.array(values, dtype=np.int64)
+
+
+def index_valid_entries(buf, entry_size):
+    """See ``_core.index_valid_entries``."""
+    if entry_size <= 0:
+        raise ValueError("entry_size must be positive")
+    buf = memoryview(buf).cast("B")
+    end = (len(buf) // entry_size) * entry_size
+    data = bytes(buf[:end])
+    last = len(data.rstrip(b"\0"))
+    return (last + entry_size - 1) // entry_size

@@ -1,0 +1,89 @@
+"""Typed errors raised by kafkalog.
+
+Every failure caused by bad input (a corrupt file, an invalid argument) is one of these, so
+callers can tell "the data is damaged" from "the program is wrong".
+"""
+
+
+class KafkaLogError(Exception):
+    """Base class of every kafkalog error."""
+
+
+class CorruptRecordError(KafkaLogError):
+    """A record batch or record is malformed.
+
+    Attributes
+    ----------
+    position : int or None
+        Byte position (in the file, or in the buffer that was walked) of the batch or record
+        at fault.
+    path : str or None
+        The file the bytes came from, when known.
+    """
+
+    def __init__(self, message, position=None, path=None):
+        self.position = position
+        self.path = path
+        where = []
+        if path is not None:
+            where.append(str(path))
+        if position is not None:
+            where.append(f"position {position}")
+        super().__init__(f"{message} ({', '.join(where)})" if where else message)
+        self.reason = message
+
+
+class CorruptIndexError(KafkaLogError):
+    """An offset, time or transaction index fails its sanity check."""
+
+
+class InvalidOffsetError(KafkaLogError):
+    """An offset is out of order or does not fit the segment (Kafka's InvalidOffsetException)."""
+
+
+class IndexOffsetOverflowError(InvalidOffsetError):
+    """An offset that does not fit an index entry relative to the segment's base offset."""
+
+
+class InvalidTimestampError(KafkaLogError):
+    """A time index entry whose timestamp is lower than the last one."""
+
+
+class OffsetOutOfRangeError(KafkaLogError):
+    """A requested offset lies outside the log."""
+
+
+class RecordTooLargeError(KafkaLogError):
+    """A batch exceeds a size limit (``max.message.bytes``, or the decompression limit)."""
+
+
+class UnsupportedCompressionError(KafkaLogError):
+    """A batch names a compression codec kafkalog cannot decode."""
+
+
+class LogDirLockedError(KafkaLogError):
+    """Another LogManager holds the log dir's ``.lock``."""
+
+
+class InvalidTopicError(KafkaLogError):
+    """A topic name is not one Kafka accepts."""
+
+
+class IndexFullError(KafkaLogError):
+    """An append to an index that has no free slot."""
+
+
+__all__ = [
+    "KafkaLogError",
+    "CorruptRecordError",
+    "CorruptIndexError",
+    "InvalidOffsetError",
+    "OffsetOutOfRangeError",
+    "RecordTooLargeError",
+    "UnsupportedCompressionError",
+    "LogDirLockedError",
+    "InvalidTopicError",
+    "IndexFullError",
+    "IndexOffsetOverflowError",
+    "InvalidTimestampError",
+]

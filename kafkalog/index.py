@@ -1,0 +1,557 @@
+"""Kafka's segment indexes: ``OffsetIndex`` (.index), ``TimeIndex`` (.timeindex) and
+``TransactionIndex`` (.txnindex), with Kafka's append rules, errors and searches.
+
+Offset and time indexes are memory-mapped and preallocated to ``max_index_size`` when created;
+searches run in the ``index_search`` kernel (hot/cold binary search, FORMAT.md).
+"""
+import collections
+import mmap
+import os
+import struct
+import threading
+
+import numpy as np
+
+from kafkalog._kernels import (
+    index_search, index_search_many, index_entries, index_valid_entries,
+)
+from kafkalog._layout import (
+    OFFSET_KEY, OFFSET_VALUE, TIME_KEY, TIME_VALUE, OFFSET_INDEX_ENTRY_SIZE,
+    TIME_INDEX_ENTRY_SIZE, TXN_INDEX_ENTRY_SIZE,
+)
+from kafkalog.errors import (
+    CorruptIndexError, IndexFullError, IndexOffsetOverflowError, InvalidOffsetError,
+    InvalidTimestampError,
+)
+
+DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
+_INT32_MAX = 2**31 - 1
+
+OffsetPosition = collections.namedtuple("OffsetPosition", "offset position")
+TimestampOffset = collections.namedtuple("TimestampOffset", "timestamp offset")
+
+
+class _MappedIndex:
+    """What the offset and time indexes share: the file, its mmap, entries, resize, trim."""
+    entry_size = 0
+    _key_field = _value_field = 0
+
+    def __init__(self, path, base_offset, max_index_size=DEFAULT_MAX_INDEX_SIZE, writable=True):
+        self.path = os.fspath(path)
+        self.base_offset = base_offset
+        self.max_index_size = max_index_size
+        self.writable = writable
+        self._lock = threading.RLock()
+        self._mmap = None
+        newly_created = not os.path.exists(self.path)
+        if newly_created and not writable:
+            raise FileNotFoundError(self.path)
+        fd = os.open(self.path, (os.O_RDWR | os.O_CREAT) if writable else os.O_RDONLY, 0o644)
+        try:
+            if newly_created:
+                os.ftruncate(fd, self._round_down(max_index_size))
+            self._length = os.fstat(fd).st_size
+            self._map(fd)
+        finally:
+            os.close(fd)
+        # An index opened from disk is assumed full of valid entries, as Kafka assumes.
+        self._entries = 0 if newly_created else self._length // self.entry_size
+        self._after_open()
+
+    def _after_open(self):
+        pass
+
+    def _round_down(self, size):
+        return size - size % self.entry_size
+
+    def _map(self, fd):
+        if self._length == 0:
+            self._mmap = None
+        else:
+            self._mmap = mmap.mmap(fd, self._length,
+                                   access=mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ)
+
+    @property
+    def _buffer(self):
+        return self._mmap if self._mmap is not None else b""
+
+    @property
+    def entries(self):
+        return self._entries
+
+    @property
+    def max_entries(self):
+        return self._length // self.entry_size
+
+    @property
+    def length(self):
+        """Size of the index file in bytes."""
+        return self._length
+
+    def is_full(self):
+        return self._entries >= self.max_entries
+
+    def _relative(self, offset):
+        relative = offset - self.base_offset
+        if relative < 0 or relative > _INT32_MAX:
+            raise IndexOffsetOverflowError(
+                f"integer overflow for offset: {offset} ({self.path}, base offset "
+                f"{self.base_offset})")
+        return relative
+
+    def can_append_offset(self, offset):
+        return 0 <= offset - self.base_offset <= _INT32_MAX
+
+    def _search(self, target, field, upper=False):
+        return index_search(self._buffer, self._entries, field, target, upper)
+
+    def _require_writable(self):
+        if not self.writable:
+            raise PermissionError(f"index {self.path} is read-only")
+
+    def resize(self, new_size):
+        """Set the file size to ``new_size`` rounded down to whole entries; True if it changed."""
+        with self._lock:
+            rounded = self._round_down(new_size)
+            if rounded == self._length:
+                return False
+            if not self.writable:
+                raise PermissionError(f"index {self.path} is read-only")
+            self._unmap()
+            fd = os.open(self.path, os.O_RDWR)
+            try:
+                os.ftruncate(fd, rounded)
+                self._length = rounded
+                self._map(fd)
+            finally:
+                os.close(fd)
+            self._entries = min(self._entries, self.max_entries)
+            return True
+
+    def trim_to_valid_size(self):
+        """Shrink the file to the entries in use (done at roll and close)."""
+        return self.resize(self._entries * self.entry_size)
+
+    def truncate(self):
+        """Drop every entry."""
+        self._truncate_to_entries(0)
+
+    def reset(self):
+        """Drop every entry and grow the file back to the maximum size."""
+        with self._lock:
+            self.truncate()
+            self.resize(self.max_index_size)
+
+    def _truncate_to_entries(self, entries):
+        with self._lock:
+            self._entries = entries
+            self._after_truncate()
+
+    def _after_truncate(self):
+        pass
+
+    def _truncate_slot(self, offset):
+        """Entries to keep so that none has an offset >= ``offset``."""
+        slot = self._search(offset - self.base_offset, self._offset_field)
+        if slot < 0:
+            return 0
+        return slot if self._entry_offset(slot) == offset else slot + 1
+
+    def truncate_to(self, offset):
+        """Remove every entry with an offset >= ``offset``."""
+        with self._lock:
+            self._truncate_to_entries(self._truncate_slot(offset))
+
+    def valid_entries(self):
+        """Entries before the all-zero tail a crash leaves in a preallocated index."""
+        return index_valid_entries(self._buffer, self.entry_size)
+
+    def flush(self):
+        if self._mmap is not None and self.writable:
+            self._mmap.flush()
+
+    def _unmap(self):
+        if self._mmap is not None:
+            if self.writable:
+                self._mmap.flush()
+            self._mmap.close()
+            self._mmap = None
+
+    def close(self):
+        """Trim to the valid entries (when writable) and release the mapping."""
+        with self._lock:
+            if self.writable:
+                self.trim_to_valid_size()
+            self._unmap()
+
+    def close_handler(self):
+        """Release the mapping without trimming."""
+        self._unmap()
+
+    def delete_if_exists(self):
+        self.close_handler()
+        try:
+            os.remove(self.path)
+            return True
+        except FileNotFoundError:
+            return False
+
+    def rename_to(self, path):
+        os.replace(self.path, path)
+        self.path = os.fspath(path)
+
+    def key_values(self):
+        """All entries as two int64 numpy arrays (see subclasses for the meaning)."""
+        return index_entries(self._buffer, self._entries, self._key_field)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.path!r}, base_offset={self.base_offset}, " \
+               f"entries={self._entries})"
+
+
+class OffsetIndex(_MappedIndex):
+    """Sparse map from offset to the byte position of its batch in the segment's ``.log``.
+
+    Entries are 8 bytes: relative offset (int32) and position (int32).
+    """
+    entry_size = OFFSET_INDEX_ENTRY_SIZE
+    _key_field = OFFSET_KEY
+    _value_field = OFFSET_VALUE
+    _offset_field = OFFSET_KEY
+
+    def _after_open(self):
+        self._last_offset = self._read_last_offset()
+
+    def _read_last_offset(self):
+        return self.entry(self._entries - 1).offset if self._entries else self.base_offset
+
+    def _after_truncate(self):
+        self._last_offset = self._read_last_offset()
+
+    @property
+    def last_offset(self):
+        return self._last_offset
+
+    def entry(self, n):
+        """The n-th entry as ``OffsetPosition`` (absolute offset)."""
+        if n < 0 or n >= self._entries:
+            raise IndexError(f"attempt to fetch the {n}th entry from {self.path} of size "
+                             f"{self._entries}")
+        rel, pos = struct.unpack_from(">ii", self._buffer, n * 8)
+        return OffsetPosition(self.base_offset + rel, pos)
+
+    def _entry_offset(self, slot):
+        return self.entry(slot).offset
+
+    def append(self, offset, position):
+        """Add an entry; its offset must be larger than the last one."""
+        with self._lock:
+            if self.is_full():
+                raise IndexFullError(f"attempt to append to a full index (size = "
+                                     f"{self._entries}, {self.path})")
+            if self._entries == 0 or offset > self._last_offset:
+                self._require_writable()
+                struct.pack_into(">ii", self._mmap, self._entries * 8, self._relative(offset),
+                                 position)
+                self._entries += 1
+                self._last_offset = offset
+            else:
+                raise InvalidOffsetError(
+                    f"attempt to append an offset ({offset}) to position {self._entries} no "
+                    f"larger than the last offset appended ({self._last_offset}) to {self.path}")
+
+    def lookup(self, target_offset):
+        """Largest entry with offset <= ``target_offset``, else (base_offset, 0)."""
+        slot = self._search(target_offset - self.base_offset, OFFSET_KEY)
+        if slot < 0:
+            return OffsetPosition(self.base_offset, 0)
+        return self.entry(slot)
+
+    def lookup_many(self, target_offsets):
+        """``lookup`` for an array of offsets in one call; returns (offsets, positions) arrays."""
+        targets = np.asarray(target_offsets, dtype=np.int64) - self.base_offset
+        slots = index_search_many(self._buffer, self._entries, OFFSET_KEY, targets)
+        rel, pos = self.key_values()
+        found = slots >= 0
+        safe = np.where(found, slots, 0)
+        offsets = np.where(found, rel[safe] + self.base_offset if len(rel) else 0,
+                           self.base_offset)
+        positions = np.where(found, pos[safe] if len(pos) else 0, 0)
+        return offsets, positions
+
+    def fetch_upper_bound_offset(self, fetch_position, fetch_size):
+        """Smallest entry whose position >= ``fetch_position`` + ``fetch_size``, else None.
+
+        ``fetch_position`` may be an ``OffsetPosition`` or a byte position.
+        """
+        if isinstance(fetch_position, OffsetPosition):
+            fetch_position = fetch_position.position
+        slot = self._search(fetch_position + fetch_size, OFFSET_VALUE, upper=True)
+        return None if slot < 0 else self.entry(slot)
+
+    def sanity_check(self):
+        """Raise CorruptIndexError as Kafka's OffsetIndex.sanityCheck does."""
+        if self._entries != 0 and self._last_offset < self.base_offset:
+            raise CorruptIndexError(
+                f"corrupt index found, index file ({self.path}) has non-zero size but the last "
+                f"offset is {self._last_offset} which is less than the base offset "
+                f"{self.base_offset}")
+        if self._length % self.entry_size != 0:
+            raise CorruptIndexError(
+                f"index file {self.path} is corrupt, found {self._length} bytes which is "
+                f"neither positive nor a multiple of {self.entry_size}")
+
+    def entries_array(self):
+        """(absolute offsets, positions) of every entry, as int64 arrays."""
+        rel, pos = self.key_values()
+        return rel + self.base_offset, pos
+
+
+class TimeIndex(_MappedIndex):
+    """Sparse map from timestamp to offset. Entries are 12 bytes: timestamp (int64) and
+    relative offset (int32); each holds the largest timestamp so far and its offset."""
+    entry_size = TIME_INDEX_ENTRY_SIZE
+    _key_field = TIME_KEY
+    _value_field = TIME_VALUE
+    _offset_field = TIME_VALUE
+
+    def _after_open(self):
+        self._last_entry = self._read_last_entry()
+
+    def _read_last_entry(self):
+        if self._entries == 0:
+            return TimestampOffset(-1, self.base_offset)
+        return self.entry(self._entries - 1)
+
+    def _after_truncate(self):
+        self._last_entry = self._read_last_entry()
+
+    @property
+    def last_entry(self):
+        return self._last_entry
+
+    def is_full(self):
+        # The last slot is kept for the entry appended when the segment rolls.
+        return self._entries >= self.max_entries - 1
+
+    def entry(self, n):
+        """The n-th entry as ``TimestampOffset`` (absolute offset)."""
+        if n < 0 or n >= self._entries:
+            raise IndexError(f"attempt to fetch the {n}th entry from {self.path} of size "
+                             f"{self._entries}")
+        ts, rel = struct.unpack_from(">qi", self._buffer, n * 12)
+        return TimestampOffset(ts, self.base_offset + rel)
+
+    def _entry_offset(self, slot):
+        return self.entry(slot).offset
+
+    def maybe_append(self, timestamp, offset, skip_full_check=False):
+        """Add (timestamp, offset) if ``timestamp`` is larger than the last entry's."""
+        with self._lock:
+            if not skip_full_check and self.is_full():
+                raise IndexFullError(f"attempt to append to a full time index (size = "
+                                     f"{self._entries}, {self.path})")
+            last = self._last_entry
+            if self._entries != 0 and offset < last.offset:
+                raise InvalidOffsetError(
+                    f"attempt to append an offset ({offset}) to slot {self._entries} no larger "
+                    f"than the last offset appended ({last.offset}) to {self.path}")
+            if self._entries != 0 and timestamp < last.timestamp:
+                raise InvalidTimestampError(
+                    f"attempt to append a timestamp ({timestamp}) to slot {self._entries} no "
+                    f"larger than the last timestamp appended ({last.timestamp}) to "
+                    f"{self.path}")
+            if timestamp > last.timestamp:
+                if self._entries >= self.max_entries:
+                    raise IndexFullError(f"time index {self.path} has no free slot")
+                self._require_writable()
+                struct.pack_into(">qi", self._mmap, self._entries * 12, timestamp,
+                                 self._relative(offset))
+                self._entries += 1
+                self._last_entry = TimestampOffset(timestamp, offset)
+
+    def lookup(self, target_timestamp):
+        """Largest entry with timestamp <= ``target_timestamp``, else (-1, base_offset)."""
+        slot = self._search(target_timestamp, TIME_KEY)
+        if slot < 0:
+            return TimestampOffset(-1, self.base_offset)
+        return self.entry(slot)
+
+    def lookup_many(self, target_timestamps):
+        """``lookup`` for an array of timestamps; returns (timestamps, offsets) arrays."""
+        targets = np.asarray(target_timestamps, dtype=np.int64)
+        slots = index_search_many(self._buffer, self._entries, TIME_KEY, targets)
+        ts, rel = self.key_values()
+        found = slots >= 0
+        safe = np.where(found, slots, 0)
+        timestamps = np.where(found, ts[safe] if len(ts) else 0, -1)
+        offsets = np.where(found, rel[safe] + self.base_offset if len(rel) else 0,
+                           self.base_offset)
+        return timestamps, offsets
+
+    def sanity_check(self):
+        """Raise CorruptIndexError as Kafka's TimeIndex.sanityCheck does."""
+        last = self._last_entry
+        if self._entries != 0 and last.timestamp < self.entry(0).timestamp:
+            raise CorruptIndexError(
+                f"corrupt time index found, time index file ({self.path}) has non-zero size "
+                f"but the last timestamp is {last.timestamp} which is less than the first "
+                f"timestamp {self.entry(0).timestamp}")
+        if self._entries != 0 and last.offset < self.base_offset:
+            raise CorruptIndexError(
+                f"corrupt time index found, time index file ({self.path}) has non-zero size "
+                f"but the last offset is {last.offset} which is less than the base offset "
+                f"{self.base_offset}")
+        if self._length % self.entry_size != 0:
+            raise CorruptIndexError(
+                f"time index file {self.path} is corrupt, found {self._length} bytes which is "
+                f"neither positive nor a multiple of {self.entry_size}")
+
+    def entries_array(self):
+        """(timestamps, absolute offsets) of every entry, as int64 arrays."""
+        ts, rel = self.key_values()
+        return ts, rel + self.base_offset
+
+
+AbortedTxn = collections.namedtuple(
+    "AbortedTxn", "producer_id first_offset last_offset last_stable_offset")
+
+TXN_ENTRY_DTYPE = np.dtype([("version", ">i2"), ("producer_id", ">i8"), ("first_offset", ">i8"),
+                            ("last_offset", ">i8"), ("last_stable_offset", ">i8")])
+assert TXN_ENTRY_DTYPE.itemsize == TXN_INDEX_ENTRY_SIZE
+_TXN_VERSION = 0
+_TXN_ENTRY = struct.Struct(">hqqqq")
+
+TxnIndexSearchResult = collections.namedtuple("TxnIndexSearchResult",
+                                              "aborted_transactions is_complete")
+
+
+class TransactionIndex:
+    """The aborted transactions whose ABORT marker lies in this segment (``.txnindex``).
+
+    34-byte entries, append-only, not preallocated; the file is created on the first append.
+    """
+
+    def __init__(self, path, base_offset):
+        self.path = os.fspath(path)
+        self.base_offset = base_offset
+        self._last_offset = None
+        self._lock = threading.RLock()
+
+    def _read(self):
+        try:
+            with open(self.path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return np.empty(0, TXN_ENTRY_DTYPE)
+        if len(data) % TXN_INDEX_ENTRY_SIZE:
+            raise CorruptIndexError(f"unexpected end of transaction index {self.path}: "
+                                    f"{len(data)} bytes is not a whole number of entries")
+        entries = np.frombuffer(data, TXN_ENTRY_DTYPE)
+        bad = entries["version"] != _TXN_VERSION
+        if bad.any():
+            raise CorruptIndexError(
+                f"unexpected aborted transaction version {int(entries['version'][bad][0])} in "
+                f"transaction index {self.path}, current version is {_TXN_VERSION}")
+        return entries
+
+    def entries_array(self):
+        """Every entry, as a numpy array of ``TXN_ENTRY_DTYPE``."""
+        return self._read()
+
+    def all_aborted_txns(self):
+        return [AbortedTxn(int(e["producer_id"]), int(e["first_offset"]), int(e["last_offset"]),
+                           int(e["last_stable_offset"])) for e in self._read()]
+
+    def append(self, aborted_txn):
+        """Add an entry; its last offset must exceed the previous one appended."""
+        with self._lock:
+            if self._last_offset is not None and self._last_offset >= aborted_txn.last_offset:
+                raise InvalidOffsetError(
+                    f"the last offset of appended transactions must increase sequentially, but "
+                    f"{aborted_txn.last_offset} is not greater than current last offset "
+                    f"{self._last_offset} of index file {self.path}")
+            self._last_offset = aborted_txn.last_offset
+            with open(self.path, "ab") as f:
+                f.write(_TXN_ENTRY.pack(_TXN_VERSION, aborted_txn.producer_id,
+                                        aborted_txn.first_offset, aborted_txn.last_offset,
+                                        aborted_txn.last_stable_offset))
+
+    def collect_aborted_txns(self, fetch_offset, upper_bound_offset):
+        """Aborted transactions overlapping [fetch_offset, upper_bound_offset).
+
+        ``is_complete`` is True once an entry's last stable offset reaches the upper bound:
+        later segments cannot hold more transactions that matter to this fetch.
+        """
+        entries = self._read()
+        if len(entries) == 0:
+            return TxnIndexSearchResult([], False)
+        complete = np.nonzero(entries["last_stable_offset"] >= upper_bound_offset)[0]
+        end = int(complete[0]) + 1 if len(complete) else len(entries)
+        chosen = entries[:end]
+        mask = ((chosen["last_offset"] >= fetch_offset)
+                & (chosen["first_offset"] < upper_bound_offset))
+        txns = [AbortedTxn(int(e["producer_id"]), int(e["first_offset"]), int(e["last_offset"]),
+                           int(e["last_stable_offset"])) for e in chosen[mask]]
+        return TxnIndexSearchResult(txns, len(complete) > 0)
+
+    def truncate_to(self, offset):
+        """Remove every entry with last offset >= ``offset``."""
+        with self._lock:
+            entries = self._read()
+            cut = np.nonzero(entries["last_offset"] >= offset)[0]
+            if len(cut) == 0:
+                return
+            keep = int(cut[0])
+            with open(self.path, "r+b") as f:
+                f.truncate(keep * TXN_INDEX_ENTRY_SIZE)
+            self._last_offset = int(entries["last_offset"][keep - 1]) if keep else None
+
+    def reset(self):
+        with self._lock:
+            if os.path.exists(self.path):
+                with open(self.path, "r+b") as f:
+                    f.truncate(0)
+            self._last_offset = None
+
+    def sanity_check(self):
+        """Raise CorruptIndexError if an entry's last offset is below the base offset."""
+        entries = self._read()
+        bad = entries["last_offset"] < self.base_offset
+        if bad.any():
+            e = entries[bad][0]
+            raise CorruptIndexError(
+                f"last offset of aborted transaction {tuple(int(x) for x in e)} in index "
+                f"{self.path} is less than start offset {self.base_offset}")
+
+    def is_empty(self):
+        return not os.path.exists(self.path) or os.path.getsize(self.path) == 0
+
+    def flush(self):
+        if os.path.exists(self.path):
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def close(self):
+        pass
+
+    def delete_if_exists(self):
+        try:
+            os.remove(self.path)
+            return True
+        except FileNotFoundError:
+            return False
+
+    def rename_to(self, path):
+        if os.path.exists(self.path):
+            os.replace(self.path, path)
+        self.path = os.fspath(path)

@@ -1,0 +1,672 @@
+"""Record batches and records: views over Kafka's bytes, columnar decoding, and the builder.
+
+Reading walks a buffer (usually an mmap'd ``.log`` file) with the ``walk_batches`` kernel and
+decodes records with ``decode_v2_records`` / ``decode_legacy_records`` into a columnar
+``RecordTable``; ``Record`` objects are only made when asked for. Formats: record batch v2 and
+legacy message sets v0/v1, including compressed wrapper messages (see FORMAT.md).
+"""
+import enum
+import mmap
+import os
+import struct
+import time
+import zlib
+
+import numpy as np
+from crc32c import crc32c
+
+from kafkalog import codecs
+from kafkalog._kernels import walk_batches, decode_v2_records, decode_legacy_records
+from kafkalog._layout import (
+    BATCH_DTYPE, RECORD_DTYPE, HEADER_DTYPE, V2_HEADER_SIZE, V2_CRC_START, LOG_OVERHEAD,
+    WALK_CORRUPT,
+)
+from kafkalog.errors import CorruptRecordError, KafkaLogError
+
+# v2 batch attributes
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_MASK = 0x10
+CONTROL_MASK = 0x20
+DELETE_HORIZON_MASK = 0x40
+
+NO_SEQUENCE = -1
+NO_PRODUCER_ID = -1
+NO_PARTITION_LEADER_EPOCH = -1
+
+
+class TimestampType(enum.IntEnum):
+    """Kafka's timestamp types (the values are Kafka's and Spark's ``timestampType``)."""
+    NO_TIMESTAMP_TYPE = -1
+    CREATE_TIME = 0
+    LOG_APPEND_TIME = 1
+
+    @classmethod
+    def of(cls, value):
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, str):
+            try:
+                return cls[value.upper()]
+            except KeyError:
+                raise ValueError(f"unknown timestamp type {value!r}") from None
+        return cls(value)
+
+
+class ControlType(enum.IntEnum):
+    """Control record types (the key of a record in a control batch)."""
+    ABORT = 0
+    COMMIT = 1
+    LEADER_CHANGE = 2
+    SNAPSHOT_HEADER = 3
+    SNAPSHOT_FOOTER = 4
+    KRAFT_VERSION = 5
+    KRAFT_VOTERS = 6
+
+
+class Record:
+    """One record: ``offset``, ``timestamp`` (ms), ``timestamp_type``, ``key``, ``value``
+    (bytes or None) and ``headers`` (tuple of ``(str, bytes | None)``).
+
+    Construct one for appends as ``Record(key=..., value=..., timestamp=None, headers=())``;
+    a timestamp of None means "now" when the batch is built.
+    """
+    __slots__ = ("offset", "timestamp", "timestamp_type", "key", "value", "headers")
+
+    def __init__(self, key=None, value=None, timestamp=None, headers=(), offset=None,
+                 timestamp_type=TimestampType.CREATE_TIME):
+        self.key = key
+        self.value = value
+        self.timestamp = timestamp
+        self.headers = tuple(headers)
+        self.offset = offset
+        self.timestamp_type = timestamp_type
+
+    def __eq__(self, other):
+        if not isinstance(other, Record):
+            return NotImplemented
+        return all(getattr(self, f) == getattr(other, f) for f in Record.__slots__)
+
+    def __hash__(self):
+        return hash((self.offset, self.timestamp, self.key, self.value))
+
+    def __repr__(self):
+        return (f"Record(offset={self.offset}, timestamp={self.timestamp}, key={self.key!r}, "
+                f"value={self.value!r:.60}, headers={self.headers!r:.60})")
+
+
+def _timestamp_type_of(magic, attributes):
+    if magic == 0:
+        return TimestampType.NO_TIMESTAMP_TYPE
+    return (TimestampType.LOG_APPEND_TIME if attributes & TIMESTAMP_TYPE_MASK
+            else TimestampType.CREATE_TIME)
+
+
+def increment_sequence(sequence, increment):
+    """Kafka's sequence arithmetic: wraps from Int.MAX_VALUE to 0."""
+    if sequence > 2**31 - 1 - increment:
+        return increment - (2**31 - 1 - sequence) - 1
+    return sequence + increment
+
+
+class RecordBatch:
+    """A view over one batch (v2) or one legacy entry (v0/v1, possibly a compressed wrapper).
+
+    Made by ``iter_batches``; holds the buffer it came from and one row of the walk.
+    ``position`` is the batch's byte position in that buffer.
+    """
+    __slots__ = ("_buffer", "_row", "_table")
+
+    def __init__(self, buffer, row):
+        self._buffer = buffer
+        self._row = row
+        self._table = None
+
+    def _get(self, field):
+        return int(self._row[field])
+
+    position = property(lambda self: self._get("position"))
+    magic = property(lambda self: self._get("magic"))
+    crc = property(lambda self: self._get("crc"))
+    attributes = property(lambda self: self._get("attributes"))
+    max_timestamp = property(lambda self: self._get("max_timestamp"))
+    base_timestamp = property(lambda self: self._get("base_timestamp"))
+    producer_id = property(lambda self: self._get("producer_id"))
+    producer_epoch = property(lambda self: self._get("producer_epoch"))
+    base_sequence = property(lambda self: self._get("base_sequence"))
+    partition_leader_epoch = property(lambda self: self._get("partition_leader_epoch"))
+    size_in_bytes = property(lambda self: self._get("size"))
+    last_offset = property(lambda self: self._get("last_offset"))
+
+    @property
+    def record_count(self):
+        """Records declared by a v2 header; for legacy entries, the records inside."""
+        if self.magic == 2:
+            return self._get("record_count")
+        return len(self.table())
+
+    @property
+    def base_offset(self):
+        """First offset; for a legacy compressed wrapper, its first inner record's offset."""
+        if self.magic < 2 and self.compression != "none":
+            table = self.table()
+            return int(table.records["offset"][0]) if len(table) else self.last_offset
+        return self._get("base_offset")
+
+    @property
+    def compression(self):
+        return codecs.CODEC_NAMES.get(self.attributes & COMPRESSION_MASK,
+                                      str(self.attributes & COMPRESSION_MASK))
+
+    @property
+    def timestamp_type(self):
+        return _timestamp_type_of(self.magic, self.attributes)
+
+    @property
+    def is_transactional(self):
+        return self.magic == 2 and bool(self.attributes & TRANSACTIONAL_MASK)
+
+    @property
+    def is_control(self):
+        return self.magic == 2 and bool(self.attributes & CONTROL_MASK)
+
+    @property
+    def has_delete_horizon(self):
+        return self.magic == 2 and bool(self.attributes & DELETE_HORIZON_MASK)
+
+    @property
+    def last_sequence(self):
+        if self.magic < 2 or self.base_sequence == NO_SEQUENCE:
+            return NO_SEQUENCE
+        return increment_sequence(self.base_sequence, self.last_offset - self._get("base_offset"))
+
+    def is_valid(self):
+        """True when the stored CRC matches the bytes (CRC32C for v2, CRC32 for legacy)."""
+        valid = self._get("crc_valid")
+        if valid < 0:
+            one = walk_batches(self._buffer, self.position, self.position + self.size_in_bytes)
+            valid = int(one[0]["crc_valid"][0]) if len(one[0]) else 0
+        return bool(valid)
+
+    def ensure_valid(self):
+        """Raise CorruptRecordError unless the batch's CRC is valid."""
+        if not self.is_valid():
+            raise CorruptRecordError(f"record is corrupt (stored crc = {self.crc})",
+                                     position=self.position)
+
+    def table(self):
+        """The batch's records, columnar (``RecordTable``); decoded once."""
+        if self._table is None:
+            self._table = decode_batches(self._buffer, self._row.reshape(1))
+        return self._table
+
+    def __iter__(self):
+        return iter(self.table().to_records())
+
+    def __len__(self):
+        return self.record_count
+
+    def __repr__(self):
+        return (f"RecordBatch(base_offset={self._get('base_offset')}, "
+                f"last_offset={self.last_offset}, magic={self.magic}, "
+                f"position={self.position}, size={self.size_in_bytes})")
+
+
+def open_buffer(buffer_or_path):
+    """A read-only buffer of a path (mmap'd; an empty file gives b"") or the buffer itself."""
+    if isinstance(buffer_or_path, (str, os.PathLike)):
+        with open(buffer_or_path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size == 0:
+                return b""
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    return buffer_or_path
+
+
+def iter_batches(buffer_or_path, validate_crc=False):
+    """Yield a ``RecordBatch`` for every batch of a ``.log`` file or a buffer of batches.
+
+    Stops silently at a partial tail, like Kafka's file iterator; raises CorruptRecordError
+    (after yielding the batches before it) at a structural error. With ``validate_crc`` the
+    CRCs are checked during the walk (``is_valid()`` then costs nothing).
+    """
+    path = buffer_or_path if isinstance(buffer_or_path, (str, os.PathLike)) else None
+    buf = open_buffer(buffer_or_path)
+    batches, status, stop, message = walk_batches(buf, validate_crc=validate_crc)
+    for row in batches:
+        yield RecordBatch(buf, row)
+    if status == WALK_CORRUPT:
+        raise CorruptRecordError(message, position=stop, path=path)
+
+
+class RecordTable:
+    """Records of one or more batches, columnar.
+
+    Attributes
+    ----------
+    data : bytes-like
+        The buffer that ``key_pos`` / ``value_pos`` / header positions index into.
+    records : ndarray of ``RECORD_DTYPE``
+        One row per record, in offset order; ``timestamp`` is what a consumer sees
+        (the batch max timestamp under LogAppendTime, -1 for magic 0).
+    headers : ndarray of ``HEADER_DTYPE``
+    batch : ndarray of int32
+        For each record, the index of its batch in the batch array that was decoded.
+    sequence : ndarray of int64
+        Producer sequence of each record (-1 when none).
+    legacy_crc : ndarray of int64
+        CRC32 of each legacy record (-1 for v2).
+    timestamp_type : ndarray of int8
+        ``TimestampType`` of each record.
+    """
+    __slots__ = ("data", "records", "headers", "batch", "sequence", "legacy_crc",
+                 "timestamp_type")
+
+    def __init__(self, data, records, headers, batch, sequence, legacy_crc, timestamp_type):
+        self.data = data
+        self.records = records
+        self.headers = headers
+        self.batch = batch
+        self.sequence = sequence
+        self.legacy_crc = legacy_crc
+        self.timestamp_type = timestamp_type
+
+    def __len__(self):
+        return len(self.records)
+
+    def _bytes(self, pos, length):
+        return None if length < 0 else bytes(self.data[pos:pos + length])
+
+    def key(self, i):
+        r = self.records[i]
+        return self._bytes(int(r["key_pos"]), int(r["key_len"]))
+
+    def value(self, i):
+        r = self.records[i]
+        return self._bytes(int(r["value_pos"]), int(r["value_len"]))
+
+    def headers_of(self, i):
+        r = self.records[i]
+        start, count = int(r["header_start"]), int(r["header_count"])
+        out = []
+        for h in self.headers[start:start + count]:
+            key = bytes(self.data[h["key_pos"]:h["key_pos"] + h["key_len"]])
+            out.append((key.decode("utf-8", "replace"),
+                        self._bytes(int(h["value_pos"]), int(h["value_len"]))))
+        return tuple(out)
+
+    def record(self, i):
+        r = self.records[i]
+        return Record(key=self.key(i), value=self.value(i), timestamp=int(r["timestamp"]),
+                      headers=self.headers_of(i) if r["header_count"] else (),
+                      offset=int(r["offset"]),
+                      timestamp_type=TimestampType(int(self.timestamp_type[i])))
+
+    def to_records(self):
+        """A list of ``Record``, in offset order."""
+        return [self.record(i) for i in range(len(self.records))]
+
+    def slice(self, mask_or_slice):
+        """A table of the selected rows (same data and header buffers)."""
+        return RecordTable(self.data, self.records[mask_or_slice], self.headers,
+                           self.batch[mask_or_slice], self.sequence[mask_or_slice],
+                           self.legacy_crc[mask_or_slice], self.timestamp_type[mask_or_slice])
+
+    @staticmethod
+    def concat(tables):
+        """One table of several decoded from the same batch array (``batch`` keeps indexing
+        it); copies their data into one buffer."""
+        tables = [t for t in tables if len(t)]
+        if not tables:
+            return empty_table()
+        if len(tables) == 1:
+            return tables[0]
+        datas, recs, heads, batches = [], [], [], []
+        data_off = head_off = 0
+        for t in tables:
+            r = t.records.copy()
+            h = t.headers.copy()
+            r["key_pos"] += data_off
+            r["value_pos"] += data_off
+            r["header_start"] += head_off
+            h["key_pos"] += data_off
+            h["value_pos"] += data_off
+            datas.append(bytes(t.data))
+            recs.append(r)
+            heads.append(h)
+            batches.append(t.batch)
+            data_off += len(t.data)
+            head_off += len(t.headers)
+        return RecordTable(b"".join(datas), np.concatenate(recs), np.concatenate(heads),
+                           np.concatenate(batches),
+                           np.concatenate([t.sequence for t in tables]),
+                           np.concatenate([t.legacy_crc for t in tables]),
+                           np.concatenate([t.timestamp_type for t in tables]))
+
+
+def empty_table():
+    return RecordTable(b"", np.empty(0, RECORD_DTYPE), np.empty(0, HEADER_DTYPE),
+                       np.empty(0, np.int32), np.empty(0, np.int64), np.empty(0, np.int64),
+                       np.empty(0, np.int8))
+
+
+def decode_batches(buf, batches, path=None):
+    """Decode every record of the walked ``batches`` (``BATCH_DTYPE`` rows) of ``buf``.
+
+    Uncompressed v2 batches are decoded in place (the table's data is ``buf`` itself: no copy);
+    when any batch is compressed or legacy, record bytes are gathered into one new buffer.
+
+    Raises CorruptRecordError (with the file position of the batch at fault), or the codec
+    errors of ``codecs.decompress``.
+    """
+    batches = np.asarray(batches, dtype=BATCH_DTYPE)
+    if len(batches) == 0:
+        return empty_table()
+    attributes = batches["attributes"]
+    v2 = batches["magic"] == 2
+    if v2.all() and not (attributes & COMPRESSION_MASK).any():
+        return _decode_v2_in_place(buf, batches, path)
+    pieces = []                   # (kind, bytes, batch index)
+    for i, row in enumerate(batches):
+        pieces.append(_piece(buf, row, i, path))
+    return _decode_pieces(pieces, batches, path)
+
+
+def _decode_v2_in_place(buf, batches, path):
+    starts = batches["position"] + V2_HEADER_SIZE
+    ends = batches["position"] + batches["size"].astype(np.int64)
+    counts = batches["record_count"].astype(np.int64)
+    try:
+        records, headers = decode_v2_records(buf, starts, ends, batches["base_offset"].copy(),
+                                             batches["base_timestamp"].copy(), counts)
+    except CorruptRecordError as e:
+        raise CorruptRecordError(e.reason, position=e.position, path=path) from None
+    batch_index = np.repeat(np.arange(len(batches), dtype=np.int32), counts)
+    return _finish_v2(buf, records, headers, batches, batch_index)
+
+
+def _finish_v2(data, records, headers, batches, batch_index):
+    rows = batches[batch_index]
+    attrs = rows["attributes"]
+    log_append = (attrs & TIMESTAMP_TYPE_MASK) != 0
+    if log_append.any():
+        records["timestamp"] = np.where(log_append, rows["max_timestamp"], records["timestamp"])
+    base_seq = rows["base_sequence"].astype(np.int64)
+    delta = records["offset"] - rows["base_offset"]
+    seq = base_seq + delta
+    seq = np.where(seq > 2**31 - 1, seq - 2**31, seq)      # Kafka wraps sequences at Int.MAX
+    sequence = np.where(base_seq >= 0, seq, NO_SEQUENCE)
+    ts_type = np.where(log_append, TimestampType.LOG_APPEND_TIME,
+                       TimestampType.CREATE_TIME).astype(np.int8)
+    return RecordTable(data, records, headers, batch_index, sequence,
+                       np.full(len(records), -1, np.int64), ts_type)
+
+
+def _piece(buf, row, index, path):
+    pos, size = int(row["position"]), int(row["size"])
+    codec = int(row["attributes"]) & COMPRESSION_MASK
+    if row["magic"] == 2:
+        payload = memoryview(buf)[pos + V2_HEADER_SIZE:pos + size]
+        if codec != codecs.NONE:
+            payload = _decompress(codec, payload, pos, path)
+        return ("v2", payload, index)
+    if codec == codecs.NONE:
+        return ("legacy", memoryview(buf)[pos:pos + size], index)
+    # A legacy wrapper: its value is a compressed inner message set.
+    wrapper = decode_legacy_records(buf, row.reshape(1))[0]
+    if wrapper["value_len"] < 0:
+        raise CorruptRecordError("compressed legacy wrapper has a null value", position=pos,
+                                 path=path)
+    value = memoryview(buf)[wrapper["value_pos"]:wrapper["value_pos"] + wrapper["value_len"]]
+    return ("wrapper", _decompress(codec, value, pos, path), index)
+
+
+def _decompress(codec, payload, position, path):
+    try:
+        return codecs.decompress(codec, payload)
+    except KafkaLogError as e:
+        raise type(e)(f"{e} (batch at position {position}{', ' + str(path) if path else ''})") \
+            from None
+
+
+def _decode_pieces(pieces, batches, path):
+    tables = []
+    i = 0
+    while i < len(pieces):
+        kind = pieces[i][0]
+        j = i
+        while j < len(pieces) and pieces[j][0] == kind and kind != "wrapper":
+            j += 1
+        if kind == "v2":
+            tables.append(_decode_v2_run(pieces[i:j], batches, path))
+        elif kind == "legacy":
+            tables.append(_decode_legacy_run(pieces[i:j], batches))
+        else:
+            tables.append(_decode_wrapper(pieces[i], batches, path))
+            j = i + 1
+        i = j
+    return RecordTable.concat(tables)
+
+
+def _decode_v2_run(pieces, batches, path):
+    data = b"".join(bytes(p[1]) for p in pieces)
+    lengths = np.array([len(p[1]) for p in pieces], dtype=np.int64)
+    ends = np.cumsum(lengths)
+    starts = ends - lengths
+    index = np.array([p[2] for p in pieces], dtype=np.int64)
+    rows = batches[index]
+    counts = rows["record_count"].astype(np.int64)
+    try:
+        records, headers = decode_v2_records(data, starts, ends, rows["base_offset"].copy(),
+                                             rows["base_timestamp"].copy(), counts)
+    except CorruptRecordError as e:
+        position = int(rows["position"][e.region])
+        raise CorruptRecordError(e.reason, position=position, path=path) from None
+    batch_index = np.repeat(index.astype(np.int32), counts)
+    return _finish_v2(data, records, headers, batches, batch_index)
+
+
+def _legacy_table(data, entries, batch_index, ts_type):
+    records = decode_legacy_records(data, entries)
+    n = len(records)
+    return RecordTable(data, records, np.empty(0, HEADER_DTYPE),
+                       np.full(n, batch_index, np.int32) if np.isscalar(batch_index)
+                       else batch_index,
+                       np.full(n, NO_SEQUENCE, np.int64), entries["crc"].astype(np.int64),
+                       ts_type)
+
+
+def _decode_legacy_run(pieces, batches):
+    data = b"".join(bytes(p[1]) for p in pieces)
+    index = np.array([p[2] for p in pieces], dtype=np.int32)
+    entries = batches[index].copy()
+    sizes = entries["size"].astype(np.int64)
+    entries["position"] = np.cumsum(sizes) - sizes
+    ts_type = np.array([_timestamp_type_of(int(m), int(a)) for m, a in
+                        zip(entries["magic"], entries["attributes"])], dtype=np.int8)
+    return _legacy_table(data, entries, index, ts_type)
+
+
+def _decode_wrapper(piece, batches, path):
+    _, data, index = piece
+    wrapper = batches[index]
+    pos = int(wrapper["position"])
+    inner, status, stop, message = walk_batches(data, validate_crc=True)
+    if status == WALK_CORRUPT or stop != len(data):
+        raise CorruptRecordError(f"invalid inner message set in compressed wrapper: "
+                                 f"{message or 'truncated'}", position=pos, path=path)
+    if (inner["magic"] > 1).any():
+        raise CorruptRecordError("compressed legacy wrapper holds a v2 batch", position=pos,
+                                 path=path)
+    inner = inner.copy()
+    wrapper_offset = int(wrapper["last_offset"])
+    if wrapper["magic"] == 1 and len(inner):
+        # v1 inner offsets are relative: the wrapper carries the offset of the last one.
+        inner["base_offset"] = wrapper_offset - int(inner["base_offset"][-1]) + inner["base_offset"]
+        inner["last_offset"] = inner["base_offset"]
+    wrapper_type = _timestamp_type_of(int(wrapper["magic"]), int(wrapper["attributes"]))
+    if wrapper_type == TimestampType.LOG_APPEND_TIME:
+        inner["base_timestamp"] = wrapper["max_timestamp"]
+    ts_type = np.full(len(inner), int(wrapper_type), np.int8)
+    table = _legacy_table(data, inner, index, ts_type)
+    return table
+
+
+# ----------------------------------------------------------------------------------------------
+# Building batches
+
+def _varint(value):
+    v = (value << 1) ^ (value >> 63)
+    v &= 0xFFFFFFFFFFFFFFFF
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def _encode_bytes(value):
+    if value is None:
+        return _varint(-1)
+    return _varint(len(value)) + bytes(value)
+
+
+def _encode_record(record, offset_delta, timestamp_delta):
+    body = [b"\x00", _varint(timestamp_delta), _varint(offset_delta),
+            _encode_bytes(record.key), _encode_bytes(record.value), _varint(len(record.headers))]
+    for key, value in record.headers:
+        body.append(_encode_bytes(key.encode("utf-8") if isinstance(key, str) else key))
+        body.append(_encode_bytes(value))
+    body = b"".join(body)
+    return _varint(len(body)) + body
+
+
+def _as_record(r):
+    if isinstance(r, Record):
+        return r
+    if isinstance(r, tuple):
+        return Record(*r)
+    if isinstance(r, dict):
+        return Record(**r)
+    raise TypeError(f"expected a Record, a (key, value, ...) tuple or a dict, not {type(r)}")
+
+
+_V2_HEADER = struct.Struct(">qiibIhiqqqhii")
+
+
+def build_batch(records, *, base_offset=0, compression="none", magic=2, producer_id=-1,
+                producer_epoch=-1, base_sequence=-1, transactional=False,
+                timestamp_type="create_time", partition_leader_epoch=-1, is_control=False,
+                log_append_time=None, delete_horizon_ms=None):
+    """Build one record batch (magic 2) or message set (magic 0/1); returns bytes.
+
+    Offsets: a record's own ``offset`` if set, else ``base_offset`` + its index. Timestamps: a
+    record's ``timestamp`` if set, else now (ms). With ``timestamp_type="log_append_time"`` the
+    max timestamp is ``log_append_time`` (default now), as a broker would set it.
+    """
+    records = [_as_record(r) for r in records]
+    codec = codecs.codec_id(compression)
+    ts_type = TimestampType.of(timestamp_type)
+    now = int(time.time() * 1000)
+    if magic in (0, 1):
+        return _build_legacy(records, base_offset, codec, magic, ts_type, now, log_append_time)
+    if magic != 2:
+        raise ValueError(f"unsupported magic {magic}")
+    offsets = [r.offset if r.offset is not None else base_offset + i
+               for i, r in enumerate(records)]
+    timestamps = [r.timestamp if r.timestamp is not None else now for r in records]
+    if delete_horizon_ms is not None:
+        base_timestamp = delete_horizon_ms
+    else:
+        base_timestamp = timestamps[0] if timestamps else -1
+    max_timestamp = max(timestamps) if timestamps else -1
+    if ts_type == TimestampType.LOG_APPEND_TIME:
+        max_timestamp = log_append_time if log_append_time is not None else now
+    body = b"".join(_encode_record(r, off - base_offset, ts - base_timestamp)
+                    for r, off, ts in zip(records, offsets, timestamps))
+    body = codecs.compress(codec, body)
+    attributes = codec
+    if ts_type == TimestampType.LOG_APPEND_TIME:
+        attributes |= TIMESTAMP_TYPE_MASK
+    if transactional:
+        attributes |= TRANSACTIONAL_MASK
+    if is_control:
+        attributes |= CONTROL_MASK
+    if delete_horizon_ms is not None:
+        attributes |= DELETE_HORIZON_MASK
+    last_offset_delta = (offsets[-1] - base_offset) if offsets else 0
+    length = V2_HEADER_SIZE - LOG_OVERHEAD + len(body)
+    header = bytearray(_V2_HEADER.pack(
+        base_offset, length, partition_leader_epoch, 2, 0, attributes, last_offset_delta,
+        base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence,
+        len(records)))
+    out = header + body
+    struct.pack_into(">I", out, 17, crc32c(memoryview(out)[V2_CRC_START:]))
+    return bytes(out)
+
+
+def build_control_batch(control_type, *, producer_id, producer_epoch, coordinator_epoch=0,
+                        base_offset=0, timestamp=None, partition_leader_epoch=-1):
+    """An end-transaction marker batch (``control_type`` "commit" / "abort" or a ControlType).
+
+    Returns bytes: a transactional control batch holding one record whose key is
+    (version 0, type) and whose value is (version 0, coordinator epoch).
+    """
+    if isinstance(control_type, str):
+        control_type = ControlType[control_type.upper()]
+    key = struct.pack(">hh", 0, int(control_type))
+    value = struct.pack(">hi", 0, coordinator_epoch)
+    return build_batch([Record(key=key, value=value, timestamp=timestamp)],
+                       base_offset=base_offset, producer_id=producer_id,
+                       producer_epoch=producer_epoch, transactional=True, is_control=True,
+                       partition_leader_epoch=partition_leader_epoch)
+
+
+def parse_control_record(key, value):
+    """(ControlType or int, coordinator epoch or None) of a control record's key and value."""
+    if key is None or len(key) < 4:
+        raise CorruptRecordError("control record key is too short")
+    _version, kind = struct.unpack_from(">hh", key)
+    try:
+        kind = ControlType(kind)
+    except ValueError:
+        pass
+    epoch = None
+    if kind in (ControlType.ABORT, ControlType.COMMIT) and value is not None and len(value) >= 6:
+        epoch = struct.unpack_from(">hi", value)[1]
+    return kind, epoch
+
+
+def _legacy_message(magic, attributes, timestamp, key, value):
+    body = struct.pack(">bb", magic, attributes)
+    if magic == 1:
+        body += struct.pack(">q", timestamp)
+    for part in (key, value):
+        body += struct.pack(">i", -1) if part is None else struct.pack(">i", len(part)) + part
+    return struct.pack(">I", zlib.crc32(body)) + body
+
+
+def _build_legacy(records, base_offset, codec, magic, ts_type, now, log_append_time):
+    ts_attr = TIMESTAMP_TYPE_MASK if (magic == 1 and ts_type == TimestampType.LOG_APPEND_TIME) \
+        else 0
+    timestamps = [(r.timestamp if r.timestamp is not None else now) for r in records]
+    offsets = [r.offset if r.offset is not None else base_offset + i
+               for i, r in enumerate(records)]
+    if codec == codecs.NONE:
+        out = []
+        for r, off, ts in zip(records, offsets, timestamps):
+            msg = _legacy_message(magic, ts_attr, ts, r.key, r.value)
+            out.append(struct.pack(">qi", off, len(msg)) + msg)
+        return b"".join(out)
+    # A wrapper: inner offsets relative (v1) or absolute (v0); the wrapper carries the last one.
+    inner = []
+    for i, (r, off, ts) in enumerate(zip(records, offsets, timestamps)):
+        msg = _legacy_message(magic, 0, ts, r.key, r.value)
+        inner.append(struct.pack(">qi", i if magic == 1 else off, len(msg)) + msg)
+    wrapper_ts = max(timestamps) if timestamps else -1
+    if ts_attr:
+        wrapper_ts = log_append_time if log_append_time is not None else now
+    msg = _legacy_message(magic, codec | ts_attr, wrapper_ts, None,
+                          codecs.compress(codec, b"".join(inner)))
+    return struct.pack(">qi", offsets[-1], len(msg)) + msg
