@@ -23,6 +23,10 @@ from kafkalog.errors import CorruptRecordError
 
 cnp.import_array()
 
+# sizeof of the C structs, so tests can check them against the numpy dtypes in _layout.
+STRUCT_SIZES = {"batch": sizeof(BatchInfo), "record": sizeof(RecordInfo),
+                "header": sizeof(HeaderInfo)}
+
 cdef extern from *:
     """
     #include <stdint.h>

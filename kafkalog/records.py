@@ -19,7 +19,7 @@ from kafkalog import codecs
 from kafkalog._kernels import walk_batches, decode_v2_records, decode_legacy_records
 from kafkalog._layout import (
     BATCH_DTYPE, RECORD_DTYPE, HEADER_DTYPE, V2_HEADER_SIZE, V2_CRC_START, LOG_OVERHEAD,
-    WALK_CORRUPT,
+    WALK_CORRUPT, WALK_PARTIAL,
 )
 from kafkalog.errors import CorruptRecordError, KafkaLogError
 
@@ -115,12 +115,13 @@ class RecordBatch:
     Made by ``iter_batches``; holds the buffer it came from and one row of the walk.
     ``position`` is the batch's byte position in that buffer.
     """
-    __slots__ = ("_buffer", "_row", "_table")
+    __slots__ = ("_buffer", "_row", "_table", "_path")
 
-    def __init__(self, buffer, row):
+    def __init__(self, buffer, row, path=None):
         self._buffer = buffer
         self._row = row
         self._table = None
+        self._path = path
 
     def _get(self, field):
         return int(self._row[field])
@@ -197,7 +198,7 @@ class RecordBatch:
     def table(self):
         """The batch's records, columnar (``RecordTable``); decoded once."""
         if self._table is None:
-            self._table = decode_batches(self._buffer, self._row.reshape(1))
+            self._table = decode_batches(self._buffer, self._row.reshape(1), self._path)
         return self._table
 
     def __iter__(self):
@@ -223,20 +224,33 @@ def open_buffer(buffer_or_path):
     return buffer_or_path
 
 
-def iter_batches(buffer_or_path, validate_crc=False):
+def iter_batches(buffer_or_path, validate_crc=False, strict=False):
     """Yield a ``RecordBatch`` for every batch of a ``.log`` file or a buffer of batches.
 
-    Stops silently at a partial tail, like Kafka's file iterator; raises CorruptRecordError
-    (after yielding the batches before it) at a structural error. With ``validate_crc`` the
-    CRCs are checked during the walk (``is_valid()`` then costs nothing).
+    Stops silently at a partial tail, like Kafka's file iterator, unless ``strict`` (for
+    buffers that must hold whole batches only, such as data to append); raises
+    CorruptRecordError (after yielding the batches before it) at a structural error. With
+    ``validate_crc`` the CRCs are checked during the walk (``is_valid()`` then costs nothing).
     """
     path = buffer_or_path if isinstance(buffer_or_path, (str, os.PathLike)) else None
     buf = open_buffer(buffer_or_path)
     batches, status, stop, message = walk_batches(buf, validate_crc=validate_crc)
     for row in batches:
-        yield RecordBatch(buf, row)
+        yield RecordBatch(buf, row, path)
     if status == WALK_CORRUPT:
         raise CorruptRecordError(message, position=stop, path=path)
+    if strict and status == WALK_PARTIAL:
+        raise CorruptRecordError(partial_tail_message(buf, stop), position=stop, path=path)
+
+
+def partial_tail_message(buf, position):
+    """Why the bytes at ``position`` are not a whole batch."""
+    remaining = len(buf) - position
+    if remaining < 17:
+        return f"{remaining} trailing bytes are too few for a batch header"
+    declared = struct.unpack_from(">i", buf, position + 8)[0]
+    return f"batch declares {declared} bytes after its length field but only " \
+           f"{remaining - LOG_OVERHEAD} remain"
 
 
 class RecordTable:
@@ -424,9 +438,12 @@ def _piece(buf, row, index, path):
 def _decompress(codec, payload, position, path):
     try:
         return codecs.decompress(codec, payload)
+    except CorruptRecordError as e:
+        raise CorruptRecordError(e.reason, position=position, path=path) from None
     except KafkaLogError as e:
-        raise type(e)(f"{e} (batch at position {position}{', ' + str(path) if path else ''})") \
-            from None
+        exc = type(e)(f"{e} (batch at position {position}{', ' + str(path) if path else ''})")
+        exc.position, exc.path = position, path
+        raise exc from None
 
 
 def _decode_pieces(pieces, batches, path):

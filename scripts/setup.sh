@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Creates .venv (if missing), installs the build and test dependencies, and builds kafkalog's
+# Cython extension in place (editable install). Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip "setuptools>=64" wheel
+.venv/bin/python -m pip install -q "Cython>=3,<4" "numpy>=1.23"
+.venv/bin/python -m pip install -q --no-build-isolation -e ".[test]"
+.venv/bin/python -c "import kafkalog, sys; sys.exit(0 if kafkalog.compiled() else 'compiled kernels did not load')"

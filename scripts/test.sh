@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Sets everything up, then runs the whole suite twice: with the compiled kernels, and with the
+# pure-Python reference kernels (KAFKALOG_NO_EXTENSIONS=1).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+export PYSPARK_PYTHON="$PWD/.venv/bin/python"
+echo "== compiled kernels"
+.venv/bin/python -m pytest -q "$@"
+echo "== pure-Python kernels (KAFKALOG_NO_EXTENSIONS=1)"
+KAFKALOG_NO_EXTENSIONS=1 .venv/bin/python -m pytest -q "$@"
