@@ -11,6 +11,7 @@ Shape of every kernel: a ``def`` wrapper that checks arguments and turns status 
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcpy, memset
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 
 cimport numpy as cnp
 import numpy as np
@@ -658,3 +659,29 @@ def index_valid_entries(const unsigned char[::1] buf, int entry_size):
         while i > 0 and p[i - 1] == 0:
             i -= 1
     return (i + entry_size - 1) // entry_size
+
+
+def index_lookup(object buf, Py_ssize_t entries, int field, int64_t target, bint upper=False):
+    """``index_search`` plus the entry found: ``(slot, first, second)`` where (first, second)
+    is (relative offset, position) for an offset index and (timestamp, relative offset) for a
+    time index; ``(-1, 0, 0)`` when there is no such entry.
+
+    Takes the buffer through a bare ``Py_buffer`` rather than a typed memoryview: this is the
+    one-lookup-per-call path, where creating a memoryview object would cost more than the search.
+    """
+    if field < OFFSET_KEY or field > TIME_VALUE:
+        raise ValueError(f"unknown index field {field}")
+    cdef Py_buffer view
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    cdef const unsigned char *p = <const unsigned char *>view.buf
+    cdef Py_ssize_t slot
+    cdef int kind = OFFSET_KEY if field <= OFFSET_VALUE else TIME_KEY
+    try:
+        if entries < 0 or entries * _entry_size(field) > view.len:
+            raise ValueError(f"{entries} entries do not fit a buffer of {view.len} bytes")
+        slot = _search(p, entries, field, target, upper)
+        if slot < 0:
+            return (-1, 0, 0)
+        return (slot, _entry_value(p, slot, kind), _entry_value(p, slot, kind + 1))
+    finally:
+        PyBuffer_Release(&view)

@@ -301,3 +301,13 @@ def index_valid_entries(buf, entry_size):
     data = bytes(buf[:end])
     last = len(data.rstrip(b"\0"))
     return (last + entry_size - 1) // entry_size
+
+
+def index_lookup(buf, entries, field, target, upper=False):
+    """See ``_core.index_lookup``."""
+    buf = _check_index(buf, entries, field)
+    slot = _search(buf, entries, field, target, upper)
+    if slot < 0:
+        return (-1, 0, 0)
+    kind = OFFSET_KEY if field <= OFFSET_VALUE else TIME_KEY
+    return (slot, _value(buf, slot, kind), _value(buf, slot, kind + 1))

@@ -7,7 +7,7 @@ if os.environ.get("KAFKALOG_NO_EXTENSIONS", "") not in ("1", "true", "yes"):
     try:
         from kafkalog._core import (  # noqa: F401
             walk_batches, decode_v2_records, decode_legacy_records, index_search,
-            index_search_many, index_entries, index_valid_entries,
+            index_lookup, index_search_many, index_entries, index_valid_entries,
         )
         COMPILED = True
     except ImportError:
@@ -15,5 +15,5 @@ if os.environ.get("KAFKALOG_NO_EXTENSIONS", "") not in ("1", "true", "yes"):
 if not COMPILED:
     from kafkalog._core_py import (  # noqa: F401
         walk_batches, decode_v2_records, decode_legacy_records, index_search,
-        index_search_many, index_entries, index_valid_entries,
+        index_lookup, index_search_many, index_entries, index_valid_entries,
     )

@@ -13,7 +13,7 @@ import threading
 import numpy as np
 
 from kafkalog._kernels import (
-    index_search, index_search_many, index_entries, index_valid_entries,
+    index_lookup, index_search, index_search_many, index_entries, index_valid_entries,
 )
 from kafkalog._layout import (
     OFFSET_KEY, OFFSET_VALUE, TIME_KEY, TIME_VALUE, OFFSET_INDEX_ENTRY_SIZE,
@@ -29,6 +29,7 @@ _INT32_MAX = 2**31 - 1
 
 OffsetPosition = collections.namedtuple("OffsetPosition", "offset position")
 TimestampOffset = collections.namedtuple("TimestampOffset", "timestamp offset")
+_new_tuple = tuple.__new__   # builds a namedtuple without its Python-level __new__ (hot path)
 
 
 class _MappedIndex:
@@ -268,10 +269,13 @@ class OffsetIndex(_MappedIndex):
 
     def lookup(self, target_offset):
         """Largest entry with offset <= ``target_offset``, else (base_offset, 0)."""
-        slot = self._search(target_offset - self.base_offset, OFFSET_KEY)
+        base = self.base_offset
+        mapped = self._mmap
+        slot, relative, position = index_lookup(b"" if mapped is None else mapped,
+                                                self._entries, OFFSET_KEY, target_offset - base)
         if slot < 0:
-            return OffsetPosition(self.base_offset, 0)
-        return self.entry(slot)
+            return _new_tuple(OffsetPosition, (base, 0))
+        return _new_tuple(OffsetPosition, (base + relative, position))
 
     def lookup_many(self, target_offsets):
         """``lookup`` for an array of offsets in one call; returns (offsets, positions) arrays."""
@@ -378,10 +382,12 @@ class TimeIndex(_MappedIndex):
 
     def lookup(self, target_timestamp):
         """Largest entry with timestamp <= ``target_timestamp``, else (-1, base_offset)."""
-        slot = self._search(target_timestamp, TIME_KEY)
+        mapped = self._mmap
+        slot, timestamp, relative = index_lookup(b"" if mapped is None else mapped,
+                                                 self._entries, TIME_KEY, target_timestamp)
         if slot < 0:
-            return TimestampOffset(-1, self.base_offset)
-        return self.entry(slot)
+            return _new_tuple(TimestampOffset, (-1, self.base_offset))
+        return _new_tuple(TimestampOffset, (timestamp, self.base_offset + relative))
 
     def lookup_many(self, target_timestamps):
         """``lookup`` for an array of timestamps; returns (timestamps, offsets) arrays."""

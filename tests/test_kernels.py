@@ -293,6 +293,9 @@ def test_offset_index_search_matches_brute_force(n):
         + offsets[-5:]
     for t in targets:
         assert both("index_search", buf, n, OFFSET_KEY, t) == brute_lower(offsets, t)
+        slot = brute_lower(offsets, t)
+        assert both("index_lookup", buf, n, OFFSET_KEY, t) == \
+            ((slot, offsets[slot], positions[slot]) if slot >= 0 else (-1, 0, 0))
         assert both("index_search", buf, n, OFFSET_VALUE, t * 10, True) == \
             brute_upper(positions, t * 10)
     arr = np.array(targets, dtype=np.int64)
@@ -309,6 +312,9 @@ def test_time_index_search_matches_brute_force(n):
     for t in [-1, 0, 10**15] + [rng.randint(0, 10 * n + 12) for _ in range(200)]:
         assert both("index_search", buf, n, TIME_KEY, t) == brute_lower(timestamps, t)
         assert both("index_search", buf, n, TIME_VALUE, t) == brute_lower(offsets, t)
+        slot = brute_lower(timestamps, t)
+        assert both("index_lookup", buf, n, TIME_KEY, t) == \
+            ((slot, timestamps[slot], offsets[slot]) if slot >= 0 else (-1, 0, 0))
 
 
 def test_index_entries_and_valid_entries():
@@ -334,3 +340,7 @@ def test_index_arguments_checked(kernels):
         kernels.index_search(b"\0" * 8, 1, 9, 0)
     with pytest.raises(ValueError):
         kernels.index_valid_entries(b"", 0)
+    with pytest.raises(ValueError):
+        kernels.index_lookup(b"\0" * 8, 2, OFFSET_KEY, 0)
+    with pytest.raises(ValueError):
+        kernels.index_lookup(b"\0" * 8, 1, -1, 0)
