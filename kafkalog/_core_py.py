@@ -311,3 +311,47 @@ def index_lookup(buf, entries, field, target, upper=False):
         return (-1, 0, 0)
     kind = OFFSET_KEY if field <= OFFSET_VALUE else TIME_KEY
     return (slot, _value(buf, slot, kind), _value(buf, slot, kind + 1))
+
+
+def find_batch(buf, start, end, target_offset):
+    """See ``_core.find_batch``."""
+    buf = memoryview(buf).cast("B")
+    if end < 0 or end > len(buf):
+        end = len(buf)
+    if start < 0 or start > end:
+        raise ValueError(f"start {start} outside the buffer [0, {end}]")
+    pos = start
+    while end - pos > HEADER_SIZE_UP_TO_MAGIC:
+        base, size = struct.unpack_from(">qi", buf, pos)
+        if size < LEGACY_OVERHEAD_V0 or size > end - pos - LOG_OVERHEAD:
+            break
+        if buf[pos + 16] == 2:
+            if size < _V2_MIN_SIZE:
+                break
+            last = base + struct.unpack_from(">i", buf, pos + 23)[0]
+        else:
+            last = base
+        if last >= target_offset:
+            return (pos, size + LOG_OVERHEAD)
+        pos += LOG_OVERHEAD + size
+    return (-1, 0)
+
+
+def index_entries_for(batches, interval_bytes, start_position=0):
+    """See ``_core.index_entries_for``."""
+    batches = np.asarray(batches, dtype=BATCH_DTYPE)
+    offset_entries, time_entries = [], []
+    valid_bytes = last_entry = 0
+    max_ts = max_ts_offset = last_time = -1
+    for b in batches:
+        if b["max_timestamp"] > max_ts:
+            max_ts, max_ts_offset = int(b["max_timestamp"]), int(b["last_offset"])
+        if valid_bytes - last_entry > interval_bytes:
+            offset_entries.append((int(b["last_offset"]), start_position + valid_bytes))
+            if max_ts > last_time:
+                time_entries.append((max_ts, max_ts_offset))
+                last_time = max_ts
+            last_entry = valid_bytes
+        valid_bytes += int(b["size"])
+    return (np.array(offset_entries, dtype=np.int64).reshape(-1, 2),
+            np.array(time_entries, dtype=np.int64).reshape(-1, 2), max_ts, max_ts_offset)

@@ -2,18 +2,30 @@
 ``KAFKALOG_NO_EXTENSIONS=1``, else the pure-Python reference ``_core_py``."""
 import os
 
+KERNEL_NAMES = (
+    "walk_batches", "decode_v2_records", "decode_legacy_records", "index_search", "index_lookup",
+    "index_search_many", "index_entries", "index_valid_entries", "find_batch",
+    "index_entries_for",
+)
+
 COMPILED = False
+_module = None
 if os.environ.get("KAFKALOG_NO_EXTENSIONS", "") not in ("1", "true", "yes"):
     try:
-        from kafkalog._core import (  # noqa: F401
-            walk_batches, decode_v2_records, decode_legacy_records, index_search,
-            index_lookup, index_search_many, index_entries, index_valid_entries,
-        )
+        from kafkalog import _core as _module
         COMPILED = True
     except ImportError:
-        pass
-if not COMPILED:
-    from kafkalog._core_py import (  # noqa: F401
-        walk_batches, decode_v2_records, decode_legacy_records, index_search,
-        index_lookup, index_search_many, index_entries, index_valid_entries,
-    )
+        _module = None
+if _module is None:
+    from kafkalog import _core_py as _module
+
+walk_batches = _module.walk_batches
+decode_v2_records = _module.decode_v2_records
+decode_legacy_records = _module.decode_legacy_records
+index_search = _module.index_search
+index_lookup = _module.index_lookup
+index_search_many = _module.index_search_many
+index_entries = _module.index_entries
+index_valid_entries = _module.index_valid_entries
+find_batch = _module.find_batch
+index_entries_for = _module.index_entries_for

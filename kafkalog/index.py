@@ -267,6 +267,30 @@ class OffsetIndex(_MappedIndex):
                     f"attempt to append an offset ({offset}) to position {self._entries} no "
                     f"larger than the last offset appended ({self._last_offset}) to {self.path}")
 
+    def append_many(self, offsets, positions):
+        """Append several entries at once (recovery); the same rules as ``append``."""
+        offsets = np.asarray(offsets, dtype=np.int64)
+        positions = np.asarray(positions, dtype=np.int64)
+        n = len(offsets)
+        if n == 0:
+            return
+        with self._lock:
+            if self._entries + n > self.max_entries:
+                raise IndexFullError(f"{n} entries do not fit index {self.path} "
+                                     f"({self._entries} of {self.max_entries} used)")
+            if (np.diff(offsets) <= 0).any() or (self._entries and offsets[0] <= self._last_offset):
+                raise InvalidOffsetError(f"offsets appended to {self.path} do not increase")
+            self._relative(int(offsets[0]))
+            self._relative(int(offsets[-1]))
+            self._require_writable()
+            entries = np.empty(n, dtype=[("rel", ">i4"), ("pos", ">i4")])
+            entries["rel"] = offsets - self.base_offset
+            entries["pos"] = positions
+            start = self._entries * self.entry_size
+            self._mmap[start:start + n * self.entry_size] = entries.tobytes()
+            self._entries += n
+            self._last_offset = int(offsets[-1])
+
     def lookup(self, target_offset):
         """Largest entry with offset <= ``target_offset``, else (base_offset, 0)."""
         base = self.base_offset
@@ -379,6 +403,33 @@ class TimeIndex(_MappedIndex):
                                  self._relative(offset))
                 self._entries += 1
                 self._last_entry = TimestampOffset(timestamp, offset)
+
+    def append_many(self, timestamps, offsets):
+        """Append entries of increasing timestamps at once (recovery); ``maybe_append``'s
+        rules, with the slot kept for the roll left free."""
+        timestamps = np.asarray(timestamps, dtype=np.int64)
+        offsets = np.asarray(offsets, dtype=np.int64)
+        n = len(timestamps)
+        if n == 0:
+            return
+        with self._lock:
+            if self._entries + n > self.max_entries - 1:
+                raise IndexFullError(f"{n} entries do not fit time index {self.path}")
+            last = self._last_entry
+            if (np.diff(timestamps) <= 0).any() or (np.diff(offsets) < 0).any() or \
+                    timestamps[0] <= last.timestamp or \
+                    (self._entries and offsets[0] < last.offset):
+                raise InvalidOffsetError(f"entries appended to {self.path} do not increase")
+            self._relative(int(offsets[0]))
+            self._relative(int(offsets[-1]))
+            self._require_writable()
+            entries = np.empty(n, dtype=[("ts", ">i8"), ("rel", ">i4")])
+            entries["ts"] = timestamps
+            entries["rel"] = offsets - self.base_offset
+            start = self._entries * self.entry_size
+            self._mmap[start:start + n * self.entry_size] = entries.tobytes()
+            self._entries += n
+            self._last_entry = TimestampOffset(int(timestamps[-1]), int(offsets[-1]))
 
     def lookup(self, target_timestamp):
         """Largest entry with timestamp <= ``target_timestamp``, else (-1, base_offset)."""

@@ -1,10 +1,13 @@
-"""Producer snapshot files (``<20-digit offset>.snapshot``).
+"""Producer state: snapshot files (``<20-digit offset>.snapshot``) and the per-partition state
+the log needs for transactions (ongoing transactions, last stable offset, aborted-txn entries).
 
-Layout: int16 version (1), uint32 CRC32C of bytes [6, end), int32 entry count, then 46-byte
-entries: producer id int64, epoch int16, last sequence int32, last offset int64, offset delta
-int32, timestamp int64, coordinator epoch int32, current txn first offset int64 (-1 if none).
+Snapshot layout: int16 version (1), uint32 CRC32C of bytes [6, end), int32 entry count, then
+46-byte entries: producer id int64, epoch int16, last sequence int32, last offset int64, offset
+delta int32, timestamp int64, coordinator epoch int32, current txn first offset int64 (-1 if none).
 """
 import collections
+import os
+import re
 import struct
 
 import numpy as np
@@ -12,8 +15,10 @@ from crc32c import crc32c
 
 from kafkalog.checkpoint import write_atomically_bytes
 from kafkalog.errors import KafkaLogError
+from kafkalog.index import AbortedTxn
 
 SNAPSHOT_VERSION = 1
+SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOT_ENTRY_DTYPE = np.dtype([
     ("producer_id", ">i8"), ("producer_epoch", ">i2"), ("last_sequence", ">i4"),
     ("last_offset", ">i8"), ("offset_delta", ">i4"), ("timestamp", ">i8"),
@@ -21,6 +26,7 @@ SNAPSHOT_ENTRY_DTYPE = np.dtype([
 ])
 assert SNAPSHOT_ENTRY_DTYPE.itemsize == 46
 _HEADER = struct.Struct(">hIi")
+_SNAPSHOT_NAME = re.compile(r"^(\d{20})\.snapshot$")
 
 
 class CorruptSnapshotError(KafkaLogError):
@@ -31,6 +37,9 @@ ProducerSnapshotEntry = collections.namedtuple(
     "ProducerSnapshotEntry",
     "producer_id producer_epoch last_sequence last_offset offset_delta timestamp "
     "coordinator_epoch current_txn_first_offset")
+
+CompletedTxn = collections.namedtuple("CompletedTxn",
+                                      "producer_id first_offset last_offset is_aborted")
 
 
 def read_snapshot(path):
@@ -60,3 +69,125 @@ def encode_snapshot(entries):
 
 def write_snapshot(path, entries):
     write_atomically_bytes(path, encode_snapshot(entries))
+
+
+def snapshot_path(directory, offset):
+    return os.path.join(directory, f"{offset:020d}{SNAPSHOT_SUFFIX}")
+
+
+def list_snapshots(directory):
+    """[(offset, path)] of the snapshot files in ``directory``, by offset."""
+    out = []
+    for name in os.listdir(directory):
+        m = _SNAPSHOT_NAME.match(name)
+        if m:
+            out.append((int(m.group(1)), os.path.join(directory, name)))
+    return sorted(out)
+
+
+class ProducerStateManager:
+    """What the log keeps about producers: the last batch of each (for snapshots) and the
+    ongoing transactions (for the last stable offset and the transaction index).
+
+    Sequence and epoch validation (duplicates, fencing) are not enforced here.
+    """
+
+    def __init__(self, directory):
+        self.directory = directory
+        self.producers = {}       # producer id -> ProducerSnapshotEntry
+        self.ongoing = {}         # producer id -> first offset of its open transaction
+        self.map_end_offset = 0
+
+    def is_empty(self):
+        return not self.producers and not self.ongoing
+
+    def clear(self, offset=0):
+        self.producers.clear()
+        self.ongoing.clear()
+        self.map_end_offset = offset
+
+    def load_latest_snapshot(self, upper_offset):
+        """Load the newest valid snapshot at or below ``upper_offset``; returns its offset, or
+        None (state empty). A corrupt snapshot is deleted, as Kafka does, and older ones tried."""
+        self.clear()
+        for offset, path in reversed(list_snapshots(self.directory)):
+            if offset > upper_offset:
+                continue
+            try:
+                entries = read_snapshot(path)
+            except CorruptSnapshotError:
+                os.remove(path)
+                continue
+            for e in entries:
+                entry = ProducerSnapshotEntry(*(int(x) for x in e))
+                self.producers[entry.producer_id] = entry
+                if entry.current_txn_first_offset >= 0:
+                    self.ongoing[entry.producer_id] = entry.current_txn_first_offset
+            self.map_end_offset = offset
+            return offset
+        return None
+
+    def update(self, batch_row, control_type=None, coordinator_epoch=-1):
+        """Apply one v2 batch (a ``BATCH_DTYPE`` row); returns a CompletedTxn for an
+        end-transaction marker, else None."""
+        from kafkalog.records import CONTROL_MASK, TRANSACTIONAL_MASK, increment_sequence
+        pid = int(batch_row["producer_id"])
+        last_offset = int(batch_row["last_offset"])
+        self.map_end_offset = last_offset + 1
+        if pid < 0:
+            return None
+        attributes = int(batch_row["attributes"])
+        base_offset = int(batch_row["base_offset"])
+        previous = self.producers.get(pid)
+        completed = None
+        if attributes & CONTROL_MASK:
+            if control_type in (0, 1):       # ABORT, COMMIT
+                first = self.ongoing.pop(pid, last_offset)
+                completed = CompletedTxn(pid, first, last_offset, control_type == 0)
+            last_seq = previous.last_sequence if previous else -1
+            delta = previous.offset_delta if previous else 0
+            entry_last_offset = previous.last_offset if previous else -1
+            timestamp = previous.timestamp if previous else int(batch_row["max_timestamp"])
+            epoch = coordinator_epoch if coordinator_epoch >= 0 else \
+                (previous.coordinator_epoch if previous else -1)
+        else:
+            if attributes & TRANSACTIONAL_MASK and pid not in self.ongoing:
+                self.ongoing[pid] = base_offset
+            base_seq = int(batch_row["base_sequence"])
+            delta = last_offset - base_offset
+            last_seq = increment_sequence(base_seq, delta) if base_seq >= 0 else -1
+            entry_last_offset = last_offset
+            timestamp = int(batch_row["max_timestamp"])
+            epoch = previous.coordinator_epoch if previous else -1
+        self.producers[pid] = ProducerSnapshotEntry(
+            pid, int(batch_row["producer_epoch"]), last_seq, entry_last_offset, delta, timestamp,
+            epoch, self.ongoing.get(pid, -1))
+        return completed
+
+    def last_stable_offset(self, completed):
+        """The LSO to record with a completed transaction: the first offset of the earliest
+        other ongoing transaction, else just past the marker."""
+        others = [first for pid, first in self.ongoing.items() if pid != completed.producer_id]
+        return min(others) if others else completed.last_offset + 1
+
+    def aborted_txn(self, completed):
+        return AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset,
+                          self.last_stable_offset(completed))
+
+    def first_unstable_offset(self):
+        return min(self.ongoing.values()) if self.ongoing else None
+
+    def take_snapshot(self, offset):
+        """Write ``<offset>.snapshot`` with every producer's state (done at roll and close)."""
+        entries = sorted(self.producers.values(), key=lambda e: e.producer_id)
+        write_snapshot(snapshot_path(self.directory, offset), entries)
+
+    def delete_snapshots_above(self, offset):
+        for snap_offset, path in list_snapshots(self.directory):
+            if snap_offset > offset:
+                os.remove(path)
+
+    def delete_snapshots_below(self, offset):
+        for snap_offset, path in list_snapshots(self.directory):
+            if snap_offset < offset:
+                os.remove(path)

@@ -1,0 +1,867 @@
+"""``Log``: one partition's segments, loaded, recovered, appended to, read and retained as
+Kafka's UnifiedLog / LogLoader do (FORMAT.md "Log load" and "Retention")."""
+import bisect
+import collections
+import os
+import re
+import threading
+import time
+
+import numpy as np
+
+from kafkalog import checkpoint
+from kafkalog._kernels import walk_batches
+from kafkalog._layout import V2_HEADER_SIZE, WALK_CORRUPT, WALK_END
+from kafkalog.config import LogConfig
+from kafkalog.errors import (
+    CorruptIndexError, CorruptRecordError, IndexOffsetOverflowError, InvalidOffsetError,
+    KafkaLogError, OffsetOutOfRangeError, RecordTooLargeError,
+)
+from kafkalog.index import AbortedTxn, TimestampOffset
+from kafkalog.producer_state import ProducerStateManager
+from kafkalog.records import (
+    CONTROL_MASK, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK, Record, RecordTable, TimestampType,
+    build_batch, decode_batches, partial_tail_message,
+)
+from kafkalog.scheduler import default_scheduler
+from kafkalog.segment import (
+    CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX, FetchDataInfo, LogOffsetMetadata, LogSegment, control_of,
+)
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+ISOLATIONS = ("log_end", "high_watermark", "committed")
+_FILE_OFFSET = re.compile(r"^(\d{20})\.")
+_INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+
+LogAppendInfo = collections.namedtuple(
+    "LogAppendInfo", "first_offset last_offset max_timestamp offset_of_max_timestamp "
+                     "log_append_time valid_bytes records_count")
+
+
+def parse_topic_partition(name):
+    """(topic, partition) of a partition directory name ``topic-partition``."""
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        raise KafkaLogError(f"{name!r} is not a topic-partition directory name")
+    return topic, int(partition)
+
+
+def _offset_from_file(name):
+    m = _FILE_OFFSET.match(name)
+    return int(m.group(1)) if m else None
+
+
+class _Segments:
+    """An immutable sorted view of the segments: each change builds a new one, so a reader
+    holding one sees a consistent list while appends, rolls and deletions go on."""
+    __slots__ = ("bases", "segments")
+
+    def __init__(self, segments):
+        self.segments = tuple(sorted(segments, key=lambda s: s.base_offset))
+        self.bases = [s.base_offset for s in self.segments]
+
+    def floor(self, offset):
+        i = bisect.bisect_right(self.bases, offset) - 1
+        return (i, self.segments[i]) if i >= 0 else (-1, None)
+
+    def higher(self, base_offset):
+        i = bisect.bisect_right(self.bases, base_offset)
+        return self.segments[i] if i < len(self.segments) else None
+
+    def replace(self, remove=(), add=()):
+        gone = {id(s) for s in remove}
+        return _Segments([s for s in self.segments if id(s) not in gone] + list(add))
+
+
+class Log:
+    """A partition directory as Kafka's storage engine sees it.
+
+    Open with ``Log.open(path, config)``. Appends are serialised by a lock; reads take the
+    current immutable segment list and never wait for appends or deletions.
+    """
+
+    def __init__(self, path, config, segments, *, log_start_offset, recovery_point,
+                 high_watermark, producer_state, replicated, read_only, scheduler, time_fn):
+        self.path = path
+        self.dir_name = os.path.basename(path)
+        self.config = config
+        self._segments = _Segments(segments)
+        self._lock = threading.RLock()
+        self._log_start_offset = log_start_offset
+        self._recovery_point = recovery_point
+        self._producer_state = producer_state
+        self._replicated = replicated
+        self.read_only = read_only
+        self._scheduler = scheduler
+        self._time_fn = time_fn
+        self._log_end_offset = self.active_segment.read_next_offset()
+        self._high_watermark = self._log_end_offset if high_watermark is None else \
+            min(max(high_watermark, log_start_offset), self._log_end_offset)
+        self._unflushed_messages = 0
+        self._last_flush_ms = self._now_ms()
+        self._closed = False
+        self._failed = None
+
+    # ------------------------------------------------------------------------------ open
+    @classmethod
+    def open(cls, path, config=None, *, recovery_point=None, log_start_offset=None,
+             clean_shutdown=None, high_watermark=None, replicated=False, read_only=False,
+             scheduler=None, time_fn=time.time):
+        """Load a partition directory (created when missing) as Kafka's LogLoader does.
+
+        Where not given, the recovery point, log start offset, high watermark and whether the
+        broker shut down cleanly are read from the parent log dir's checkpoint files and
+        clean-shutdown marker, as a broker would; with none there, the whole log is recovered.
+        ``read_only`` opens without recovery or any write (for backups and inspection).
+        ``replicated=False`` (one copy, the embedded case) moves the high watermark with
+        every append; with ``True`` it moves only through ``update_high_watermark``.
+        """
+        config = config if isinstance(config, LogConfig) else LogConfig(config)
+        path = os.path.abspath(os.fspath(path))
+        if not os.path.isdir(path):
+            if read_only:
+                raise FileNotFoundError(path)
+            os.makedirs(path)
+            checkpoint.fsync_dir(os.path.dirname(path))
+        parent = os.path.dirname(path)
+        key = _checkpoint_key(os.path.basename(path))
+        if clean_shutdown is None:
+            clean_shutdown = os.path.exists(os.path.join(parent, CLEAN_SHUTDOWN_FILE))
+        if recovery_point is None:
+            recovery_point = _read_checkpoint(parent, RECOVERY_POINT_CHECKPOINT, key, 0)
+        if log_start_offset is None:
+            log_start_offset = _read_checkpoint(parent, LOG_START_OFFSET_CHECKPOINT, key, 0)
+        if high_watermark is None and replicated:
+            high_watermark = _read_checkpoint(parent, REPLICATION_OFFSET_CHECKPOINT, key, 0)
+        scheduler = scheduler or default_scheduler()
+        loader = _LogLoader(path, config, recovery_point, log_start_offset,
+                            clean_shutdown or read_only, read_only, scheduler, time_fn)
+        segments, log_start_offset, recovery_point, producer_state = loader.load()
+        return cls(path, config, segments, log_start_offset=log_start_offset,
+                   recovery_point=recovery_point, high_watermark=high_watermark,
+                   producer_state=producer_state, replicated=replicated, read_only=read_only,
+                   scheduler=scheduler, time_fn=time_fn)
+
+    # ------------------------------------------------------------------------------ state
+    def _now_ms(self):
+        return int(self._time_fn() * 1000)
+
+    @property
+    def segments(self):
+        """The segments, oldest first (a snapshot: later changes do not alter it)."""
+        return list(self._segments.segments)
+
+    @property
+    def active_segment(self):
+        return self._segments.segments[-1]
+
+    @property
+    def log_start_offset(self):
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self):
+        return self._log_end_offset
+
+    @property
+    def high_watermark(self):
+        return self._high_watermark
+
+    @property
+    def recovery_point(self):
+        return self._recovery_point
+
+    @property
+    def last_stable_offset(self):
+        """The first offset of the earliest open transaction, else the high watermark."""
+        first = self._producer_state.first_unstable_offset()
+        return self._high_watermark if first is None else min(first, self._high_watermark)
+
+    @property
+    def size(self):
+        """Bytes in all ``.log`` files."""
+        return sum(s.size for s in self._segments.segments)
+
+    @property
+    def topic_partition(self):
+        return parse_topic_partition(self.dir_name)
+
+    def update_high_watermark(self, offset):
+        """Set the high watermark (clamped to [log start offset, log end offset])."""
+        with self._lock:
+            self._high_watermark = min(max(offset, self._log_start_offset), self._log_end_offset)
+            return self._high_watermark
+
+    def _check_writable(self):
+        if self._closed:
+            raise KafkaLogError(f"log {self.path} is closed")
+        if self.read_only:
+            raise KafkaLogError(f"log {self.path} was opened read-only")
+        if self._failed is not None:
+            raise KafkaLogError(f"log {self.path} is offline after an I/O error "
+                                f"({self._failed}); reopen it") from self._failed
+
+    # ------------------------------------------------------------------------------ append
+    def append(self, records_or_batch_bytes, *, compression="none", producer_id=-1,
+               producer_epoch=-1, base_sequence=-1, transactional=False,
+               partition_leader_epoch=0):
+        """Append as leader: assign offsets from the log end offset.
+
+        Takes ``Record`` objects (built into one batch here) or the bytes of whole v2 batches
+        (validated: structure, CRC, magic, size, record decoding). Applies
+        ``message.timestamp.type``. Returns a ``LogAppendInfo``.
+        """
+        if isinstance(records_or_batch_bytes, (bytes, bytearray, memoryview)):
+            data = bytes(records_or_batch_bytes)
+        else:
+            records = list(records_or_batch_bytes)
+            if not records:
+                raise ValueError("nothing to append")
+            data = build_batch(records, compression=compression, producer_id=producer_id,
+                               producer_epoch=producer_epoch, base_sequence=base_sequence,
+                               transactional=transactional,
+                               partition_leader_epoch=partition_leader_epoch)
+        return self._append(data, assign_offsets=True)
+
+    def append_as_follower(self, batch_bytes):
+        """Append batches that carry their offsets (replication, copying): offsets must not
+        go below the log end offset."""
+        return self._append(bytes(batch_bytes), assign_offsets=False)
+
+    def _validate(self, data):
+        batches, status, stop, message = walk_batches(data, validate_crc=True,
+                                                      stop_on_invalid=True)
+        if status == WALK_CORRUPT:
+            raise CorruptRecordError(message, position=stop)
+        if status != WALK_END:
+            raise CorruptRecordError(message or partial_tail_message(data, stop), position=stop)
+        if len(batches) == 0:
+            raise CorruptRecordError("no record batch to append")
+        if (batches["magic"] != 2).any():
+            raise CorruptRecordError("only record batch v2 (magic 2) can be appended",
+                                     position=int(batches["position"][batches["magic"] != 2][0]))
+        too_big = batches["size"] > self.config["max.message.bytes"]
+        if too_big.any():
+            raise RecordTooLargeError(
+                f"batch of {int(batches['size'][too_big][0])} bytes exceeds max.message.bytes "
+                f"{self.config['max.message.bytes']}")
+        table = decode_batches(data, batches)       # every record must decode
+        if (np.diff(table.records["offset"]) <= 0).any():
+            raise CorruptRecordError("record offsets within the appended batches do not "
+                                     "increase")
+        return batches
+
+    def _append(self, data, assign_offsets):
+        data = bytearray(data)
+        batches = self._validate(data)
+        with self._lock:
+            self._check_writable()
+            now = self._now_ms()
+            log_append = self.config["message.timestamp.type"] == "LogAppendTime"
+            if assign_offsets:
+                next_offset = self._log_end_offset
+                for i, row in enumerate(batches):
+                    pos = int(row["position"])
+                    delta = int(row["last_offset"] - row["base_offset"])
+                    _set_base_offset(data, pos, next_offset)
+                    if log_append:
+                        _set_log_append_time(data, pos, int(row["size"]), now)
+                    next_offset += delta + 1
+                batches = walk_batches(data, validate_crc=False)[0]
+            elif batches["base_offset"][0] < self._log_end_offset:
+                raise InvalidOffsetError(
+                    f"out of order offsets: first offset {int(batches['base_offset'][0])} is "
+                    f"below the log end offset {self._log_end_offset} of {self.path}")
+            if (batches["base_offset"][1:] <= batches["last_offset"][:-1]).any():
+                raise InvalidOffsetError("batch offsets do not increase")
+            first, last = int(batches["base_offset"][0]), int(batches["last_offset"][-1])
+            i_max = int(np.argmax(batches["max_timestamp"]))
+            max_ts = int(batches["max_timestamp"][i_max])
+            offset_of_max = int(batches["last_offset"][i_max])
+            try:
+                segment = self._maybe_roll(len(data), max_ts, first, last, now)
+                segment.append(last, max_ts, offset_of_max, data)
+                self._update_producer_state(data, batches, segment)
+            except OSError as e:
+                self._failed = e
+                raise
+            self._log_end_offset = last + 1
+            if not self._replicated:
+                self._high_watermark = self._log_end_offset
+            count = int(np.maximum(batches["record_count"], 0).sum())
+            self._unflushed_messages += count
+            self._maybe_flush(now)
+            return LogAppendInfo(first, last, max_ts, offset_of_max,
+                                 now if log_append else -1, len(data), count)
+
+    def _update_producer_state(self, data, batches, segment):
+        with_pid = batches[batches["producer_id"] >= 0]
+        for row in with_pid:
+            control_type, coordinator_epoch = None, -1
+            if int(row["attributes"]) & CONTROL_MASK:
+                control_type, coordinator_epoch = control_of(bytes(data), row)
+            completed = self._producer_state.update(row, control_type, coordinator_epoch)
+            if completed is not None and completed.is_aborted:
+                segment.txn_index.append(self._producer_state.aborted_txn(completed))
+        self._producer_state.map_end_offset = int(batches["last_offset"][-1]) + 1
+
+    def _maybe_roll(self, messages_size, max_timestamp, first_offset, max_offset, now):
+        segment = self.active_segment
+        if segment.should_roll(self.config["segment.ms"], self.config["segment.bytes"],
+                               max_timestamp, max_offset, messages_size, now):
+            # Kafka names the new segment after the first offset the append will take.
+            segment = self._roll(max(first_offset, self._log_end_offset))
+        elif not segment.can_convert_to_relative_offset(max_offset):
+            segment = self._roll(self._log_end_offset)
+        return segment
+
+    def roll(self):
+        """Start a new active segment at the log end offset; returns it."""
+        with self._lock:
+            self._check_writable()
+            return self._roll(self._log_end_offset)
+
+    def _roll(self, new_offset):
+        old = self.active_segment
+        if old.base_offset == new_offset and old.size == 0:
+            return old                     # rolling an empty segment would only rename it
+        old.on_becoming_inactive_segment()
+        old.flush()
+        segment = LogSegment(self.path, new_offset, self.config, time_fn=self._time_fn)
+        segment.resize_indexes(self.config.max_index_size)
+        checkpoint.fsync_dir(self.path)
+        self._producer_state.take_snapshot(new_offset)
+        self._segments = self._segments.replace(add=[segment])
+        # Everything below the new segment is flushed now (older segments at their own roll).
+        self._recovery_point = max(self._recovery_point, new_offset)
+        return segment
+
+    # ------------------------------------------------------------------------------ flush
+    def _maybe_flush(self, now):
+        if self._unflushed_messages >= self.config["flush.messages"] or \
+                now - self._last_flush_ms >= self.config["flush.ms"]:
+            self.flush()
+
+    def flush(self):
+        """fsync every segment holding unflushed data; the recovery point becomes the log end
+        offset."""
+        with self._lock:
+            if self.read_only or self._closed:
+                return
+            for segment in self._segments.segments:
+                if segment.base_offset >= self._segment_base_for(self._recovery_point):
+                    segment.flush()
+            self._recovery_point = self._log_end_offset
+            self._unflushed_messages = 0
+            self._last_flush_ms = self._now_ms()
+
+    def _segment_base_for(self, offset):
+        _, seg = self._segments.floor(offset)
+        return seg.base_offset if seg is not None else 0
+
+    # ------------------------------------------------------------------------------ read
+    def _max_offset(self, isolation):
+        if isolation == "log_end":
+            return self._log_end_offset
+        if isolation == "high_watermark":
+            return self._high_watermark
+        if isolation == "committed":
+            return self.last_stable_offset
+        raise ValueError(f"isolation must be one of {ISOLATIONS}, not {isolation!r}")
+
+    def read(self, start_offset, max_bytes=1048576, isolation="log_end", min_one_message=True):
+        """Batches from the first holding ``start_offset``, up to ``max_bytes``.
+
+        Returns a FetchDataInfo (``records`` = batch bytes; ``aborted_transactions`` for
+        ``isolation="committed"``). Raises OffsetOutOfRangeError for an offset below the log
+        start offset or above the log end offset.
+        """
+        segments = self._segments
+        max_offset = self._max_offset(isolation)
+        log_end = self._log_end_offset
+        if start_offset < self._log_start_offset or start_offset > log_end:
+            raise OffsetOutOfRangeError(
+                f"offset {start_offset} is out of range for {self.dir_name}: log start offset "
+                f"{self._log_start_offset}, log end offset {log_end}")
+        empty = FetchDataInfo(LogOffsetMetadata(start_offset, -1, -1), b"",
+                              aborted_transactions=[] if isolation == "committed" else None)
+        if start_offset >= max_offset:
+            return empty
+        i, segment = segments.floor(start_offset)
+        while segment is not None:
+            if segment.base_offset >= max_offset:
+                break
+            max_position = segment.size
+            nxt = segments.segments[i + 1] if i + 1 < len(segments.segments) else None
+            if nxt is None or nxt.base_offset > max_offset:
+                found = segment.translate_offset(max_offset)
+                if found is not None:
+                    max_position = found[0]
+            info = segment.read(start_offset, max_bytes, max_position, min_one_message)
+            if info is not None and (info.records or info.first_entry_incomplete):
+                if isolation == "committed":
+                    info.aborted_transactions = self._aborted_transactions(
+                        start_offset, segment, info, segments)
+                return info
+            i += 1
+            segment = nxt
+        return empty
+
+    def _aborted_transactions(self, start_offset, segment, info, segments):
+        meta = info.fetch_offset_metadata
+        upper = segment.fetch_upper_bound_offset(meta.relative_position_in_segment,
+                                                 len(info.records))
+        if upper is None:
+            nxt = segments.higher(segment.base_offset)
+            upper = nxt.base_offset if nxt is not None else self._log_end_offset
+        found = []
+        seg = segment
+        while seg is not None:
+            result = seg.collect_aborted_txns(start_offset, upper)
+            found.extend(result.aborted_transactions)
+            if result.is_complete:
+                break
+            seg = segments.higher(seg.base_offset)
+        return found
+
+    def records(self, start_offset=None, end_offset=None, isolation="log_end"):
+        """Iterate ``Record`` objects in offset order over [start_offset, end_offset).
+
+        With ``isolation="committed"`` records of aborted transactions and control records
+        are left out, as a read_committed consumer does.
+        """
+        for table in self.record_tables(start_offset, end_offset, isolation):
+            yield from table.to_records()
+
+    def record_tables(self, start_offset=None, end_offset=None, isolation="log_end",
+                      max_bytes=16 * 1024 * 1024):
+        """Like ``records`` but yields columnar ``RecordTable`` chunks."""
+        offset = self._log_start_offset if start_offset is None else start_offset
+        limit = self._max_offset(isolation)
+        end = limit if end_offset is None else min(end_offset, limit)
+        aborted = _AbortedFilter() if isolation == "committed" else None
+        while offset < end:
+            info = self.read(offset, max_bytes, isolation)
+            if not info.records:
+                break
+            data = info.records
+            batches, _, _, _ = walk_batches(data, validate_crc=False)
+            if len(batches) == 0:
+                break
+            table = decode_batches(data, batches)
+            keep = (table.records["offset"] >= offset) & (table.records["offset"] < end)
+            if aborted is not None:
+                aborted.add(info.aborted_transactions)
+                keep &= aborted.keep_mask(batches, table)
+            next_offset = int(batches["last_offset"][-1]) + 1
+            if keep.any():
+                yield table.slice(keep)
+            offset = next_offset
+
+    def offset_for_timestamp(self, timestamp):
+        """(offset, timestamp) of the first record with a timestamp >= ``timestamp``; -2 gives
+        the log start offset, -1 the log end offset. None when no record is that late."""
+        if timestamp == EARLIEST_TIMESTAMP:
+            return (self._log_start_offset, -1)
+        if timestamp == LATEST_TIMESTAMP:
+            return (self._log_end_offset, -1)
+        for segment in self._segments.segments:
+            if segment.largest_timestamp >= timestamp:
+                found = segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
+                if found is not None:
+                    return (found.offset, found.timestamp)
+        return None
+
+    # ------------------------------------------------------------------------------ truncate
+    def truncate_to(self, offset):
+        """Remove every record at or above ``offset`` (a follower's truncation)."""
+        with self._lock:
+            self._check_writable()
+            if offset < 0:
+                raise InvalidOffsetError(f"cannot truncate {self.path} to a negative offset")
+            if offset >= self._log_end_offset:
+                return False
+            if offset < self.active_segment.base_offset and offset <= \
+                    self._segments.segments[0].base_offset:
+                self._truncate_fully_and_start_at(offset)
+                return True
+            doomed = [s for s in self._segments.segments if s.base_offset > offset]
+            self._segments = self._segments.replace(remove=doomed)
+            self._delete_segment_files(doomed)
+            self.active_segment.truncate_to(offset)
+            self._log_end_offset = self.active_segment.read_next_offset()
+            self._after_truncation(offset)
+            return True
+
+    def truncate_fully_and_start_at(self, new_offset):
+        """Delete every segment and start an empty log at ``new_offset``."""
+        with self._lock:
+            self._check_writable()
+            self._truncate_fully_and_start_at(new_offset)
+
+    def _truncate_fully_and_start_at(self, new_offset):
+        doomed = list(self._segments.segments)
+        fresh = LogSegment(self.path, new_offset, self.config, time_fn=self._time_fn) \
+            if new_offset not in self._segments.bases else None
+        for s in doomed:
+            if s.base_offset == new_offset:
+                s.truncate_to(new_offset)
+                fresh = s
+        self._segments = _Segments([fresh])
+        self._delete_segment_files([s for s in doomed if s is not fresh])
+        self._log_end_offset = new_offset
+        self._log_start_offset = new_offset
+        self._producer_state.clear(new_offset)
+        self._producer_state.delete_snapshots_above(-1)
+        self._after_truncation(new_offset)
+
+    def _after_truncation(self, offset):
+        self._recovery_point = min(self._recovery_point, self._log_end_offset)
+        self._high_watermark = min(self._high_watermark, self._log_end_offset)
+        self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
+        self._producer_state.delete_snapshots_above(self._log_end_offset)
+        self._producer_state = _rebuild_producer_state(self.path, self._segments.segments,
+                                                       self._log_end_offset)
+
+    # ------------------------------------------------------------------------------ retention
+    def delete_old_segments(self, now_ms=None):
+        """Apply retention (time, size, log start offset; ``cleanup.policy`` must include
+        delete for the first two); returns how many segments were deleted."""
+        with self._lock:
+            self._check_writable()
+            now_ms = self._now_ms() if now_ms is None else now_ms
+            deleted = self._delete_by(self._log_start_offset_breached)
+            if self.config.delete_enabled:
+                deleted += self._delete_by(self._retention_size_predicate())
+                deleted += self._delete_by(self._retention_ms_predicate(now_ms))
+            return deleted
+
+    def _log_start_offset_breached(self, segment, nxt):
+        return nxt is not None and nxt.base_offset <= self._log_start_offset
+
+    def _retention_ms_predicate(self, now_ms):
+        retention = self.config["retention.ms"]
+        if retention < 0:
+            return lambda s, n: False
+        return lambda s, n: now_ms - s.largest_timestamp > retention
+
+    def _retention_size_predicate(self):
+        retention = self.config["retention.bytes"]
+        size = self.size
+        if retention < 0 or size < retention:
+            return lambda s, n: False
+        state = {"diff": size - retention}
+
+        def predicate(segment, nxt):
+            if state["diff"] - segment.size >= 0:
+                state["diff"] -= segment.size
+                return True
+            return False
+        return predicate
+
+    def _delete_by(self, predicate):
+        segments = self._segments.segments
+        deletable = []
+        for i, segment in enumerate(segments):
+            nxt = segments[i + 1] if i + 1 < len(segments) else None
+            upper = nxt.base_offset if nxt is not None else self._log_end_offset
+            last_and_empty = nxt is None and segment.size == 0
+            if self._high_watermark >= upper and not last_and_empty and predicate(segment, nxt):
+                deletable.append(segment)
+            else:
+                break
+        if not deletable:
+            return 0
+        if len(deletable) == len(segments):
+            self._roll(self._log_end_offset)
+        self._segments = self._segments.replace(remove=deletable)
+        self._log_start_offset = max(self._log_start_offset, self._segments.segments[0].base_offset)
+        self._delete_segment_files(deletable)
+        self._producer_state.delete_snapshots_below(self._segments.segments[0].base_offset)
+        return len(deletable)
+
+    def delete_records(self, before_offset):
+        """Move the log start offset to ``before_offset`` (Kafka's DeleteRecords); segments
+        wholly below it go at the next retention pass. Returns the new log start offset."""
+        with self._lock:
+            self._check_writable()
+            if before_offset > self._high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"cannot delete records before {before_offset}: above the high watermark "
+                    f"{self._high_watermark}")
+            self._log_start_offset = max(self._log_start_offset, before_offset)
+            self._delete_by(self._log_start_offset_breached)
+            return self._log_start_offset
+
+    def _delete_segment_files(self, segments):
+        """Rename to ``.deleted`` now; remove after ``file.delete.delay.ms`` in the
+        background. Readers holding the segments keep reading them until then."""
+        for s in segments:
+            s.change_file_suffixes("", DELETED_SUFFIX)
+        delay = self.config["file.delete.delay.ms"] / 1000.0
+        self._scheduler.schedule_once(delay, lambda: [s.delete_files() for s in segments])
+
+    # ------------------------------------------------------------------------------ close
+    def offsets(self):
+        """(log start offset, log end offset, high watermark, last stable offset, recovery
+        point), read together."""
+        with self._lock:
+            return (self._log_start_offset, self._log_end_offset, self._high_watermark,
+                    self.last_stable_offset, self._recovery_point)
+
+    def close(self):
+        """Flush, snapshot the producer state, trim the active segment's indexes, close."""
+        with self._lock:
+            if self._closed:
+                return
+            if not self.read_only and self._failed is None:
+                self.flush()
+                self._producer_state.take_snapshot(self._log_end_offset)
+            for segment in self._segments.segments:
+                segment.close()
+            self._closed = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return (f"Log({self.path!r}, log_start_offset={self._log_start_offset}, "
+                f"log_end_offset={self._log_end_offset}, segments={len(self._segments.bases)})")
+
+
+def _set_base_offset(data, position, offset):
+    data[position:position + 8] = offset.to_bytes(8, "big", signed=True)
+
+
+def _set_log_append_time(data, position, size, now):
+    """Set LogAppendTime: the attribute bit and max timestamp, then the CRC again."""
+    from crc32c import crc32c
+    attributes = int.from_bytes(data[position + 21:position + 23], "big")
+    attributes |= TIMESTAMP_TYPE_MASK
+    data[position + 21:position + 23] = attributes.to_bytes(2, "big")
+    data[position + 35:position + 43] = now.to_bytes(8, "big", signed=True)
+    crc = crc32c(memoryview(data)[position + 21:position + size])
+    data[position + 17:position + 21] = crc.to_bytes(4, "big")
+
+
+class _AbortedFilter:
+    """A read_committed consumer's filter: drops control batches and the batches of aborted
+    transactions (from the first offset of an aborted transaction to its ABORT marker)."""
+
+    def __init__(self):
+        self.pending = []        # AbortedTxn not yet reached, by first offset
+        self.seen = set()
+        self.active = set()      # producer ids inside an aborted transaction
+
+    def add(self, txns):
+        for t in txns or ():
+            if t not in self.seen:
+                self.seen.add(t)
+                self.pending.append(t)
+        self.pending.sort(key=lambda t: t.first_offset)
+
+    def keep_mask(self, batches, table):
+        keep_batch = np.ones(len(batches), dtype=bool)
+        for i, row in enumerate(batches):
+            attributes = int(row["attributes"])
+            pid = int(row["producer_id"])
+            while self.pending and self.pending[0].first_offset <= int(row["last_offset"]):
+                self.active.add(self.pending.pop(0).producer_id)
+            if attributes & CONTROL_MASK:
+                keep_batch[i] = False
+                self.active.discard(pid)   # the marker ends that producer's transaction
+            elif attributes & TRANSACTIONAL_MASK and pid in self.active:
+                keep_batch[i] = False
+        return keep_batch[table.batch]
+
+
+class _LogLoader:
+    """Kafka's LogLoader: temp/swap files, segment loading, recovery, log start offset."""
+
+    def __init__(self, path, config, recovery_point, log_start_offset, clean_shutdown,
+                 read_only, scheduler, time_fn):
+        self.path = path
+        self.config = config
+        self.recovery_point = recovery_point
+        self.log_start_offset = log_start_offset
+        self.clean_shutdown = clean_shutdown
+        self.read_only = read_only
+        self.scheduler = scheduler
+        self.time_fn = time_fn
+
+    def load(self):
+        if not self.read_only:
+            self._remove_temp_files_and_complete_swaps()
+        segments = self._load_segments()
+        if not self.clean_shutdown:
+            segments = self._recover(segments)
+        if segments:
+            log_end = segments[-1].read_next_offset()
+            if log_end < self.log_start_offset and not self.read_only:
+                for s in segments:
+                    s.change_file_suffixes("", DELETED_SUFFIX)
+                    s.delete_files()
+                segments = []
+        if not segments:
+            if self.read_only:
+                raise KafkaLogError(f"{self.path} holds no segment")
+            segments = [LogSegment(self.path, self.log_start_offset, self.config,
+                                   time_fn=self.time_fn)]
+        active = segments[-1]
+        log_end = active.read_next_offset()
+        if not self.read_only:
+            active.resize_indexes(self.config.max_index_size)
+        recovery_point = log_end if self.clean_shutdown else min(self.recovery_point, log_end)
+        log_start = max(self.log_start_offset, segments[0].base_offset)
+        producer_state = _rebuild_producer_state(self.path, segments, log_end,
+                                                 write=not self.read_only)
+        return segments, log_start, recovery_point, producer_state
+
+    def _remove_temp_files_and_complete_swaps(self):
+        names = os.listdir(self.path)
+        swaps, cleaned = [], []
+        for name in names:
+            full = os.path.join(self.path, name)
+            if name.endswith(DELETED_SUFFIX):
+                os.remove(full)
+            elif name.endswith(CLEANED_SUFFIX):
+                cleaned.append(name)
+            elif name.endswith(SWAP_SUFFIX):
+                swaps.append(name)
+        min_cleaned = min((_offset_from_file(n) for n in cleaned), default=None)
+        for name in cleaned:
+            os.remove(os.path.join(self.path, name))
+        kept = []
+        for name in swaps:
+            offset = _offset_from_file(name)
+            if min_cleaned is not None and offset is not None and offset >= min_cleaned:
+                os.remove(os.path.join(self.path, name))      # an unfinished cleaning
+            else:
+                kept.append(name)
+        log_swaps = [n for n in kept if n.endswith(LOG_SUFFIX + SWAP_SUFFIX)]
+        if not log_swaps:
+            for name in kept:       # index swaps without their log: the log was renamed
+                os.replace(os.path.join(self.path, name),
+                           os.path.join(self.path, name[:-len(SWAP_SUFFIX)]))
+            return
+        low, high = None, None
+        for name in log_swaps:
+            base = _offset_from_file(name)
+            seg = LogSegment(self.path, base, self.config, file_suffix=SWAP_SUFFIX)
+            nxt = seg.read_next_offset()
+            seg.close_handlers()
+            low = base if low is None else min(low, base)
+            high = nxt if high is None else max(high, nxt)
+        for name in os.listdir(self.path):
+            offset = _offset_from_file(name)
+            if name.endswith(SWAP_SUFFIX) or offset is None:
+                continue
+            if low <= offset < high:
+                os.remove(os.path.join(self.path, name))
+        for name in os.listdir(self.path):
+            if name.endswith(SWAP_SUFFIX):
+                os.replace(os.path.join(self.path, name),
+                           os.path.join(self.path, name[:-len(SWAP_SUFFIX)]))
+        checkpoint.fsync_dir(self.path)
+
+    def _load_segments(self):
+        names = sorted(os.listdir(self.path))
+        logs = set()
+        for name in names:
+            if name.endswith(LOG_SUFFIX) and _offset_from_file(name) is not None:
+                logs.add(name[:-len(LOG_SUFFIX)])
+        segments = []
+        for name in names:
+            stem, ext = os.path.splitext(name)
+            if ext in _INDEX_SUFFIXES and _offset_from_file(name) is not None:
+                if stem not in logs and not self.read_only:
+                    os.remove(os.path.join(self.path, name))       # an orphan index
+                continue
+            if ext != LOG_SUFFIX or stem not in logs:
+                continue
+            base = int(stem)
+            time_index_new = not os.path.exists(os.path.join(self.path, stem +
+                                                             TIME_INDEX_SUFFIX))
+            segment = LogSegment(self.path, base, self.config, read_only=self.read_only,
+                                 time_fn=self.time_fn)
+            if not self.read_only:
+                try:
+                    segment.sanity_check(time_index_new)
+                except (FileNotFoundError, CorruptIndexError):
+                    self._recover_segment(segment, segments)
+            segments.append(segment)
+        return segments
+
+    def _recover_segment(self, segment, earlier):
+        return segment.recover()
+
+    def _recover(self, segments):
+        """Recover every segment from the one holding the recovery point; the first that
+        truncates makes every later segment go."""
+        start = 0
+        for i, s in enumerate(segments):
+            if s.base_offset <= self.recovery_point:
+                start = i
+        kept = list(segments[:start])
+        truncated = False
+        for segment in segments[start:]:
+            if truncated:
+                segment.change_file_suffixes("", DELETED_SUFFIX)
+                segment.delete_files()
+                continue
+            try:
+                truncated_bytes = self._recover_segment(segment, kept)
+            except (InvalidOffsetError, IndexOffsetOverflowError):
+                segment.truncate_to(segment.base_offset)
+                truncated_bytes = 1
+            kept.append(segment)
+            if truncated_bytes > 0:
+                truncated = True
+        return kept
+
+
+def _rebuild_producer_state(path, segments, log_end, write=True):
+    """Producer state at ``log_end``: the latest snapshot, then the batches after it."""
+    state = ProducerStateManager(path)
+    loaded = state.load_latest_snapshot(log_end)
+    start = loaded if loaded is not None else (segments[0].base_offset if segments else 0)
+    for i, segment in enumerate(segments):
+        nxt_base = segments[i + 1].base_offset if i + 1 < len(segments) else None
+        if segment.size == 0 or (nxt_base is not None and nxt_base <= start):
+            continue
+        buf = segment.buffer()
+        batches = walk_batches(buf, 0, validate_crc=False)[0]
+        batches = batches[(batches["last_offset"] >= start) & (batches["magic"] == 2)]
+        for row in batches[batches["producer_id"] >= 0]:
+            control_type, epoch = None, -1
+            if int(row["attributes"]) & CONTROL_MASK:
+                control_type, epoch = control_of(buf, row, segment.log_path)
+            state.update(row, control_type, epoch)
+    state.map_end_offset = log_end
+    return state
+
+
+def _checkpoint_key(dir_name):
+    try:
+        return parse_topic_partition(dir_name)
+    except KafkaLogError:
+        return None
+
+
+def _read_checkpoint(log_dir, name, key, default):
+    path = os.path.join(log_dir, name)
+    if key is None or not os.path.exists(path):
+        return default
+    try:
+        return checkpoint.read_offset_checkpoint(path).get(key, default)
+    except (checkpoint.CorruptCheckpointError, OSError):
+        return default

@@ -1,0 +1,533 @@
+"""``LogSegment``: one ``.log`` file with its offset, time and transaction indexes."""
+import collections
+import mmap
+import os
+import struct
+import threading
+import time
+
+import numpy as np
+
+from kafkalog._kernels import find_batch, index_entries_for, walk_batches
+from kafkalog._layout import WALK_END
+from kafkalog.errors import (
+    CorruptIndexError, IndexOffsetOverflowError, InvalidOffsetError, KafkaLogError,
+)
+from kafkalog.index import OffsetIndex, TimeIndex, TimestampOffset, TransactionIndex
+from kafkalog.records import (
+    CONTROL_MASK, TRANSACTIONAL_MASK, decode_batches, parse_control_record,
+)
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
+DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+_INT32_MAX = 2**31 - 1
+
+LogOffsetMetadata = collections.namedtuple(
+    "LogOffsetMetadata", "message_offset segment_base_offset relative_position_in_segment")
+
+
+class FetchDataInfo:
+    """The result of a read: ``records`` (bytes of whole batches, except that the last may be
+    cut by the size limit), where the read started, and for read_committed the aborted
+    transactions (a list of ``AbortedTxn``) in the range."""
+    __slots__ = ("fetch_offset_metadata", "records", "first_entry_incomplete",
+                 "aborted_transactions")
+
+    def __init__(self, fetch_offset_metadata, records=b"", first_entry_incomplete=False,
+                 aborted_transactions=None):
+        self.fetch_offset_metadata = fetch_offset_metadata
+        self.records = records
+        self.first_entry_incomplete = first_entry_incomplete
+        self.aborted_transactions = aborted_transactions
+
+    def __repr__(self):
+        return (f"FetchDataInfo({self.fetch_offset_metadata}, {len(self.records)} bytes, "
+                f"aborted={self.aborted_transactions})")
+
+
+def segment_file_name(base_offset, suffix):
+    return f"{base_offset:020d}{suffix}"
+
+
+class LogSegment:
+    """A segment of a partition's log: the ``.log`` file of batches from ``base_offset`` on, a
+    sparse offset index, a time index and a transaction index.
+
+    Indexes are opened lazily (the first lookup or append opens them), so loading a log of
+    many segments touches only directory entries. Appends are not thread-safe (the log
+    serialises them); reads may run concurrently with appends.
+    """
+
+    def __init__(self, directory, base_offset, config, *, file_suffix="", read_only=False,
+                 time_fn=time.time, rng=None):
+        import random
+        self.directory = os.fspath(directory)
+        self.base_offset = base_offset
+        self.config = config
+        self.file_suffix = file_suffix
+        self.read_only = read_only
+        self._time_fn = time_fn
+        self.log_path = self._path(LOG_SUFFIX)
+        flags = os.O_RDONLY if read_only else os.O_RDWR | os.O_CREAT
+        self._fd = os.open(self.log_path, flags, 0o644)
+        self._size = os.fstat(self._fd).st_size
+        self._map = None
+        self._map_lock = threading.Lock()
+        self._scan_lock = threading.RLock()      # held by scans and by truncation
+        self._offset_index = None
+        self._time_index = None
+        self._pending_rebuild = False
+        self.txn_index = TransactionIndex(self._path(TXN_INDEX_SUFFIX), base_offset)
+        self.rolling_based_timestamp = None
+        self._max_timestamp_and_offset = None
+        self.bytes_since_last_index_entry = 0
+        self.created_ms = int(time_fn() * 1000)
+        self.roll_jitter_ms = config.random_segment_jitter(rng or random.Random())
+
+    def _path(self, suffix):
+        return os.path.join(self.directory, segment_file_name(self.base_offset, suffix)
+                            + self.file_suffix)
+
+    # ------------------------------------------------------------------------------ indexes
+    @property
+    def index_path(self):
+        return self._path(INDEX_SUFFIX)
+
+    @property
+    def time_index_path(self):
+        return self._path(TIME_INDEX_SUFFIX)
+
+    @property
+    def offset_index(self):
+        if self._offset_index is None:
+            self._offset_index = self._open_index(OffsetIndex, self.index_path)
+            self._rebuild_if_needed()
+        return self._offset_index
+
+    @property
+    def time_index(self):
+        if self._time_index is None:
+            self._time_index = self._open_index(TimeIndex, self.time_index_path)
+            self._rebuild_if_needed()
+        return self._time_index
+
+    def _open_index(self, cls, path):
+        if self.read_only and not os.path.exists(path):
+            raise FileNotFoundError(path)
+        index = cls(path, self.base_offset, max_index_size=self.config.max_index_size,
+                    writable=not self.read_only)
+        if index.entries and index.valid_entries() < index.entries:
+            # Left at its preallocated size by a crash: the written entries end before the
+            # all-zero tail.
+            index._truncate_to_entries(index.valid_entries())
+        try:
+            index.sanity_check()
+        except CorruptIndexError:
+            if self.read_only:
+                raise
+            # A damaged index is rebuilt from the log, as Kafka's loader does.
+            index.close_handler()
+            os.remove(path)
+            index = cls(path, self.base_offset, max_index_size=self.config.max_index_size)
+            self._pending_rebuild = True
+        return index
+
+    def _rebuild_if_needed(self):
+        if self._pending_rebuild:
+            self._pending_rebuild = False
+            self.recover()
+
+    def indexes_opened(self):
+        return self._offset_index is not None or self._time_index is not None
+
+    def sanity_check(self, time_index_newly_created=False):
+        """Kafka's load-time check: the offset index must exist; the indexes must be sound."""
+        if not os.path.exists(self.index_path):
+            raise FileNotFoundError(f"offset index file {self.index_path} does not exist")
+        for path, size in ((self.index_path, 8), (self.time_index_path, 12)):
+            if os.path.exists(path) and os.path.getsize(path) % size:
+                raise CorruptIndexError(f"index file {path} is corrupt: its size "
+                                        f"{os.path.getsize(path)} is not a multiple of {size}")
+        if time_index_newly_created:
+            self.time_index.resize(0)
+        self.txn_index.sanity_check()
+
+    def full_sanity_check(self):
+        self.offset_index.sanity_check()
+        self.time_index.sanity_check()
+        self.txn_index.sanity_check()
+
+    def resize_indexes(self, size):
+        self.offset_index.resize(size)
+        self.time_index.resize(size)
+
+    # ------------------------------------------------------------------------------ the file
+    @property
+    def size(self):
+        """Bytes in the ``.log`` file."""
+        return self._size
+
+    def buffer(self):
+        """A read-only mapping of the ``.log`` file as it is now (b"" when empty)."""
+        with self._map_lock:
+            if self._size == 0:
+                return b""
+            current = self._map
+            if current is None or len(current) != self._size:
+                current = mmap.mmap(self._fd, self._size, access=mmap.ACCESS_READ)
+                self._map = current
+            return current
+
+    def read_bytes(self, position, size):
+        return os.pread(self._fd, size, position)
+
+    def can_convert_to_relative_offset(self, offset):
+        return 0 <= offset - self.base_offset <= _INT32_MAX
+
+    def _ensure_offset_in_range(self, offset):
+        if not self.can_convert_to_relative_offset(offset):
+            raise IndexOffsetOverflowError(
+                f"offset {offset} does not fit segment {self.log_path} (base offset "
+                f"{self.base_offset})")
+
+    # ------------------------------------------------------------------------------ append
+    @property
+    def max_timestamp_so_far(self):
+        return self._max_ts().timestamp
+
+    @property
+    def offset_of_max_timestamp_so_far(self):
+        return self._max_ts().offset
+
+    def _max_ts(self):
+        if self._max_timestamp_and_offset is None:
+            self._max_timestamp_and_offset = self.time_index.last_entry
+        return self._max_timestamp_and_offset
+
+    def append(self, largest_offset, largest_timestamp, shallow_offset_of_max_timestamp, records):
+        """Append whole batches (bytes) whose last offset is ``largest_offset``; write an index
+        entry when more than ``index.interval.bytes`` were appended since the last one."""
+        data = memoryview(records).cast("B")
+        if len(data) == 0:
+            return
+        physical_position = self._size
+        if physical_position == 0:
+            self.rolling_based_timestamp = largest_timestamp
+        self._ensure_offset_in_range(largest_offset)
+        written = 0
+        while written < len(data):
+            written += os.pwrite(self._fd, data[written:], physical_position + written)
+        self._size += len(data)
+        if largest_timestamp > self.max_timestamp_so_far:
+            self._max_timestamp_and_offset = TimestampOffset(largest_timestamp,
+                                                             shallow_offset_of_max_timestamp)
+        if self.bytes_since_last_index_entry > self.config["index.interval.bytes"]:
+            self.offset_index.append(largest_offset, physical_position)
+            self.time_index.maybe_append(self.max_timestamp_so_far,
+                                         self.offset_of_max_timestamp_so_far)
+            self.bytes_since_last_index_entry = 0
+        self.bytes_since_last_index_entry += len(data)
+
+    # ------------------------------------------------------------------------------ read
+    def translate_offset(self, offset, starting_position=0):
+        """(position, size) of the first batch whose last offset >= ``offset``, or None."""
+        with self._scan_lock:
+            mapping = self.offset_index.lookup(offset)
+            buf = self.buffer()
+            position, size = find_batch(buf, max(mapping.position, starting_position),
+                                        len(buf), offset)
+        return None if position < 0 else (position, size)
+
+    def read(self, start_offset, max_size, max_position=None, min_one_message=False):
+        """Read whole batches from the first with last offset >= ``start_offset``.
+
+        Returns a FetchDataInfo, or None when ``start_offset`` is beyond this segment. At most
+        ``max_size`` bytes (or the first batch whole, with ``min_one_message``) and nothing at
+        or past ``max_position``.
+        """
+        if max_size < 0:
+            raise ValueError(f"invalid max size {max_size} for log read from segment "
+                             f"{self.log_path}")
+        if max_position is None:
+            max_position = self._size
+        with self._scan_lock:
+            found = self.translate_offset(start_offset)
+            if found is None:
+                return None
+            position, size = found
+            metadata = LogOffsetMetadata(start_offset, self.base_offset, position)
+            adjusted = max(max_size, size) if min_one_message else max_size
+            if adjusted == 0:
+                return FetchDataInfo(metadata, b"")
+            fetch_size = max(0, min(max_position - position, adjusted))
+            data = self.read_bytes(position, fetch_size)
+        return FetchDataInfo(metadata, data, first_entry_incomplete=adjusted < size)
+
+    def fetch_upper_bound_offset(self, start_position, fetch_size):
+        found = self.offset_index.fetch_upper_bound_offset(start_position, fetch_size)
+        return None if found is None else found.offset
+
+    def collect_aborted_txns(self, fetch_offset, upper_bound_offset):
+        return self.txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
+
+    def batches(self, start_position=0, validate_crc=False):
+        """Walk the segment's batches: ``(batches, status, stop, message)`` from the kernel."""
+        with self._scan_lock:
+            return walk_batches(self.buffer(), start_position, validate_crc=validate_crc)
+
+    def read_next_offset(self):
+        """The offset after the last batch (the base offset when the segment is empty)."""
+        start = self.offset_index.lookup(self.offset_index.last_offset).position
+        batches, _, _, _ = self.batches(min(start, self._size))
+        if len(batches):
+            return int(batches["last_offset"][-1]) + 1
+        return self.base_offset
+
+    def find_offset_by_timestamp(self, timestamp, starting_offset=0):
+        """(timestamp, offset) of the first record with timestamp >= ``timestamp`` at or after
+        ``starting_offset``, or None."""
+        ts_entry = self.time_index.lookup(timestamp)
+        position = self.offset_index.lookup(max(ts_entry.offset, starting_offset)).position
+        with self._scan_lock:
+            buf = self.buffer()
+            batches, _, _, _ = walk_batches(buf, position, validate_crc=False)
+            candidates = np.nonzero(batches["max_timestamp"] >= timestamp)[0]
+            for i in candidates:
+                table = decode_batches(buf, batches[i:i + 1], self.log_path)
+                recs = table.records
+                hit = np.nonzero((recs["timestamp"] >= timestamp)
+                                 & (recs["offset"] >= starting_offset))[0]
+                if len(hit):
+                    r = recs[hit[0]]
+                    return TimestampOffset(int(r["timestamp"]), int(r["offset"]))
+        return None
+
+    @property
+    def largest_timestamp(self):
+        """The largest record timestamp, else the file's modification time (ms)."""
+        if self.max_timestamp_so_far >= 0:
+            return self.max_timestamp_so_far
+        return self.last_modified_ms
+
+    @property
+    def last_modified_ms(self):
+        return int(os.stat(self.log_path).st_mtime * 1000)
+
+    # ------------------------------------------------------------------------------ roll
+    def time_waited_for_roll(self, now_ms, message_timestamp):
+        if self.rolling_based_timestamp is None and self._size:
+            batches = walk_batches(self.buffer(), 0, validate_crc=False, max_batches=1)[0]
+            if len(batches):
+                self.rolling_based_timestamp = int(batches["max_timestamp"][0])
+        if self.rolling_based_timestamp is not None and self.rolling_based_timestamp >= 0:
+            return message_timestamp - self.rolling_based_timestamp
+        return now_ms - self.created_ms
+
+    def should_roll(self, max_segment_ms, max_segment_bytes, max_timestamp_in_messages,
+                    max_offset_in_messages, messages_size, now_ms):
+        """Kafka's roll conditions: size, time (with jitter), a full index, offset overflow."""
+        reached_roll_ms = self.time_waited_for_roll(now_ms, max_timestamp_in_messages) > \
+            max_segment_ms - self.roll_jitter_ms
+        size = self._size
+        return (size > max_segment_bytes - messages_size
+                or (size > 0 and reached_roll_ms)
+                or self.offset_index.is_full() or self.time_index.is_full()
+                or not self.can_convert_to_relative_offset(max_offset_in_messages))
+
+    def on_becoming_inactive_segment(self):
+        """At roll: the last time index entry, then trim the indexes."""
+        self.time_index.maybe_append(self.max_timestamp_so_far,
+                                     self.offset_of_max_timestamp_so_far, skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+
+    # ------------------------------------------------------------------------------ recovery
+    def recover(self, producer_state=None):
+        """Rebuild the indexes from the ``.log`` and cut it at the first invalid batch.
+
+        Validates structure, CRC and offset range of every batch; returns the bytes truncated.
+        ``producer_state`` is the state at this segment's base offset (for the transaction
+        index); by default it is loaded from the producer snapshot at or below it.
+        """
+        if producer_state is None:
+            from kafkalog.producer_state import ProducerStateManager
+            producer_state = ProducerStateManager(self.directory)
+            producer_state.load_latest_snapshot(self.base_offset)
+        with self._scan_lock:
+            self.offset_index.reset()
+            self.time_index.reset()
+            self.txn_index.reset()
+            buf = self.buffer()
+            batches, status, stop, _ = walk_batches(buf, 0, validate_crc=True,
+                                                    stop_on_invalid=True)
+            if len(batches):
+                out_of_range = (batches["last_offset"] - self.base_offset > _INT32_MAX) | \
+                    (batches["last_offset"] < self.base_offset)
+                if out_of_range.any():
+                    bad = int(np.argmax(out_of_range))
+                    raise IndexOffsetOverflowError(
+                        f"segment {self.log_path} holds offset "
+                        f"{int(batches['last_offset'][bad])} that does not fit its base offset "
+                        f"{self.base_offset}")
+            valid_bytes = int(batches["position"][-1] + batches["size"][-1]) if len(batches) \
+                else 0
+            offset_entries, time_entries, max_ts, max_ts_offset = index_entries_for(
+                batches, self.config["index.interval.bytes"])
+            self.offset_index.append_many(offset_entries[:, 0], offset_entries[:, 1])
+            self.time_index.append_many(time_entries[:, 0], time_entries[:, 1])
+            self._max_timestamp_and_offset = TimestampOffset(max_ts, max_ts_offset)
+            self._rebuild_txn_index(buf, batches, producer_state)
+            truncated = self._size - valid_bytes
+            if truncated > 0:
+                self._truncate_file(valid_bytes)
+            self.offset_index.trim_to_valid_size()
+            self.time_index.maybe_append(max_ts, max_ts_offset, skip_full_check=True)
+            self.time_index.trim_to_valid_size()
+            return truncated
+
+    def _rebuild_txn_index(self, buf, batches, producer_state):
+        if producer_state is None or len(batches) == 0:
+            return
+        with_pid = batches[(batches["magic"] == 2) & (batches["producer_id"] >= 0)]
+        for row in with_pid:
+            control_type, coordinator_epoch = None, -1
+            if int(row["attributes"]) & CONTROL_MASK:
+                control_type, coordinator_epoch = control_of(buf, row, self.log_path)
+            completed = producer_state.update(row, control_type, coordinator_epoch)
+            if completed is not None and completed.is_aborted:
+                self.txn_index.append(producer_state.aborted_txn(completed))
+        if len(batches):
+            producer_state.map_end_offset = int(batches["last_offset"][-1]) + 1
+
+    # ------------------------------------------------------------------------------ truncate
+    def truncate_to(self, offset):
+        """Remove every batch with offsets >= ``offset`` (the batch holding ``offset`` goes
+        whole) and the index entries for them; returns the bytes truncated."""
+        with self._scan_lock:
+            found = self.translate_offset(offset)
+            self.offset_index.truncate_to(offset)
+            self.time_index.truncate_to(offset)
+            self.txn_index.truncate_to(offset)
+            self.offset_index.resize(self.config.max_index_size)
+            self.time_index.resize(self.config.max_index_size)
+            truncated = 0
+            if found is not None:
+                truncated = self._size - found[0]
+                self._truncate_file(found[0])
+            if self._size == 0:
+                self.created_ms = int(self._time_fn() * 1000)
+                self.rolling_based_timestamp = None
+            self.bytes_since_last_index_entry = 0
+            self._max_timestamp_and_offset = None
+            if self.max_timestamp_so_far >= 0:
+                self._load_largest_timestamp()
+            return truncated
+
+    def _load_largest_timestamp(self):
+        last = self.time_index.last_entry
+        position = self.offset_index.lookup(last.offset).position
+        batches = walk_batches(self.buffer(), position, validate_crc=False)[0]
+        self._max_timestamp_and_offset = last
+        if len(batches):
+            i = int(np.argmax(batches["max_timestamp"]))
+            if batches["max_timestamp"][i] > last.timestamp:
+                self._max_timestamp_and_offset = TimestampOffset(
+                    int(batches["max_timestamp"][i]), int(batches["last_offset"][i]))
+
+    def _truncate_file(self, size):
+        with self._map_lock:
+            self._map = None
+        os.ftruncate(self._fd, size)
+        self._size = size
+
+    # ------------------------------------------------------------------------------ lifecycle
+    def flush(self):
+        """fsync the ``.log`` and flush the indexes."""
+        if self.read_only:
+            return
+        os.fsync(self._fd)
+        if self._offset_index is not None:
+            self._offset_index.flush()
+        if self._time_index is not None:
+            self._time_index.flush()
+        self.txn_index.flush()
+
+    def close(self):
+        """Append the final time index entry, trim the indexes, release the files."""
+        if not self.read_only and self._max_timestamp_and_offset is not None:
+            self.time_index.maybe_append(self.max_timestamp_so_far,
+                                         self.offset_of_max_timestamp_so_far,
+                                         skip_full_check=True)
+        if self._offset_index is not None:
+            self._offset_index.close()
+        if self._time_index is not None:
+            self._time_index.close()
+        self._release()
+
+    def close_handlers(self):
+        """Release files without trimming (used when a segment is deleted)."""
+        if self._offset_index is not None:
+            self._offset_index.close_handler()
+        if self._time_index is not None:
+            self._time_index.close_handler()
+        self._release()
+
+    def _release(self):
+        with self._map_lock:
+            self._map = None
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def files(self):
+        return [self.log_path, self.index_path, self.time_index_path, self.txn_index.path]
+
+    def change_file_suffixes(self, old_suffix, new_suffix):
+        """Rename every file of the segment (e.g. to ``.deleted``); missing indexes are skipped."""
+        def renamed(path):
+            base = path[:-len(old_suffix)] if old_suffix and path.endswith(old_suffix) else path
+            return base + new_suffix
+        os.replace(self.log_path, renamed(self.log_path))
+        self.log_path = renamed(self.log_path)
+        for index, path in ((self._offset_index, self.index_path),
+                            (self._time_index, self.time_index_path)):
+            target = renamed(path)
+            if index is not None:
+                if os.path.exists(index.path):
+                    index.rename_to(target)
+            elif os.path.exists(path):
+                os.replace(path, target)
+        self.txn_index.rename_to(renamed(self.txn_index.path))
+        self.file_suffix = new_suffix
+
+    def delete_files(self):
+        """Close and remove every file of the segment (whatever its suffix)."""
+        self.close_handlers()
+        paths = [self.log_path, self._path(INDEX_SUFFIX), self._path(TIME_INDEX_SUFFIX),
+                 self.txn_index.path]
+        if self._offset_index is not None:
+            paths.append(self._offset_index.path)
+        if self._time_index is not None:
+            paths.append(self._time_index.path)
+        for p in set(paths):
+            try:
+                os.remove(p)
+            except FileNotFoundError:
+                pass
+
+    def __repr__(self):
+        return f"LogSegment(base_offset={self.base_offset}, size={self._size})"
+
+
+def control_of(buf, row, path=None):
+    """(control type, coordinator epoch) of a control batch's first record."""
+    table = decode_batches(buf, row.reshape(1), path)
+    if len(table) == 0:
+        return None, -1
+    kind, epoch = parse_control_record(table.key(0), table.value(0))
+    return int(kind), (epoch if epoch is not None else -1)
