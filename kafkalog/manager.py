@@ -1,0 +1,294 @@
+"""``LogManager``: every partition of one or more log dirs, as a broker's LogManager keeps them."""
+import base64
+import concurrent.futures
+import fcntl
+import json
+import os
+import re
+import shutil
+import threading
+import time
+import uuid
+
+from kafkalog import checkpoint
+from kafkalog.config import LogConfig
+from kafkalog.errors import InvalidTopicError, KafkaLogError, LogDirLockedError
+from kafkalog.log import (
+    CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT, Log, parse_topic_partition,
+)
+from kafkalog.scheduler import Scheduler
+
+LOCK_FILE = ".lock"
+META_PROPERTIES = "meta.properties"
+DELETE_DIR_SUFFIX = "-delete"
+FUTURE_DIR_SUFFIX = "-future"
+STRAY_DIR_SUFFIX = "-stray"
+_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+_MAX_TOPIC_LENGTH = 249
+
+
+def validate_topic(topic):
+    """Kafka's topic name rules; raises InvalidTopicError (so no name can escape the log dir)."""
+    if not isinstance(topic, str) or not topic:
+        raise InvalidTopicError("topic name is empty")
+    if topic in (".", ".."):
+        raise InvalidTopicError(f"topic name cannot be {topic!r}")
+    if len(topic) > _MAX_TOPIC_LENGTH:
+        raise InvalidTopicError(f"topic name is longer than {_MAX_TOPIC_LENGTH} characters")
+    if not _TOPIC.match(topic):
+        raise InvalidTopicError(f"topic name {topic!r} has characters other than ASCII "
+                                f"alphanumerics, '.', '_' and '-'")
+    return topic
+
+
+def _validate_partition(partition):
+    if not isinstance(partition, int) or isinstance(partition, bool) or partition < 0:
+        raise InvalidTopicError(f"invalid partition {partition!r}")
+    return partition
+
+
+class LogManager:
+    """Loads, creates, retains, flushes and checkpoints the logs of one or more log dirs.
+
+    Parameters
+    ----------
+    log_dirs : str or list of str
+    config : LogConfig or dict, the default for every log
+    topic_configs : {topic: dict} of per-topic overrides
+    background : start the periodic retention, flush and checkpoint tasks
+    recovery_threads : logs loaded in parallel
+    """
+
+    def __init__(self, log_dirs, config=None, *, topic_configs=None, background=True,
+                 retention_check_interval_ms=300_000, flush_check_interval_ms=1_000,
+                 checkpoint_interval_ms=60_000, recovery_threads=2, broker_epoch=0,
+                 replicated=False, time_fn=time.time):
+        if isinstance(log_dirs, (str, os.PathLike)):
+            log_dirs = [log_dirs]
+        self.log_dirs = [os.path.abspath(os.fspath(d)) for d in log_dirs]
+        self.config = config if isinstance(config, LogConfig) else LogConfig(config)
+        self.topic_configs = dict(topic_configs or {})
+        self.broker_epoch = broker_epoch
+        self.replicated = replicated
+        self._time_fn = time_fn
+        self._logs = {}
+        self._log_dir_of = {}
+        self._lock = threading.RLock()
+        self._lock_files = []
+        self._closed = False
+        self.scheduler = Scheduler("kafkalog-log-manager")
+        try:
+            for d in self.log_dirs:
+                os.makedirs(d, exist_ok=True)
+                self._lock_dir(d)
+                self._ensure_meta_properties(d)
+            self._load_logs(recovery_threads)
+        except BaseException:
+            self._release_locks()
+            self.scheduler.shutdown(run_pending=False)
+            raise
+        if background:
+            self.scheduler.schedule_periodic(retention_check_interval_ms / 1000.0,
+                                             self.cleanup_logs)
+            self.scheduler.schedule_periodic(flush_check_interval_ms / 1000.0,
+                                             self.flush_dirty_logs)
+            self.scheduler.schedule_periodic(checkpoint_interval_ms / 1000.0, self.checkpoint)
+
+    # ------------------------------------------------------------------------------ dirs
+    def _lock_dir(self, d):
+        fd = os.open(os.path.join(d, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise LogDirLockedError(f"failed to acquire lock on {os.path.join(d, LOCK_FILE)}: "
+                                    f"another process or LogManager is using log dir {d}") \
+                from None
+        self._lock_files.append(fd)
+
+    def _release_locks(self):
+        for fd in self._lock_files:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                os.close(fd)
+        self._lock_files = []
+
+    def _ensure_meta_properties(self, d):
+        path = os.path.join(d, META_PROPERTIES)
+        if os.path.exists(path):
+            return
+        def uuid_text():
+            return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        text = (f"#\n#{time.strftime('%a %b %d %H:%M:%S UTC %Y', time.gmtime())}\n"
+                f"node.id=0\ndirectory.id={uuid_text()}\nversion=1\ncluster.id={uuid_text()}\n")
+        checkpoint.write_atomically(path, text)
+
+    def _config_for(self, topic, config=None):
+        overrides = dict(self.topic_configs.get(topic, {}))
+        if isinstance(config, LogConfig):
+            return config
+        overrides.update(config or {})
+        return self.config.with_overrides(overrides) if overrides else self.config
+
+    def _load_logs(self, threads):
+        jobs = []
+        for d in self.log_dirs:
+            marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
+            clean = os.path.exists(marker)
+            recovery_points = self._read_checkpoint(d, RECOVERY_POINT_CHECKPOINT)
+            start_offsets = self._read_checkpoint(d, LOG_START_OFFSET_CHECKPOINT)
+            high_watermarks = self._read_checkpoint(d, REPLICATION_OFFSET_CHECKPOINT)
+            for name in sorted(os.listdir(d)):
+                path = os.path.join(d, name)
+                if not os.path.isdir(path):
+                    continue
+                if name.endswith(DELETE_DIR_SUFFIX):
+                    shutil.rmtree(path, ignore_errors=True)     # a deletion left unfinished
+                    continue
+                if name.endswith(FUTURE_DIR_SUFFIX) or name.endswith(STRAY_DIR_SUFFIX):
+                    continue                                      # never loaded as live logs
+                try:
+                    key = parse_topic_partition(name)
+                    validate_topic(key[0])
+                except KafkaLogError:
+                    continue                                      # not a partition directory
+                jobs.append((d, path, key, clean, recovery_points.get(key, 0),
+                             start_offsets.get(key, 0), high_watermarks.get(key, 0)))
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
+            futures = {pool.submit(self._open_log, *job): job for job in jobs}
+            for future in concurrent.futures.as_completed(futures):
+                d, _, key = futures[future][:3]
+                if key in self._logs:
+                    raise KafkaLogError(f"duplicate log directories for {key[0]}-{key[1]}: "
+                                        f"{self._log_dir_of[key]} and {d}")
+                self._logs[key] = future.result()
+                self._log_dir_of[key] = d
+        for d in self.log_dirs:
+            marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
+            if os.path.exists(marker):
+                os.remove(marker)       # from now on a crash must be seen as unclean
+
+    def _open_log(self, d, path, key, clean, recovery_point, log_start_offset, high_watermark):
+        return Log.open(path, self._config_for(key[0]), recovery_point=recovery_point,
+                        log_start_offset=log_start_offset, clean_shutdown=clean,
+                        high_watermark=high_watermark if self.replicated else None,
+                        replicated=self.replicated, scheduler=self.scheduler,
+                        time_fn=self._time_fn)
+
+    @staticmethod
+    def _read_checkpoint(d, name):
+        path = os.path.join(d, name)
+        if not os.path.exists(path):
+            return {}
+        return checkpoint.read_offset_checkpoint(path)
+
+    # ------------------------------------------------------------------------------ logs
+    def get_log(self, topic, partition):
+        """The Log of a partition, or None."""
+        return self._logs.get((topic, partition))
+
+    def get_or_create_log(self, topic, partition, config=None):
+        """The partition's Log, created in the log dir holding the fewest partitions."""
+        validate_topic(topic)
+        _validate_partition(partition)
+        with self._lock:
+            self._check_open()
+            key = (topic, partition)
+            if key in self._logs:
+                return self._logs[key]
+            counts = {d: 0 for d in self.log_dirs}
+            for d in self._log_dir_of.values():
+                counts[d] += 1
+            d = min(self.log_dirs, key=lambda x: (counts[x], self.log_dirs.index(x)))
+            path = os.path.join(d, f"{topic}-{partition}")
+            if os.path.realpath(os.path.dirname(path)) != os.path.realpath(d):
+                raise InvalidTopicError(f"{topic}-{partition} would escape log dir {d}")
+            log = Log.open(path, self._config_for(topic, config), recovery_point=0,
+                           log_start_offset=0, clean_shutdown=True,
+                           replicated=self.replicated, scheduler=self.scheduler,
+                           time_fn=self._time_fn)
+            self._logs[key] = log
+            self._log_dir_of[key] = d
+            return log
+
+    def delete_log(self, topic, partition):
+        """Close the log, rename its directory ``<topic>-<p>.<uuid>-delete`` and remove it
+        after ``file.delete.delay.ms``."""
+        with self._lock:
+            key = (topic, partition)
+            log = self._logs.pop(key, None)
+            if log is None:
+                return False
+            d = self._log_dir_of.pop(key)
+            log.close()
+            target = os.path.join(d, f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+            os.replace(log.path, target)
+            checkpoint.fsync_dir(d)
+            delay = log.config["file.delete.delay.ms"] / 1000.0
+            self.scheduler.schedule_once(delay, lambda: shutil.rmtree(target, ignore_errors=True))
+            self.checkpoint()
+            return True
+
+    def logs(self):
+        """{(topic, partition): Log}."""
+        return dict(self._logs)
+
+    def _check_open(self):
+        if self._closed:
+            raise KafkaLogError("LogManager is shut down")
+
+    # ------------------------------------------------------------------------------ tasks
+    def cleanup_logs(self):
+        """Apply retention to every log; returns the number of segments deleted."""
+        deleted = 0
+        for log in list(self._logs.values()):
+            if not log._closed:
+                deleted += log.delete_old_segments()
+        return deleted
+
+    def flush_dirty_logs(self):
+        now = int(self._time_fn() * 1000)
+        for log in list(self._logs.values()):
+            if not log._closed and now - log._last_flush_ms >= log.config["flush.ms"]:
+                log.flush()
+
+    def checkpoint(self):
+        """Write the recovery-point, log-start-offset and replication-offset checkpoints of
+        every log dir (atomically: ``.tmp``, fsync, rename)."""
+        with self._lock:
+            for d in self.log_dirs:
+                keys = [k for k, v in self._log_dir_of.items() if v == d]
+                logs = {k: self._logs[k] for k in keys}
+                checkpoint.write_offset_checkpoint(
+                    os.path.join(d, RECOVERY_POINT_CHECKPOINT),
+                    {k: log.recovery_point for k, log in logs.items()})
+                checkpoint.write_offset_checkpoint(
+                    os.path.join(d, LOG_START_OFFSET_CHECKPOINT),
+                    {k: log.log_start_offset for k, log in logs.items()})
+                checkpoint.write_offset_checkpoint(
+                    os.path.join(d, REPLICATION_OFFSET_CHECKPOINT),
+                    {k: log.high_watermark for k, log in logs.items()})
+
+    def shutdown(self):
+        """Flush and close every log, write the checkpoints and the clean-shutdown marker."""
+        with self._lock:
+            if self._closed:
+                return
+            self.scheduler.shutdown(run_pending=True)
+            for log in self._logs.values():
+                log.close()
+            self.checkpoint()
+            for d in self.log_dirs:
+                checkpoint.write_atomically(
+                    os.path.join(d, CLEAN_SHUTDOWN_FILE),
+                    json.dumps({"version": 0, "brokerEpoch": self.broker_epoch}))
+            self._release_locks()
+            self._closed = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.shutdown()
