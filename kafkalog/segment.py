@@ -459,10 +459,15 @@ class LogSegment:
 
     def close(self):
         """Append the final time index entry, trim the indexes, release the files."""
-        if not self.read_only and self._max_timestamp_and_offset is not None:
-            self.time_index.maybe_append(self.max_timestamp_so_far,
-                                         self.offset_of_max_timestamp_so_far,
-                                         skip_full_check=True)
+        if not self.read_only:
+            if self._offset_index is None and not os.path.exists(self.index_path):
+                self.offset_index      # a segment always has its index files, as in Kafka
+            if self._time_index is None and not os.path.exists(self.time_index_path):
+                self.time_index
+            if self._max_timestamp_and_offset is not None:
+                self.time_index.maybe_append(self.max_timestamp_so_far,
+                                             self.offset_of_max_timestamp_so_far,
+                                             skip_full_check=True)
         if self._offset_index is not None:
             self._offset_index.close()
         if self._time_index is not None:
