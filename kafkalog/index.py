@@ -32,6 +32,16 @@ TimestampOffset = collections.namedtuple("TimestampOffset", "timestamp offset")
 _new_tuple = tuple.__new__   # builds a namedtuple without its Python-level __new__ (hot path)
 
 
+def _close_quietly(mapping):
+    """Close a mapping unless a reader still holds a view of it; then it closes when the
+    last view goes."""
+    if mapping is not None:
+        try:
+            mapping.close()
+        except BufferError:
+            pass
+
+
 class _MappedIndex:
     """What the offset and time indexes share: the file, its mmap, entries, resize, trim."""
     entry_size = 0
@@ -72,6 +82,12 @@ class _MappedIndex:
             self._mmap = mmap.mmap(fd, self._length,
                                    access=mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ)
 
+    def _unmap(self):
+        old, self._mmap = self._mmap, None
+        if old is not None and self.writable:
+            old.flush()
+        _close_quietly(old)
+
     @property
     def _buffer(self):
         return self._mmap if self._mmap is not None else b""
@@ -111,14 +127,20 @@ class _MappedIndex:
             raise PermissionError(f"index {self.path} is read-only")
 
     def resize(self, new_size):
-        """Set the file size to ``new_size`` rounded down to whole entries; True if it changed."""
+        """Set the file size to ``new_size`` rounded down to whole entries; True if it changed.
+
+        The new mapping is made before the old one is dropped, so a concurrent lookup always
+        sees a mapping that holds its entries.
+        """
         with self._lock:
             rounded = self._round_down(new_size)
             if rounded == self._length:
                 return False
             if not self.writable:
                 raise PermissionError(f"index {self.path} is read-only")
-            self._unmap()
+            old = self._mmap
+            if old is not None:
+                old.flush()
             fd = os.open(self.path, os.O_RDWR)
             try:
                 os.ftruncate(fd, rounded)
@@ -127,6 +149,7 @@ class _MappedIndex:
             finally:
                 os.close(fd)
             self._entries = min(self._entries, self.max_entries)
+            _close_quietly(old)
             return True
 
     def trim_to_valid_size(self):
@@ -170,13 +193,6 @@ class _MappedIndex:
     def flush(self):
         if self._mmap is not None and self.writable:
             self._mmap.flush()
-
-    def _unmap(self):
-        if self._mmap is not None:
-            if self.writable:
-                self._mmap.flush()
-            self._mmap.close()
-            self._mmap = None
 
     def close(self):
         """Trim to the valid entries (when writable) and release the mapping."""

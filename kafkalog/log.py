@@ -603,6 +603,7 @@ class Log:
         """Rename to ``.deleted`` now; remove after ``file.delete.delay.ms`` in the
         background. Readers holding the segments keep reading them until then."""
         for s in segments:
+            s.mark_deleted()
             s.change_file_suffixes("", DELETED_SUFFIX)
         delay = self.config["file.delete.delay.ms"] / 1000.0
         self._scheduler.schedule_once(delay, lambda: [s.delete_files() for s in segments])

@@ -5,6 +5,7 @@ import os
 import struct
 import threading
 import time
+import weakref
 
 import numpy as np
 
@@ -75,6 +76,10 @@ class LogSegment:
         self.log_path = self._path(LOG_SUFFIX)
         flags = os.O_RDONLY if read_only else os.O_RDWR | os.O_CREAT
         self._fd = os.open(self.log_path, flags, 0o644)
+        # The descriptor is closed by close(), or when the segment is collected (a deleted
+        # segment may still be read by a reader holding an older segment list).
+        self._fd_box = [self._fd]
+        self._finalizer = weakref.finalize(self, _close_fd, self._fd_box)
         self._size = os.fstat(self._fd).st_size
         self._map = None
         self._map_lock = threading.Lock()
@@ -82,6 +87,7 @@ class LogSegment:
         self._offset_index = None
         self._time_index = None
         self._pending_rebuild = False
+        self.deleted = False
         self.txn_index = TransactionIndex(self._path(TXN_INDEX_SUFFIX), base_offset)
         self.rolling_based_timestamp = None
         self._max_timestamp_and_offset = None
@@ -485,9 +491,8 @@ class LogSegment:
     def _release(self):
         with self._map_lock:
             self._map = None
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self._finalizer()
+        self._fd = -1
 
     def files(self):
         return [self.log_path, self.index_path, self.time_index_path, self.txn_index.path]
@@ -510,9 +515,19 @@ class LogSegment:
         self.txn_index.rename_to(renamed(self.txn_index.path))
         self.file_suffix = new_suffix
 
+    def mark_deleted(self):
+        """Prepare for deletion while readers may still hold the segment: the indexes are
+        opened now (never lazily from a renamed or removed file), and from here on the files
+        are only unlinked, not closed; the mappings and descriptor go with the object."""
+        self.offset_index
+        self.time_index
+        self.deleted = True
+
     def delete_files(self):
-        """Close and remove every file of the segment (whatever its suffix)."""
-        self.close_handlers()
+        """Remove every file of the segment (whatever its suffix). A segment marked deleted
+        keeps its open descriptor and mappings for readers until it is collected."""
+        if not self.deleted:
+            self.close_handlers()
         paths = [self.log_path, self._path(INDEX_SUFFIX), self._path(TIME_INDEX_SUFFIX),
                  self.txn_index.path]
         if self._offset_index is not None:
@@ -527,6 +542,12 @@ class LogSegment:
 
     def __repr__(self):
         return f"LogSegment(base_offset={self.base_offset}, size={self._size})"
+
+
+def _close_fd(box):
+    if box[0] >= 0:
+        os.close(box[0])
+        box[0] = -1
 
 
 def control_of(buf, row, path=None):

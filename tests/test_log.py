@@ -1,0 +1,551 @@
+"""The scenarios of Kafka's LogLoaderTest and UnifiedLogTest that apply, and every fixture
+opened with Log.open."""
+import os
+import struct
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from kafkalog import Record, build_batch, build_control_batch, iter_batches
+from kafkalog.config import InvalidConfigError, LogConfig
+from kafkalog.errors import (
+    CorruptRecordError, InvalidOffsetError, KafkaLogError, OffsetOutOfRangeError,
+    RecordTooLargeError,
+)
+from kafkalog.log import Log
+from kafkalog.records import TimestampType
+
+from conftest import FIXTURES, expected, fixture_names, verify
+
+
+def records(n, start_ts=1000, size=10):
+    return [Record(key=b"k%d" % i, value=bytes([65 + i % 26]) * size, timestamp=start_ts + i)
+            for i in range(n)]
+
+
+def open_log(tmp_path, name="topic-0", **config):
+    settings = {"segment.bytes": 1024, "index.interval.bytes": 64, "file.delete.delay.ms": 0}
+    settings.update(config)
+    return Log.open(tmp_path / name, LogConfig(settings))
+
+
+# --- load -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", fixture_names())
+def test_unclean_open_matches_kafkas_log_loader(fixture_copy, name):
+    d = fixture_copy(name)
+    want = verify(FIXTURES / name)["log_loader_unclean"]
+    log = Log.open(d, clean_shutdown=False)
+    assert log.log_start_offset == want["log_start_offset"]
+    assert log.recovery_point == want["recovery_point"]
+    assert log.log_end_offset == want["log_end_offset"]
+    assert [{"base_offset": s.base_offset, "size": s.size} for s in log.segments] == \
+        want["segments"]
+    # every record Kafka reads below the log end offset reads the same here
+    exp = expected(FIXTURES / name)
+    want_offsets = [r["offset"] for s in exp["segments"] for b in s["batches"]
+                    for r in b.get("records", []) if r["offset"] < log.log_end_offset]
+    got = [r.offset for r in log.records()]
+    assert got == want_offsets
+    log.close()
+
+
+@pytest.mark.parametrize("name", fixture_names())
+def test_clean_open_reads_every_record(fixture_copy, name):
+    d = fixture_copy(name)
+    exp = expected(FIXTURES / name)
+    log = Log.open(d, clean_shutdown=True)
+    want = [(r["offset"], r["timestamp"]) for s in exp["segments"] for b in s["batches"]
+            for r in b.get("records", [])]
+    if name in ("crashed-0",):
+        want = [w for w in want if w[0] < 639]
+    assert [(r.offset, r.timestamp) for r in log.records()][:len(want)] == want
+    log.close()
+
+
+def test_read_only_open_changes_nothing():
+    d = FIXTURES / "crashed-0"
+    before = {f.name: f.stat().st_size for f in d.iterdir()}
+    log = Log.open(d, read_only=True)
+    assert log.log_end_offset == 639           # the torn batch is not read
+    assert len(list(log.records())) == 639
+    with pytest.raises(KafkaLogError):
+        log.append(records(1))
+    log.close()
+    assert {f.name: f.stat().st_size for f in d.iterdir()} == before
+
+
+def test_open_creates_directory(tmp_path):
+    log = Log.open(tmp_path / "new-3")
+    assert (tmp_path / "new-3").is_dir() and log.log_end_offset == 0
+    assert [s.base_offset for s in log.segments] == [0]
+    assert log.topic_partition == ("new", 3)
+    log.close()
+
+
+def test_load_handles_deleted_cleaned_and_swap_files(tmp_path):
+    log = open_log(tmp_path)
+    for _ in range(30):
+        log.append(records(5))
+    bases = [s.base_offset for s in log.segments]
+    assert len(bases) >= 4
+    log.close()
+    d = tmp_path / "topic-0"
+    # a leftover .deleted file, an unfinished cleaning (.cleaned + .swap above it)
+    (d / "00000000000000000000.log.deleted").write_bytes(b"junk")
+    (d / f"{bases[2]:020d}.log.cleaned").write_bytes(b"junk")
+    (d / f"{bases[3]:020d}.log.swap").write_bytes(b"junk")
+    # an orphan index
+    (d / "00000000000000099999.index").write_bytes(b"")
+    log = Log.open(d, clean_shutdown=True)
+    names = os.listdir(d)
+    assert not any(n.endswith((".deleted", ".cleaned", ".swap")) for n in names)
+    assert "00000000000000099999.index" not in names
+    assert log.log_end_offset == 150 and [s.base_offset for s in log.segments] == bases
+    log.close()
+
+
+def test_completed_swap_replaces_segments(tmp_path):
+    log = open_log(tmp_path, **{"segment.bytes": 100000})
+    for i in range(4):
+        log.append(records(5))
+        log.roll()
+    log.close()
+    d = tmp_path / "topic-0"
+    # A compaction that finished writing a swap for [0, 10) and crashed before renaming it
+    swap = build_batch([Record(key=b"k", value=b"merged", timestamp=1, offset=9)], base_offset=0)
+    (d / "00000000000000000000.log.swap").write_bytes(swap)
+    log = Log.open(d, clean_shutdown=True)
+    assert [s.base_offset for s in log.segments] == [0, 10, 15, 20]
+    assert [r.offset for r in log.records(0, 10)] == [9]
+    log.close()
+
+
+def test_missing_and_corrupt_indexes_are_rebuilt(tmp_path):
+    log = open_log(tmp_path)
+    for _ in range(30):
+        log.append(records(5))
+    log.close()
+    d = tmp_path / "topic-0"
+    os.remove(d / "00000000000000000000.index")
+    second = sorted(d.glob("*.index"))[1]
+    original = second.read_bytes()
+    second.write_bytes(original + b"\0\0\0")          # not a whole number of entries
+    log = Log.open(d, LogConfig({"segment.bytes": 1024, "index.interval.bytes": 64}),
+                   clean_shutdown=True)
+    assert log.log_end_offset == 150 and len(list(log.records())) == 150
+    assert (d / "00000000000000000000.index").exists()
+    log.close()
+    assert second.read_bytes() == original
+
+
+def test_index_with_zero_tail_of_active_segment(fixture_copy):
+    d = fixture_copy("crashed-0")
+    log = Log.open(d, clean_shutdown=True)        # claim a clean shutdown: no recovery
+    active = log.active_segment
+    assert active.offset_index.entries == 0 and active.time_index.entries == 0
+    log.close()
+
+
+def test_first_truncating_segment_removes_later_ones(tmp_path):
+    log = open_log(tmp_path)
+    for _ in range(30):
+        log.append(records(5))
+    log.close()
+    d = tmp_path / "topic-0"
+    logs = sorted(d.glob("*.log"))
+    assert len(logs) >= 4
+    data = bytearray(logs[1].read_bytes())
+    data[100] ^= 0xFF
+    logs[1].write_bytes(bytes(data))
+    log = Log.open(d, clean_shutdown=False)
+    assert len(log.segments) == 2
+    assert log.log_end_offset == log.segments[1].base_offset + \
+        len([r for r in log.records(log.segments[1].base_offset)])
+    log.close()
+
+
+def test_log_end_below_log_start_deletes_everything(tmp_path):
+    log = open_log(tmp_path)
+    log.append(records(5))
+    log.close()
+    log = Log.open(tmp_path / "topic-0", log_start_offset=100, clean_shutdown=True)
+    assert [s.base_offset for s in log.segments] == [100]
+    assert log.log_start_offset == 100 and log.log_end_offset == 100
+    log.close()
+
+
+# --- append -----------------------------------------------------------------------------------
+
+def test_append_assigns_offsets_and_reads_back(tmp_path):
+    log = open_log(tmp_path)
+    info = log.append(records(3))
+    assert (info.first_offset, info.last_offset, info.records_count) == (0, 2, 3)
+    info = log.append(build_batch(records(4), base_offset=777))
+    assert (info.first_offset, info.last_offset) == (3, 6)
+    got = list(log.records())
+    assert [r.offset for r in got] == list(range(7))
+    assert [r.value for r in got] == [r.value for r in records(3)] + \
+        [r.value for r in records(4)]
+    assert log.log_end_offset == 7 and log.high_watermark == 7
+    log.close()
+
+
+def test_append_rolls_at_segment_bytes(tmp_path):
+    log = open_log(tmp_path, **{"segment.bytes": 500})
+    for _ in range(20):
+        log.append(records(3))
+    assert len(log.segments) > 3
+    assert all(s.size <= 500 for s in log.segments)
+    bases = [s.base_offset for s in log.segments]
+    assert bases == sorted(bases) and len(list(log.records())) == 60
+    log.close()
+
+
+def test_time_based_roll(tmp_path):
+    clock = [1000.0]
+    log = Log.open(tmp_path / "t-0", LogConfig({"segment.ms": 100}), time_fn=lambda: clock[0])
+    log.append([Record(value=b"a", timestamp=1_000_000)])
+    log.append([Record(value=b"b", timestamp=1_000_050)])
+    assert len(log.segments) == 1
+    log.append([Record(value=b"c", timestamp=1_000_101)])
+    assert len(log.segments) == 2 and log.segments[1].base_offset == 2
+    log.close()
+
+
+def test_append_validation(tmp_path):
+    log = open_log(tmp_path, **{"max.message.bytes": 300})
+    good = build_batch(records(2))
+    bad_crc = bytearray(good)
+    bad_crc[-1] ^= 1
+    with pytest.raises(CorruptRecordError):
+        log.append(bytes(bad_crc))
+    with pytest.raises(CorruptRecordError):
+        log.append(good[:-3])
+    with pytest.raises(CorruptRecordError):
+        log.append(build_batch(records(2), magic=1))
+    with pytest.raises(RecordTooLargeError):
+        log.append(build_batch(records(10, size=100)))
+    with pytest.raises(CorruptRecordError):
+        log.append(b"")
+    assert log.log_end_offset == 0 and log.active_segment.size == 0
+    log.append(good)
+    assert log.log_end_offset == 2
+    log.close()
+
+
+def test_log_append_time(tmp_path):
+    clock = [1_700_000_123.456]
+    log = Log.open(tmp_path / "t-0", LogConfig({"message.timestamp.type": "LogAppendTime"}),
+                   time_fn=lambda: clock[0])
+    info = log.append(records(3))
+    assert info.log_append_time == 1_700_000_123_456
+    got = list(log.records())
+    assert {r.timestamp for r in got} == {1_700_000_123_456}
+    assert {r.timestamp_type for r in got} == {TimestampType.LOG_APPEND_TIME}
+    batch = next(iter_batches(log.read(0).records))
+    assert batch.is_valid()
+    log.close()
+
+
+def test_append_as_follower(tmp_path):
+    log = open_log(tmp_path)
+    log.append_as_follower(build_batch(records(3), base_offset=0))
+    log.append_as_follower(build_batch(records(2), base_offset=10))    # a gap (compacted)
+    assert log.log_end_offset == 12
+    with pytest.raises(InvalidOffsetError):
+        log.append_as_follower(build_batch(records(2), base_offset=11))
+    assert [r.offset for r in log.records()] == [0, 1, 2, 10, 11]
+    log.close()
+
+
+def test_flush_messages_policy_and_recovery_point(tmp_path):
+    log = open_log(tmp_path, **{"flush.messages": 5})
+    log.append(records(3))
+    assert log.recovery_point == 0
+    log.append(records(3))
+    assert log.recovery_point == 6
+    log.append(records(1))
+    log.flush()
+    assert log.recovery_point == 7
+    log.close()
+
+
+# --- read -------------------------------------------------------------------------------------
+
+def test_read_isolation_levels(tmp_path):
+    log = Log.open(tmp_path / "t-0", replicated=True)
+    log.append(records(5))
+    log.append(records(5))
+    assert log.high_watermark == 0
+    assert log.read(0, isolation="high_watermark").records == b""
+    log.update_high_watermark(7)
+    data = log.read(0, isolation="high_watermark").records
+    assert data and len(list(iter_batches(data))) == 1    # whole batches below the HW only
+    assert [r.offset for r in log.records(isolation="high_watermark")] == list(range(5))
+    assert len(list(log.records(isolation="log_end"))) == 10
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(11)
+    with pytest.raises(ValueError):
+        log.read(0, isolation="dirty")
+    log.close()
+
+
+def test_read_max_bytes_and_min_one_message(tmp_path):
+    log = open_log(tmp_path, **{"segment.bytes": 10 ** 6})
+    for _ in range(5):
+        log.append(records(2))
+    one = log.read(0, max_bytes=1)
+    assert len(list(iter_batches(one.records))) == 1
+    none = log.read(0, max_bytes=1, min_one_message=False)
+    assert none.first_entry_incomplete and len(none.records) == 1
+    log.close()
+
+
+def _committed_reference(exp):
+    """A read_committed consumer over Kafka's own reading of txn-0."""
+    aborted = [e for s in exp["segments"] if s["txn_index"] for e in s["txn_index"]["entries"]]
+    out = []
+    for s in exp["segments"]:
+        for b in s["batches"]:
+            if b["is_control"]:
+                continue
+            for r in b["records"]:
+                if b["is_transactional"] and any(
+                        a["producer_id"] == b["producer_id"] and
+                        a["first_offset"] <= r["offset"] <= a["last_offset"] for a in aborted):
+                    continue
+                out.append(r["offset"])
+    return out
+
+
+def test_read_committed_on_transactional_fixture(fixture_copy):
+    d = fixture_copy("txn-0")
+    exp = expected(FIXTURES / "txn-0")
+    log = Log.open(d, clean_shutdown=True)
+    lso = log.last_stable_offset
+    assert lso == 637                  # pid 400's transaction is still open
+    want = [o for o in _committed_reference(exp) if o < lso]
+    assert [r.offset for r in log.records(isolation="committed")] == want
+    info = log.read(0, isolation="committed", max_bytes=100_000)
+    assert info.aborted_transactions and info.aborted_transactions[0].producer_id == 200
+    log.close()
+
+
+def test_transactions_written_here_fill_the_txn_index(tmp_path):
+    log = open_log(tmp_path, **{"segment.bytes": 10 ** 6})
+    log.append(records(2), producer_id=7, producer_epoch=1, transactional=True, base_sequence=0)
+    log.append(records(2))
+    log.append(build_control_batch("abort", producer_id=7, producer_epoch=1,
+                                   coordinator_epoch=3))
+    log.append(records(1), producer_id=8, producer_epoch=0, transactional=True, base_sequence=0)
+    assert log.last_stable_offset == 5
+    entries = log.active_segment.txn_index.all_aborted_txns()
+    assert [(a.producer_id, a.first_offset, a.last_offset, a.last_stable_offset)
+            for a in entries] == [(7, 0, 4, 5)]
+    assert [r.offset for r in log.records(isolation="log_end")] == [0, 1, 2, 3, 4, 5]
+    assert [r.offset for r in log.records(isolation="committed")] == [2, 3]
+    log.close()
+
+
+def test_offset_for_timestamp(tmp_path):
+    log = open_log(tmp_path)
+    for i in range(10):
+        log.append(records(5, start_ts=1000 + 10 * i))
+    assert log.offset_for_timestamp(-2) == (0, -1)
+    assert log.offset_for_timestamp(-1) == (50, -1)
+    assert log.offset_for_timestamp(1000) == (0, 1000)
+    assert log.offset_for_timestamp(1012) == (7, 1012)
+    assert log.offset_for_timestamp(1015) == (10, 1020)     # first record with ts >= 1015
+    assert log.offset_for_timestamp(10 ** 6) is None
+    log.close()
+
+
+# --- truncation -------------------------------------------------------------------------------
+
+def test_truncate_to(tmp_path):
+    log = open_log(tmp_path)
+    for _ in range(10):
+        log.append(records(5))
+    log.truncate_to(23)
+    assert log.log_end_offset == 20         # the batch holding 23 goes whole
+    assert [r.offset for r in log.records()][-1] == 19
+    log.append(records(1))
+    assert log.log_end_offset == 21
+    log.truncate_to(0)
+    assert log.log_end_offset == 0 and len(log.segments) == 1
+    log.close()
+
+
+def test_truncate_fully_and_start_at(tmp_path):
+    log = open_log(tmp_path)
+    for _ in range(5):
+        log.append(records(5))
+    log.truncate_fully_and_start_at(100)
+    assert log.log_start_offset == log.log_end_offset == 100
+    assert [s.base_offset for s in log.segments] == [100]
+    log.append(records(2))
+    assert [r.offset for r in log.records()] == [100, 101]
+    log.close()
+
+
+# --- retention --------------------------------------------------------------------------------
+
+def _fill(log, batches=20):
+    for i in range(batches):
+        log.append(records(5, start_ts=1000 + i))
+
+
+def test_retention_by_size(tmp_path):
+    log = open_log(tmp_path, **{"retention.bytes": 2000})
+    _fill(log)
+    size_before = log.size
+    deleted = log.delete_old_segments()
+    assert deleted > 0 and log.size <= size_before
+    assert log.size - log.segments[0].size < 2000 <= log.size or log.size <= 2000
+    assert log.log_start_offset == log.segments[0].base_offset
+    log.close()
+
+
+def test_retention_by_time(tmp_path):
+    log = open_log(tmp_path, **{"retention.ms": 1000})
+    _fill(log)
+    n = len(log.segments)
+    assert log.delete_old_segments(now_ms=1000 + 1000) == 0
+    deleted = log.delete_old_segments(now_ms=10 ** 9)
+    # everything qualifies: the log rolls first and keeps the new, empty active segment
+    assert deleted == n and len(log.segments) == 1 and log.active_segment.size == 0
+    assert log.log_start_offset == log.log_end_offset == 100
+    log.close()
+
+
+def test_retention_bounded_by_high_watermark(tmp_path):
+    log = Log.open(tmp_path / "t-0", LogConfig({"segment.bytes": 1024, "retention.ms": 1,
+                                                 "file.delete.delay.ms": 0}), replicated=True)
+    _fill(log)
+    assert log.delete_old_segments(now_ms=10 ** 9) == 0
+    log.update_high_watermark(log.segments[2].base_offset)
+    assert log.delete_old_segments(now_ms=10 ** 9) == 2
+    log.close()
+
+
+def test_delete_records_and_log_start_offset_retention(tmp_path):
+    log = open_log(tmp_path)
+    _fill(log)
+    target = log.segments[3].base_offset + 2
+    assert log.delete_records(target) == target
+    assert log.segments[0].base_offset == log.segments[0].base_offset <= target
+    assert log.log_start_offset == target
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(target - 1)
+    assert next(log.records()).offset == target
+    with pytest.raises(OffsetOutOfRangeError):
+        log.delete_records(10 ** 6)
+    log.close()
+
+
+def test_deleted_segments_are_renamed_then_removed(tmp_path):
+    log = Log.open(tmp_path / "t-0", LogConfig({"segment.bytes": 1024, "retention.bytes": 10,
+                                                 "file.delete.delay.ms": 300}))
+    _fill(log)
+    log.delete_old_segments()
+    d = tmp_path / "t-0"
+    assert any(n.endswith(".deleted") for n in os.listdir(d))
+    deadline = time.time() + 5
+    while any(n.endswith(".deleted") for n in os.listdir(d)) and time.time() < deadline:
+        time.sleep(0.05)
+    assert not any(n.endswith(".deleted") for n in os.listdir(d))
+    log.close()
+
+
+def test_empty_active_segment_is_never_deleted(tmp_path):
+    log = open_log(tmp_path, **{"retention.ms": 0})
+    assert log.delete_old_segments(now_ms=10 ** 12) == 0
+    assert len(log.segments) == 1
+    log.close()
+
+
+# --- reopen, config, concurrency ---------------------------------------------------------------
+
+def test_close_and_reopen(tmp_path):
+    log = open_log(tmp_path)
+    _fill(log)
+    want = [(r.offset, r.value) for r in log.records()]
+    log.close()
+    log = open_log(tmp_path)
+    assert [(r.offset, r.value) for r in log.records()] == want
+    log.append(records(1))
+    assert log.log_end_offset == 101
+    log.close()
+
+
+def test_log_config():
+    c = LogConfig({"segment.bytes": "2048", "cleanup.policy": "compact,delete"})
+    assert c.segment_bytes == 2048 and c["retention.ms"] == 604800000
+    assert c.compact_enabled and c.delete_enabled
+    with pytest.raises(InvalidConfigError):
+        LogConfig({"segment.byte": 1})
+    with pytest.raises(InvalidConfigError):
+        LogConfig({"segment.bytes": "big"})
+    with pytest.raises(InvalidConfigError):
+        LogConfig({"segment.bytes": 3})
+    with pytest.raises(InvalidConfigError):
+        LogConfig({"message.timestamp.type": "Now"})
+    with pytest.raises(InvalidConfigError):
+        LogConfig({"min.cleanable.dirty.ratio": 2})
+
+
+def test_log_config_from_properties(tmp_path):
+    p = tmp_path / "topic.properties"
+    p.write_text("# topic\nsegment.bytes=4096\nretention.ms : 1000\n\ncleanup.policy=compact\n")
+    c = LogConfig.from_properties(p)
+    assert (c.segment_bytes, c.retention_ms, c.cleanup_policy) == (4096, 1000, "compact")
+    p.write_text("nonsense\n")
+    with pytest.raises(InvalidConfigError):
+        LogConfig.from_properties(p)
+
+
+def test_readers_run_while_writer_appends_and_retention_deletes(tmp_path):
+    log = open_log(tmp_path, **{"retention.bytes": 3000})
+    stop = threading.Event()
+    errors = []
+
+    def writer():
+        try:
+            while not stop.is_set():
+                log.append(records(3))
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    def reader():
+        try:
+            while not stop.is_set():
+                start = log.log_start_offset
+                offsets = [r.offset for r in log.records(start)]
+                if offsets:
+                    assert offsets == list(range(offsets[0], offsets[0] + len(offsets)))
+        except OffsetOutOfRangeError:
+            pass                        # retention moved the log start past the reader
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    def retention():
+        try:
+            while not stop.is_set():
+                log.delete_old_segments()
+                time.sleep(0.01)
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=f) for f in [writer, reader, reader, retention]]
+    for t in threads:
+        t.start()
+    time.sleep(1.5)
+    stop.set()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert log.log_end_offset > 30
+    log.close()
