@@ -86,3 +86,45 @@ def test_dump_does_not_modify_files(fixture_copy):
 def test_version():
     r = run_cli("--version")
     assert r.returncode == 0 and r.stdout.startswith("kafkalog ")
+
+
+def test_verify_clean_and_damaged_fixtures(capfd):
+    assert main(["verify", str(FIXTURES / "txn-0"), str(FIXTURES / "legacy_v1_codecs-0")]) == 0
+    assert capfd.readouterr().out.count("OK ") == 2
+    assert main(["verify", str(FIXTURES / "corrupt_flip-0")]) == 1
+    out = capfd.readouterr().out
+    assert "position 38490" in out and "CRC" in out
+    assert main(["verify", "--json", str(FIXTURES / "crashed-0")]) == 1
+    doc = json.loads(capfd.readouterr().out)
+    problems = doc["partitions"][0]["problems"]
+    assert not doc["ok"] and any("position 3936" in p for p in problems)
+    assert any("all-zero entries" in p for p in problems)
+
+
+def test_verify_a_whole_log_dir_with_progress(capfd):
+    assert main(["verify", "--progress", str(FIXTURES)]) == 1      # it holds damaged ones
+    captured = capfd.readouterr()
+    assert captured.out.count("OK ") == 12 and captured.out.count("FAIL") == 3
+    assert "verifying [" in captured.err
+
+
+@pytest.mark.parametrize("name,truncated", [("crashed-0", 656), ("corrupt_flip-0", 1314),
+                                            ("corrupt_garbage-0", 100)])
+def test_recover_dry_run_then_recover(fixture_copy, capfd, name, truncated):
+    d = fixture_copy(name)
+    before = {f.name: f.read_bytes() for f in d.iterdir()}
+    assert main(["recover", "--dry-run", str(d)]) == 0
+    out = capfd.readouterr().out
+    assert f"would truncate" in out and f"by {truncated} bytes" in out
+    assert {f.name: f.read_bytes() for f in d.iterdir()} == before
+    assert main(["recover", str(d)]) == 0
+    assert f"did truncate" in capfd.readouterr().out
+    assert main(["verify", str(d)]) == 0
+    assert main(["recover", str(d)]) == 0
+    assert "nothing to repair" in capfd.readouterr().out
+
+
+def test_verify_and_recover_bad_paths(tmp_path, capfd):
+    assert main(["verify", str(tmp_path / "nope")]) == 1
+    assert main(["recover", str(tmp_path)]) == 1
+    assert "neither a partition directory" in capfd.readouterr().err

@@ -1,0 +1,135 @@
+"""Crash consistency: a child process appends and flushes in a loop and is SIGKILLed at random
+moments; after each kill the log is reopened and checked.
+
+Run as ``python tests/crash_harness.py child DIR SEED`` (the child) or import ``run_kills``.
+"""
+import hashlib
+import os
+import random
+import select
+import signal
+import subprocess
+import sys
+import time
+
+CONFIG = {"segment.bytes": 8192, "index.interval.bytes": 256, "segment.index.bytes": 4096,
+          "file.delete.delay.ms": 0, "retention.bytes": 131072}
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+
+
+def value_for(offset):
+    """The value every record at ``offset`` must hold (so a reader can check it)."""
+    digest = hashlib.sha256(b"%d" % offset).digest()
+    return b"%d:" % offset + digest * (1 + offset % 7)
+
+
+def child(directory, seed):
+    from kafkalog import Record
+    from kafkalog.log import Log
+    rng = random.Random(seed)
+    log = Log.open(directory, CONFIG)
+    out = sys.stdout
+    out.write(f"OPEN {log.log_end_offset}\n")
+    out.flush()
+    while True:
+        start = log.log_end_offset
+        n = rng.randint(1, 20)
+        batch = [Record(key=b"%d" % (start + i), value=value_for(start + i),
+                        timestamp=1_700_000_000_000 + start + i) for i in range(n)]
+        log.append(batch, compression=rng.choice(CODECS))
+        if rng.random() < 0.05:
+            log.delete_old_segments()         # retention: renames and deletes under the kill
+        if rng.random() < 0.3:
+            log.flush()
+            out.write(f"ACK {log.log_end_offset}\n")
+            out.flush()
+
+
+def check(directory):
+    """Reopen after a kill; returns (log end offset, problems)."""
+    from kafkalog._kernels import walk_batches
+    from kafkalog.log import Log
+    problems = []
+    log = Log.open(directory, CONFIG)
+    try:
+        expected_offset = log.log_start_offset
+        for record in log.records():
+            if record.offset != expected_offset:
+                problems.append(f"gap or disorder at {record.offset} (expected "
+                                f"{expected_offset})")
+                break
+            if record.value != value_for(record.offset) or record.key != b"%d" % record.offset:
+                problems.append(f"record {record.offset} does not hold what was written")
+                break
+            expected_offset += 1
+        if expected_offset != log.log_end_offset:
+            problems.append(f"read up to {expected_offset}, log end offset "
+                            f"{log.log_end_offset}")
+        for segment in log.segments:
+            batches, status, _, _ = walk_batches(segment.buffer(), validate_crc=True)
+            if status != 0 or (batches["crc_valid"] != 1).any():
+                problems.append(f"{segment.log_path}: invalid batch after recovery")
+            segment.full_sanity_check()
+        end = log.log_end_offset
+        log.append([__import__("kafkalog").Record(key=b"%d" % end, value=value_for(end),
+                                                  timestamp=1)])
+        log.flush()
+        return log.log_end_offset, problems
+    finally:
+        log.close()
+
+
+def run_kills(kills, directory, seed=0, max_wait=0.4, verbose=False):
+    """Kill a writing child ``kills`` times; returns a tally dict."""
+    rng = random.Random(seed)
+    os.makedirs(directory, exist_ok=True)
+    part = os.path.join(directory, "crash-0")
+    acked = 0
+    failures = []
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    for k in range(kills):
+        proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "child", part,
+                                 str(rng.randrange(2**32))], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=env)
+        line = proc.stdout.readline()          # the child has opened (and recovered) the log
+        if not line.startswith(b"OPEN"):
+            failures.append(f"kill {k}: child did not start: "
+                            f"{proc.stderr.read().decode()[-500:]}")
+            proc.kill()
+            proc.wait()
+            break
+        deadline = time.monotonic() + rng.uniform(0.0, max_wait)
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([proc.stdout], [], [], max(0.0, deadline -
+                                                                    time.monotonic()))
+            if not ready:
+                break
+            line = proc.stdout.readline()
+            if line.startswith(b"ACK "):
+                acked = max(acked, int(line.split()[1]))
+            elif not line:
+                break
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        # acknowledgements fully written before the kill still count
+        for line in proc.stdout.read().splitlines():
+            if line.startswith(b"ACK "):
+                acked = max(acked, int(line.split()[1]))
+        proc.stdout.close()
+        proc.stderr.close()
+        end, problems = check(part)
+        if end - 1 < acked:
+            problems.append(f"acknowledged up to {acked} but the log ends at {end - 1}")
+        if problems:
+            failures.append(f"kill {k}: " + "; ".join(problems))
+        acked = max(acked, end)
+        if verbose:
+            print(f"kill {k + 1}/{kills}: log end offset {end}, acknowledged {acked}, "
+                  f"{'FAIL' if problems else 'ok'}", flush=True)
+    return {"kills": kills, "failures": len(failures), "details": failures,
+            "acknowledged": acked}
+
+
+if __name__ == "__main__" and len(sys.argv) == 4 and sys.argv[1] == "child":
+    child(sys.argv[2], int(sys.argv[3]))

@@ -1,0 +1,134 @@
+"""The scenarios of Kafka's LogManagerTest that apply."""
+import json
+import os
+
+import pytest
+
+from kafkalog import Record
+from kafkalog.checkpoint import read_offset_checkpoint
+from kafkalog.errors import InvalidTopicError, LogDirLockedError
+from kafkalog.manager import LogManager
+
+
+def records(n):
+    return [Record(key=b"k%d" % i, value=b"v" * 20, timestamp=1000 + i) for i in range(n)]
+
+
+CONFIG = {"segment.bytes": 1024, "file.delete.delay.ms": 0}
+
+
+def test_create_log_and_reload(tmp_path):
+    with LogManager([tmp_path / "a"], CONFIG, background=False) as mgr:
+        log = mgr.get_or_create_log("orders", 0)
+        assert mgr.get_or_create_log("orders", 0) is log
+        for _ in range(20):
+            log.append(records(5))
+        assert mgr.get_log("orders", 1) is None
+    d = tmp_path / "a"
+    assert json.loads((d / ".kafka_cleanshutdown").read_text()) == {"version": 0,
+                                                                     "brokerEpoch": 0}
+    assert read_offset_checkpoint(d / "recovery-point-offset-checkpoint") == {("orders", 0): 100}
+    assert read_offset_checkpoint(d / "log-start-offset-checkpoint") == {("orders", 0): 0}
+    assert (d / "meta.properties").exists() and (d / ".lock").exists()
+    with LogManager([d], CONFIG, background=False) as mgr:
+        assert not (d / ".kafka_cleanshutdown").exists()     # removed once loaded
+        log = mgr.get_log("orders", 0)
+        assert log.log_end_offset == 100 and log.recovery_point == 100
+        assert len(list(log.records())) == 100
+
+
+def test_unclean_shutdown_recovers_from_the_recovery_point(tmp_path):
+    mgr = LogManager([tmp_path], CONFIG, background=False)
+    log = mgr.get_or_create_log("t", 0)
+    for _ in range(20):
+        log.append(records(5))
+    log.flush()
+    mgr.checkpoint()
+    # the process dies: no shutdown, no marker; a torn write at the end
+    active = log.active_segment.log_path
+    mgr._release_locks()
+    with open(active, "ab") as f:
+        f.write(b"\x00\x00\x00\x00\x00\x00\x00\x64\x00\x00\x10\x00torn")
+    with LogManager([tmp_path], CONFIG, background=False) as again:
+        log = again.get_log("t", 0)
+        assert log.log_end_offset == 100 and len(list(log.records())) == 100
+
+
+def test_second_manager_on_a_locked_dir_fails(tmp_path):
+    with LogManager([tmp_path], background=False):
+        with pytest.raises(LogDirLockedError):
+            LogManager([tmp_path], background=False)
+    LogManager([tmp_path], background=False).shutdown()      # free again
+
+
+def test_partitions_go_to_the_least_loaded_dir(tmp_path):
+    dirs = [tmp_path / "d1", tmp_path / "d2", tmp_path / "d3"]
+    with LogManager(dirs, background=False) as mgr:
+        logs = [mgr.get_or_create_log("t", p) for p in range(6)]
+        placed = [os.path.dirname(l.path) for l in logs]
+        assert sorted(placed.count(str(d)) for d in dirs) == [2, 2, 2]
+
+
+@pytest.mark.parametrize("topic", ["", ".", "..", "a/b", "../x", "a" * 250, "t\u00e9", "a b"])
+def test_topic_names_are_validated(tmp_path, topic):
+    with LogManager([tmp_path], background=False) as mgr:
+        with pytest.raises(InvalidTopicError):
+            mgr.get_or_create_log(topic, 0)
+        with pytest.raises(InvalidTopicError):
+            mgr.get_or_create_log("ok", -1)
+
+
+def test_delete_log(tmp_path):
+    with LogManager([tmp_path], CONFIG, background=False) as mgr:
+        log = mgr.get_or_create_log("gone", 0)
+        log.append(records(3))
+        assert mgr.delete_log("gone", 0)
+        assert mgr.get_log("gone", 0) is None
+        mgr.scheduler.run_pending_now()
+        assert not any(n.startswith("gone-0") for n in os.listdir(tmp_path))
+        assert not mgr.delete_log("gone", 0)
+
+
+def test_future_stray_and_delete_dirs_are_not_loaded(tmp_path):
+    with LogManager([tmp_path], background=False) as mgr:
+        mgr.get_or_create_log("t", 0).append(records(2))
+    for name in ["t-1-future", "t-2-stray"]:
+        os.makedirs(tmp_path / name)
+    os.makedirs(tmp_path / "t-3.0123456789abcdef0123456789abcdef-delete")
+    with LogManager([tmp_path], background=False) as mgr:
+        assert list(mgr.logs()) == [("t", 0)]
+    assert not (tmp_path / "t-3.0123456789abcdef0123456789abcdef-delete").exists()
+
+
+def test_cleanup_logs_applies_retention(tmp_path):
+    cfg = dict(CONFIG, **{"retention.bytes": 1500})
+    with LogManager([tmp_path], cfg, background=False) as mgr:
+        log = mgr.get_or_create_log("t", 0)
+        for _ in range(30):
+            log.append(records(5))
+        before = len(log.segments)
+        assert mgr.cleanup_logs() > 0 and len(log.segments) < before
+
+
+def test_per_topic_config(tmp_path):
+    with LogManager([tmp_path], CONFIG, topic_configs={"big": {"segment.bytes": 10 ** 6}},
+                    background=False) as mgr:
+        assert mgr.get_or_create_log("big", 0).config.segment_bytes == 10 ** 6
+        assert mgr.get_or_create_log("small", 0).config.segment_bytes == 1024
+
+
+def test_background_tasks_run(tmp_path):
+    cfg = dict(CONFIG, **{"retention.bytes": 1500, "flush.ms": 10})
+    with LogManager([tmp_path], cfg, retention_check_interval_ms=50, flush_check_interval_ms=20,
+                    checkpoint_interval_ms=50) as mgr:
+        log = mgr.get_or_create_log("t", 0)
+        for _ in range(30):
+            log.append(records(5))
+        import time
+        deadline = time.time() + 5
+        checkpoint = tmp_path / "recovery-point-offset-checkpoint"
+        while time.time() < deadline and (log.log_start_offset == 0 or not checkpoint.exists()
+                                          or log.recovery_point < log.log_end_offset):
+            time.sleep(0.02)
+        assert log.log_start_offset > 0 and log.recovery_point == log.log_end_offset
+        assert checkpoint.exists()
