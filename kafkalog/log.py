@@ -10,7 +10,9 @@ import time
 import numpy as np
 
 from kafkalog import checkpoint
-from kafkalog._kernels import walk_batches
+from kafkalog._kernels import (
+    APPEND_HAS_COMPRESSED, APPEND_HAS_PRODUCER, prepare_append, walk_batches,
+)
 from kafkalog._layout import V2_HEADER_SIZE, WALK_CORRUPT, WALK_END
 from kafkalog.config import LogConfig
 from kafkalog.errors import (
@@ -234,67 +236,42 @@ class Log:
         go below the log end offset."""
         return self._append(bytes(batch_bytes), assign_offsets=False)
 
-    def _validate(self, data):
-        batches, status, stop, message = walk_batches(data, validate_crc=True,
-                                                      stop_on_invalid=True)
-        if status == WALK_CORRUPT:
-            raise CorruptRecordError(message, position=stop)
-        if status != WALK_END:
-            raise CorruptRecordError(message or partial_tail_message(data, stop), position=stop)
-        if len(batches) == 0:
-            raise CorruptRecordError("no record batch to append")
-        if (batches["magic"] != 2).any():
-            raise CorruptRecordError("only record batch v2 (magic 2) can be appended",
-                                     position=int(batches["position"][batches["magic"] != 2][0]))
-        too_big = batches["size"] > self.config["max.message.bytes"]
-        if too_big.any():
-            raise RecordTooLargeError(
-                f"batch of {int(batches['size'][too_big][0])} bytes exceeds max.message.bytes "
-                f"{self.config['max.message.bytes']}")
-        table = decode_batches(data, batches)       # every record must decode
-        if (np.diff(table.records["offset"]) <= 0).any():
-            raise CorruptRecordError("record offsets within the appended batches do not "
-                                     "increase")
-        return batches
-
     def _append(self, data, assign_offsets):
         data = bytearray(data)
-        batches = self._validate(data)
         with self._lock:
             self._check_writable()
             now = self._now_ms()
             log_append = self.config["message.timestamp.type"] == "LogAppendTime"
-            if assign_offsets:
-                next_offset = self._log_end_offset
-                for i, row in enumerate(batches):
-                    pos = int(row["position"])
-                    delta = int(row["last_offset"] - row["base_offset"])
-                    _set_base_offset(data, pos, next_offset)
-                    if log_append:
-                        _set_log_append_time(data, pos, int(row["size"]), now)
-                    next_offset += delta + 1
+            # One kernel pass validates (structure, magic, size, CRC, records, offsets) and,
+            # for a leader, assigns offsets and LogAppendTime in place.
+            _, first, last, max_ts, offset_of_max, count, flags = prepare_append(
+                data, self._log_end_offset if assign_offsets else -1,
+                self.config["max.message.bytes"], now if log_append else -1)
+            batches = None
+            if flags & APPEND_HAS_COMPRESSED:
                 batches = walk_batches(data, validate_crc=False)[0]
-            elif batches["base_offset"][0] < self._log_end_offset:
+                compressed = batches[(batches["attributes"] & 0x07) != 0]
+                table = decode_batches(data, compressed)       # every record must decode
+                if (np.diff(table.records["offset"]) <= 0).any():
+                    raise CorruptRecordError("record offsets within a batch do not increase")
+            if not assign_offsets and first < self._log_end_offset:
                 raise InvalidOffsetError(
-                    f"out of order offsets: first offset {int(batches['base_offset'][0])} is "
-                    f"below the log end offset {self._log_end_offset} of {self.path}")
-            if (batches["base_offset"][1:] <= batches["last_offset"][:-1]).any():
-                raise InvalidOffsetError("batch offsets do not increase")
-            first, last = int(batches["base_offset"][0]), int(batches["last_offset"][-1])
-            i_max = int(np.argmax(batches["max_timestamp"]))
-            max_ts = int(batches["max_timestamp"][i_max])
-            offset_of_max = int(batches["last_offset"][i_max])
+                    f"out of order offsets: first offset {first} is below the log end offset "
+                    f"{self._log_end_offset} of {self.path}")
             try:
                 segment = self._maybe_roll(len(data), max_ts, first, last, now)
                 segment.append(last, max_ts, offset_of_max, data)
-                self._update_producer_state(data, batches, segment)
+                if flags & APPEND_HAS_PRODUCER:
+                    if batches is None:
+                        batches = walk_batches(data, validate_crc=False)[0]
+                    self._update_producer_state(data, batches, segment)
             except OSError as e:
                 self._failed = e
                 raise
+            self._producer_state.map_end_offset = last + 1
             self._log_end_offset = last + 1
             if not self._replicated:
                 self._high_watermark = self._log_end_offset
-            count = int(np.maximum(batches["record_count"], 0).sum())
             self._unflushed_messages += count
             self._maybe_flush(now)
             return LogAppendInfo(first, last, max_ts, offset_of_max,
@@ -637,21 +614,6 @@ class Log:
     def __repr__(self):
         return (f"Log({self.path!r}, log_start_offset={self._log_start_offset}, "
                 f"log_end_offset={self._log_end_offset}, segments={len(self._segments.bases)})")
-
-
-def _set_base_offset(data, position, offset):
-    data[position:position + 8] = offset.to_bytes(8, "big", signed=True)
-
-
-def _set_log_append_time(data, position, size, now):
-    """Set LogAppendTime: the attribute bit and max timestamp, then the CRC again."""
-    from crc32c import crc32c
-    attributes = int.from_bytes(data[position + 21:position + 23], "big")
-    attributes |= TIMESTAMP_TYPE_MASK
-    data[position + 21:position + 23] = attributes.to_bytes(2, "big")
-    data[position + 35:position + 43] = now.to_bytes(8, "big", signed=True)
-    crc = crc32c(memoryview(data)[position + 21:position + size])
-    data[position + 17:position + 21] = crc.to_bytes(4, "big")
 
 
 class _AbortedFilter:

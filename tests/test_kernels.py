@@ -344,3 +344,100 @@ def test_index_arguments_checked(kernels):
         kernels.index_lookup(b"\0" * 8, 2, OFFSET_KEY, 0)
     with pytest.raises(ValueError):
         kernels.index_lookup(b"\0" * 8, 1, -1, 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Segment scans and append preparation
+
+def test_find_batch_agrees():
+    batches = sample_batches(8, seed=11)
+    data = PAD + b"".join(batches)
+    walked = both("walk_batches", data, len(PAD))[0]
+    for target in range(-1, int(walked["last_offset"][-1]) + 3):
+        pos, size = both("find_batch", data, len(PAD), len(data), target)
+        later = walked[walked["last_offset"] >= target]
+        if len(later):
+            assert (pos, size) == (int(later["position"][0]), int(later["size"][0]))
+        else:
+            assert (pos, size) == (-1, 0)
+    assert both("find_batch", data[:-3], len(PAD), -1, 10 ** 9) == (-1, 0)
+
+
+@pytest.mark.parametrize("interval", [0, 100, 4096])
+def test_index_entries_for_agrees(interval):
+    data = PAD + b"".join(sample_batches(30, seed=interval))
+    walked = both("walk_batches", data, len(PAD))[0]
+    offsets, times, max_ts, max_off = both("index_entries_for", walked, interval, 0)
+    assert max_ts == int(walked["max_timestamp"].max())
+    if interval == 0:
+        assert len(offsets) == len(walked) - 1
+    assert len(times) < 2 or (np.diff(times[:, 0]) > 0).all()
+
+
+def _prepare(impl, data, *args):
+    buf = bytearray(data)
+    return KERNELS[impl].prepare_append(buf, *args), bytes(buf)
+
+
+@pytest.mark.parametrize("assign,lat", [(-1, -1), (1000, -1), (0, 1_800_000_000_000)])
+def test_prepare_append_agrees(assign, lat):
+    data = b"".join(sample_batches(6, seed=4)) + build_batch([Record(value=b"z")] * 3,
+                                                             base_offset=500,
+                                                             compression="gzip",
+                                                             producer_id=9)
+    results = {impl: _prepare(impl, data, assign, 10 ** 6, lat) for impl in KERNELS}
+    first = next(iter(results.values()))
+    assert all(r == first for r in results.values())
+    (n, first_offset, last, max_ts, off_max, count, flags), out = first
+    assert n == 7 and flags == 3
+    walked = both("walk_batches", out, 0)[0]
+    assert (walked["crc_valid"] == 1).all()
+    if assign >= 0:
+        assert first_offset == assign and last == assign + count - 1
+        assert (walked["base_offset"][1:] == walked["last_offset"][:-1] + 1).all()
+    if lat >= 0:
+        assert max_ts == lat and (walked["max_timestamp"] == lat).all()
+        assert (walked["attributes"] & 0x08).all()
+
+
+@pytest.mark.parametrize("damage", ["crc", "partial", "magic", "small", "records", "order",
+                                    "large", "empty"])
+def test_prepare_append_rejects(damage):
+    from kafkalog.errors import KafkaLogError
+    batches = sample_batches(3, seed=2)
+    data = bytearray(b"".join(batches))
+    limit = 10 ** 6
+    second = len(batches[0])
+    if damage == "crc":
+        data[second + 80] ^= 1
+    elif damage == "partial":
+        data = data[:-2]
+    elif damage == "magic":
+        data = bytearray(build_batch([Record(value=b"v")], magic=1))
+    elif damage == "small":
+        struct.pack_into(">i", data, second + 8, 30)
+    elif damage == "records":
+        bad = bytearray(batches[1])
+        struct.pack_into(">i", bad, 57, 99)            # more records than the batch holds
+        from crc32c import crc32c
+        struct.pack_into(">I", bad, 17, crc32c(bytes(bad[21:])))
+        data = bytearray(batches[0]) + bad
+    elif damage == "order":
+        data = bytearray(batches[1] + batches[0])
+    elif damage == "large":
+        limit = 100
+    elif damage == "empty":
+        data = bytearray()
+    positions = set()
+    for impl in KERNELS:
+        with pytest.raises(KafkaLogError) as e:
+            KERNELS[impl].prepare_append(bytearray(data), -1, limit, -1)
+        positions.add((type(e.value), getattr(e.value, "position", None)))
+    assert len(positions) == 1, positions
+
+
+def test_both_kernel_modules_define_every_kernel():
+    from kafkalog._kernels import KERNEL_NAMES
+    for module in KERNELS.values():
+        for name in KERNEL_NAMES:
+            assert callable(getattr(module, name)), name
