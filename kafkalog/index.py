@@ -186,6 +186,12 @@ class _MappedIndex:
         with self._lock:
             self._truncate_to_entries(self._truncate_slot(offset))
 
+    def _check_length(self):
+        if self._length % self.entry_size != 0:
+            raise CorruptIndexError(
+                f"index file {self.path} is corrupt, found {self._length} bytes which is "
+                f"neither positive nor a multiple of {self.entry_size}")
+
     def valid_entries(self):
         """Entries before the all-zero tail a crash leaves in a preallocated index."""
         return index_valid_entries(self._buffer, self.entry_size)
@@ -346,10 +352,7 @@ class OffsetIndex(_MappedIndex):
                 f"corrupt index found, index file ({self.path}) has non-zero size but the last "
                 f"offset is {self._last_offset} which is less than the base offset "
                 f"{self.base_offset}")
-        if self._length % self.entry_size != 0:
-            raise CorruptIndexError(
-                f"index file {self.path} is corrupt, found {self._length} bytes which is "
-                f"neither positive nor a multiple of {self.entry_size}")
+        self._check_length()
 
     def entries_array(self):
         """(absolute offsets, positions) of every entry, as int64 arrays."""
@@ -481,10 +484,7 @@ class TimeIndex(_MappedIndex):
                 f"corrupt time index found, time index file ({self.path}) has non-zero size "
                 f"but the last offset is {last.offset} which is less than the base offset "
                 f"{self.base_offset}")
-        if self._length % self.entry_size != 0:
-            raise CorruptIndexError(
-                f"time index file {self.path} is corrupt, found {self._length} bytes which is "
-                f"neither positive nor a multiple of {self.entry_size}")
+        self._check_length()
 
     def entries_array(self):
         """(timestamps, absolute offsets) of every entry, as int64 arrays."""
