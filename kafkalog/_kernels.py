@@ -5,7 +5,7 @@ import os
 KERNEL_NAMES = (
     "walk_batches", "decode_v2_records", "decode_legacy_records", "index_search", "index_lookup",
     "index_search_many", "index_entries", "index_valid_entries", "find_batch",
-    "index_entries_for", "prepare_append",
+    "index_entries_for", "prepare_append", "gather_spans",
 )
 
 COMPILED = False
@@ -30,5 +30,6 @@ index_valid_entries = _module.index_valid_entries
 find_batch = _module.find_batch
 index_entries_for = _module.index_entries_for
 prepare_append = _module.prepare_append
+gather_spans = _module.gather_spans
 APPEND_HAS_PRODUCER = _module.APPEND_HAS_PRODUCER
 APPEND_HAS_COMPRESSED = _module.APPEND_HAS_COMPRESSED
