@@ -5,7 +5,7 @@ import os
 KERNEL_NAMES = (
     "walk_batches", "decode_v2_records", "decode_legacy_records", "index_search", "index_lookup",
     "index_search_many", "index_entries", "index_valid_entries", "find_batch",
-    "index_entries_for", "prepare_append", "gather_spans",
+    "index_entries_for", "prepare_append", "gather_spans", "IndexView", "index_lookup_many",
 )
 
 COMPILED = False
@@ -31,5 +31,7 @@ find_batch = _module.find_batch
 index_entries_for = _module.index_entries_for
 prepare_append = _module.prepare_append
 gather_spans = _module.gather_spans
+IndexView = _module.IndexView
+index_lookup_many = _module.index_lookup_many
 APPEND_HAS_PRODUCER = _module.APPEND_HAS_PRODUCER
 APPEND_HAS_COMPRESSED = _module.APPEND_HAS_COMPRESSED

@@ -13,7 +13,8 @@ import threading
 import numpy as np
 
 from kafkalog._kernels import (
-    index_lookup, index_search, index_search_many, index_entries, index_valid_entries,
+    IndexView, index_lookup_many, index_search, index_entries,
+    index_valid_entries,
 )
 from kafkalog._layout import (
     OFFSET_KEY, OFFSET_VALUE, TIME_KEY, TIME_VALUE, OFFSET_INDEX_ENTRY_SIZE,
@@ -29,7 +30,6 @@ _INT32_MAX = 2**31 - 1
 
 OffsetPosition = collections.namedtuple("OffsetPosition", "offset position")
 TimestampOffset = collections.namedtuple("TimestampOffset", "timestamp offset")
-_new_tuple = tuple.__new__   # builds a namedtuple without its Python-level __new__ (hot path)
 
 
 def _close_quietly(mapping):
@@ -46,6 +46,7 @@ class _MappedIndex:
     """What the offset and time indexes share: the file, its mmap, entries, resize, trim."""
     entry_size = 0
     _key_field = _value_field = 0
+    _result_type = None
 
     def __init__(self, path, base_offset, max_index_size=DEFAULT_MAX_INDEX_SIZE, writable=True):
         self.path = os.fspath(path)
@@ -54,6 +55,8 @@ class _MappedIndex:
         self.writable = writable
         self._lock = threading.RLock()
         self._mmap = None
+        self._view = None
+        self._n = 0
         newly_created = not os.path.exists(self.path)
         if newly_created and not writable:
             raise FileNotFoundError(self.path)
@@ -81,9 +84,33 @@ class _MappedIndex:
         else:
             self._mmap = mmap.mmap(fd, self._length,
                                    access=mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ)
+        self._rebind_view()
+
+    def _rebind_view(self):
+        """A fresh held view for ``lookup`` over the current mapping (the old one released,
+        so the old mapping can close)."""
+        old = self._view
+        self._view = IndexView(self._buffer, self._n, self.base_offset, self._key_field,
+                               self._result_type)
+        # An instance attribute: ``index.lookup(x)`` is one call into the kernel.
+        self.lookup = self._view.lookup
+        if old is not None:
+            old.release()
+
+    @property
+    def _entries(self):
+        return self._n
+
+    @_entries.setter
+    def _entries(self, value):
+        self._n = value
+        if self._view is not None:
+            self._view.entries = value
 
     def _unmap(self):
         old, self._mmap = self._mmap, None
+        if self._view is not None:
+            self._view.release()
         if old is not None and self.writable:
             old.flush()
         _close_quietly(old)
@@ -141,6 +168,7 @@ class _MappedIndex:
             old = self._mmap
             if old is not None:
                 old.flush()
+            self._entries = min(self._entries, self._round_down(new_size) // self.entry_size)
             fd = os.open(self.path, os.O_RDWR)
             try:
                 os.ftruncate(fd, rounded)
@@ -244,6 +272,7 @@ class OffsetIndex(_MappedIndex):
     Entries are 8 bytes: relative offset (int32) and position (int32).
     """
     entry_size = OFFSET_INDEX_ENTRY_SIZE
+    _result_type = OffsetPosition
     _key_field = OFFSET_KEY
     _value_field = OFFSET_VALUE
     _offset_field = OFFSET_KEY
@@ -314,26 +343,15 @@ class OffsetIndex(_MappedIndex):
             self._last_offset = int(offsets[-1])
 
     def lookup(self, target_offset):
-        """Largest entry with offset <= ``target_offset``, else (base_offset, 0)."""
-        base = self.base_offset
-        mapped = self._mmap
-        slot, relative, position = index_lookup(b"" if mapped is None else mapped,
-                                                self._entries, OFFSET_KEY, target_offset - base)
-        if slot < 0:
-            return _new_tuple(OffsetPosition, (base, 0))
-        return _new_tuple(OffsetPosition, (base + relative, position))
+        """Largest entry with offset <= ``target_offset``, else (base_offset, 0).
+
+        (Bound per instance to the held view's kernel; this is the unbound fallback.)"""
+        return self._view.lookup(target_offset)
 
     def lookup_many(self, target_offsets):
         """``lookup`` for an array of offsets in one call; returns (offsets, positions) arrays."""
-        targets = np.asarray(target_offsets, dtype=np.int64) - self.base_offset
-        slots = index_search_many(self._buffer, self._entries, OFFSET_KEY, targets)
-        rel, pos = self.key_values()
-        found = slots >= 0
-        safe = np.where(found, slots, 0)
-        offsets = np.where(found, rel[safe] + self.base_offset if len(rel) else 0,
-                           self.base_offset)
-        positions = np.where(found, pos[safe] if len(pos) else 0, 0)
-        return offsets, positions
+        return index_lookup_many(self._buffer, self._entries, OFFSET_KEY, self.base_offset,
+                                 np.asarray(target_offsets, dtype=np.int64))
 
     def fetch_upper_bound_offset(self, fetch_position, fetch_size):
         """Smallest entry whose position >= ``fetch_position`` + ``fetch_size``, else None.
@@ -364,6 +382,7 @@ class TimeIndex(_MappedIndex):
     """Sparse map from timestamp to offset. Entries are 12 bytes: timestamp (int64) and
     relative offset (int32); each holds the largest timestamp so far and its offset."""
     entry_size = TIME_INDEX_ENTRY_SIZE
+    _result_type = TimestampOffset
     _key_field = TIME_KEY
     _value_field = TIME_VALUE
     _offset_field = TIME_VALUE
@@ -451,25 +470,15 @@ class TimeIndex(_MappedIndex):
             self._last_entry = TimestampOffset(int(timestamps[-1]), int(offsets[-1]))
 
     def lookup(self, target_timestamp):
-        """Largest entry with timestamp <= ``target_timestamp``, else (-1, base_offset)."""
-        mapped = self._mmap
-        slot, timestamp, relative = index_lookup(b"" if mapped is None else mapped,
-                                                 self._entries, TIME_KEY, target_timestamp)
-        if slot < 0:
-            return _new_tuple(TimestampOffset, (-1, self.base_offset))
-        return _new_tuple(TimestampOffset, (timestamp, self.base_offset + relative))
+        """Largest entry with timestamp <= ``target_timestamp``, else (-1, base_offset).
+
+        (Bound per instance to the held view's kernel; this is the unbound fallback.)"""
+        return self._view.lookup(target_timestamp)
 
     def lookup_many(self, target_timestamps):
         """``lookup`` for an array of timestamps; returns (timestamps, offsets) arrays."""
-        targets = np.asarray(target_timestamps, dtype=np.int64)
-        slots = index_search_many(self._buffer, self._entries, TIME_KEY, targets)
-        ts, rel = self.key_values()
-        found = slots >= 0
-        safe = np.where(found, slots, 0)
-        timestamps = np.where(found, ts[safe] if len(ts) else 0, -1)
-        offsets = np.where(found, rel[safe] + self.base_offset if len(rel) else 0,
-                           self.base_offset)
-        return timestamps, offsets
+        return index_lookup_many(self._buffer, self._entries, TIME_KEY, self.base_offset,
+                                 np.asarray(target_timestamps, dtype=np.int64))
 
     def sanity_check(self):
         """Raise CorruptIndexError as Kafka's TimeIndex.sanityCheck does."""

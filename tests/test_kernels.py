@@ -441,3 +441,40 @@ def test_both_kernel_modules_define_every_kernel():
     for module in KERNELS.values():
         for name in KERNEL_NAMES:
             assert callable(getattr(module, name)), name
+
+
+@pytest.mark.parametrize("n", [0, 1, 5, 1025, 3000])
+def test_index_view_and_lookup_many_agree(n):
+    import collections
+    pair = collections.namedtuple("pair", "a b")
+    rng = random.Random(n)
+    offsets = sorted(rng.sample(range(1, 10 * n + 10), n))
+    positions = sorted(rng.sample(range(1, 100 * n + 10), n))
+    base = 1000
+    buf = offset_index_bytes(zip(offsets, positions))
+    targets = [base - 5, base, base + 10 * n + 20] + [base + rng.randint(0, 10 * n + 12)
+                                                      for _ in range(300)]
+    want = []
+    for t in targets:
+        slot = brute_lower(offsets, t - base)
+        want.append((base + offsets[slot], positions[slot]) if slot >= 0 else (base, 0))
+    for impl, module in KERNELS.items():
+        view = module.IndexView(buf, n, base, OFFSET_KEY, pair)
+        got = [view.lookup(t) for t in targets]
+        assert got == want and all(type(g) is pair for g in got), impl
+        view.release()
+        with pytest.raises(ValueError):
+            view.lookup(base)
+    a, b = both("index_lookup_many", buf, n, OFFSET_KEY, base, np.array(targets, np.int64))
+    assert list(zip(a.tolist(), b.tolist())) == want
+    timestamps = sorted(rng.sample(range(1, 10 * n + 10), n))
+    tbuf = time_index_bytes(zip(timestamps, offsets))
+    twant = []
+    for t in targets:
+        slot = brute_lower(timestamps, t)
+        twant.append((timestamps[slot], base + offsets[slot]) if slot >= 0 else (-1, base))
+    for impl, module in KERNELS.items():
+        view = module.IndexView(tbuf, n, base, TIME_KEY, pair)
+        assert [view.lookup(t) for t in targets] == twant, impl
+    a, b = both("index_lookup_many", tbuf, n, TIME_KEY, base, np.array(targets, np.int64))
+    assert list(zip(a.tolist(), b.tolist())) == twant
