@@ -488,7 +488,8 @@ def index_lookup_many(buf, entries, kind, base_offset, targets):
     buf = _check_index(buf, entries, kind)
     first, second = [], []
     for t in targets:
-        slot, x, y = index_lookup(buf, entries, kind, int(t))
+        target = int(t) - base_offset if kind == OFFSET_KEY else int(t)
+        slot, x, y = index_lookup(buf, entries, kind, target)
         if kind == OFFSET_KEY:
             first.append(base_offset if slot < 0 else base_offset + x)
             second.append(0 if slot < 0 else y)
