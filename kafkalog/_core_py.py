@@ -497,3 +497,62 @@ def index_lookup_many(buf, entries, kind, base_offset, targets):
             first.append(-1 if slot < 0 else x)
             second.append(base_offset if slot < 0 else base_offset + y)
     return np.array(first, dtype=np.int64), np.array(second, dtype=np.int64)
+
+
+class Record:
+    """One record: ``offset``, ``timestamp`` (ms), ``timestamp_type``, ``key``, ``value``
+    (bytes or None) and ``headers`` (tuple of ``(str, bytes | None)``).
+
+    Construct one for appends as ``Record(key=..., value=..., timestamp=None, headers=())``;
+    a timestamp of None means "now" when the batch is built.
+    """
+    __slots__ = ("offset", "timestamp", "timestamp_type", "key", "value", "headers")
+
+    def __init__(self, key=None, value=None, timestamp=None, headers=(), offset=None,
+                 timestamp_type=0):
+        self.key = key
+        self.value = value
+        self.timestamp = timestamp
+        self.headers = tuple(headers)
+        self.offset = offset
+        self.timestamp_type = timestamp_type
+
+    def __eq__(self, other):
+        if not isinstance(other, Record):
+            return NotImplemented
+        return all(getattr(self, f) == getattr(other, f) for f in Record.__slots__)
+
+    def __hash__(self):
+        return hash((self.offset, self.timestamp, self.key, self.value))
+
+    def __repr__(self):
+        return (f"Record(offset={self.offset}, timestamp={self.timestamp}, key={self.key!r}, "
+                f"value={self.value!r:.60}, headers={self.headers!r:.60})")
+
+
+def make_records(data, records, headers, timestamp_types, type_objects):
+    """See ``_core.make_records`` (here the fields are copied at once)."""
+    data = memoryview(data).cast("B")
+    records = np.asarray(records, dtype=RECORD_DTYPE)
+    if len(timestamp_types) != len(records):
+        raise ValueError("timestamp_types and records differ in length")
+
+    def span(pos, length):
+        if length < 0:
+            return None
+        if pos + length > len(data):
+            raise ValueError("a record lies outside the buffer")
+        return bytes(data[pos:pos + length])
+
+    out = []
+    for r, t in zip(records, timestamp_types):
+        heads = headers[int(r["header_start"]):int(r["header_start"]) + int(r["header_count"])] \
+            if r["header_count"] else ()
+        out.append(Record(
+            key=span(int(r["key_pos"]), int(r["key_len"])),
+            value=span(int(r["value_pos"]), int(r["value_len"])),
+            timestamp=int(r["timestamp"]),
+            headers=tuple((span(int(h["key_pos"]), int(h["key_len"])).decode("utf-8", "replace"),
+                           span(int(h["value_pos"]), int(h["value_len"]))) for h in heads),
+            offset=int(r["offset"]), timestamp_type=type_objects[int(t) + 1]))
+    return out

@@ -6,6 +6,7 @@ KERNEL_NAMES = (
     "walk_batches", "decode_v2_records", "decode_legacy_records", "index_search", "index_lookup",
     "index_search_many", "index_entries", "index_valid_entries", "find_batch",
     "index_entries_for", "prepare_append", "gather_spans", "IndexView", "index_lookup_many",
+    "Record", "make_records",
 )
 
 COMPILED = False
@@ -33,5 +34,7 @@ prepare_append = _module.prepare_append
 gather_spans = _module.gather_spans
 IndexView = _module.IndexView
 index_lookup_many = _module.index_lookup_many
+Record = _module.Record
+make_records = _module.make_records
 APPEND_HAS_PRODUCER = _module.APPEND_HAS_PRODUCER
 APPEND_HAS_COMPRESSED = _module.APPEND_HAS_COMPRESSED

@@ -16,7 +16,9 @@ import numpy as np
 from crc32c import crc32c
 
 from kafkalog import codecs
-from kafkalog._kernels import walk_batches, decode_v2_records, decode_legacy_records
+from kafkalog._kernels import (
+    Record, decode_legacy_records, decode_v2_records, make_records, walk_batches,
+)
 from kafkalog._layout import (
     BATCH_DTYPE, RECORD_DTYPE, HEADER_DTYPE, V2_HEADER_SIZE, V2_CRC_START, LOG_OVERHEAD,
     WALK_CORRUPT, WALK_PARTIAL,
@@ -64,35 +66,8 @@ class ControlType(enum.IntEnum):
     KRAFT_VOTERS = 6
 
 
-class Record:
-    """One record: ``offset``, ``timestamp`` (ms), ``timestamp_type``, ``key``, ``value``
-    (bytes or None) and ``headers`` (tuple of ``(str, bytes | None)``).
-
-    Construct one for appends as ``Record(key=..., value=..., timestamp=None, headers=())``;
-    a timestamp of None means "now" when the batch is built.
-    """
-    __slots__ = ("offset", "timestamp", "timestamp_type", "key", "value", "headers")
-
-    def __init__(self, key=None, value=None, timestamp=None, headers=(), offset=None,
-                 timestamp_type=TimestampType.CREATE_TIME):
-        self.key = key
-        self.value = value
-        self.timestamp = timestamp
-        self.headers = tuple(headers)
-        self.offset = offset
-        self.timestamp_type = timestamp_type
-
-    def __eq__(self, other):
-        if not isinstance(other, Record):
-            return NotImplemented
-        return all(getattr(self, f) == getattr(other, f) for f in Record.__slots__)
-
-    def __hash__(self):
-        return hash((self.offset, self.timestamp, self.key, self.value))
-
-    def __repr__(self):
-        return (f"Record(offset={self.offset}, timestamp={self.timestamp}, key={self.key!r}, "
-                f"value={self.value!r:.60}, headers={self.headers!r:.60})")
+_TYPE_OBJECTS = (TimestampType.NO_TIMESTAMP_TYPE, TimestampType.CREATE_TIME,
+                 TimestampType.LOG_APPEND_TIME)
 
 
 def _timestamp_type_of(magic, attributes):
@@ -310,15 +285,13 @@ class RecordTable:
         return tuple(out)
 
     def record(self, i):
-        r = self.records[i]
-        return Record(key=self.key(i), value=self.value(i), timestamp=int(r["timestamp"]),
-                      headers=self.headers_of(i) if r["header_count"] else (),
-                      offset=int(r["offset"]),
-                      timestamp_type=TimestampType(int(self.timestamp_type[i])))
+        return make_records(self.data, self.records[i:i + 1], self.headers,
+                            self.timestamp_type[i:i + 1], _TYPE_OBJECTS)[0]
 
     def to_records(self):
-        """A list of ``Record``, in offset order."""
-        return [self.record(i) for i in range(len(self.records))]
+        """A list of ``Record``, in offset order (made by the ``make_records`` kernel)."""
+        return make_records(self.data, self.records, self.headers, self.timestamp_type,
+                            _TYPE_OBJECTS)
 
     def slice(self, mask_or_slice):
         """A table of the selected rows (same data and header buffers)."""

@@ -275,3 +275,22 @@ def test_package_exports_contract_names():
     for name in ["Record", "RecordBatch", "build_batch", "build_control_batch", "iter_batches",
                  "OffsetIndex", "TimeIndex", "TransactionIndex"]:
         assert hasattr(kafkalog, name)
+
+
+def test_records_made_by_both_kernels_agree_and_pickle():
+    import pickle
+    from conftest import KERNELS
+    data = build_batch(sample_records(), base_offset=3, compression="lz4")
+    table = decode_batches(data, np.array([b._row for b in iter_batches(data)]))
+    made = {impl: m.make_records(table.data, table.records, table.headers,
+                                 table.timestamp_type, (-1, 0, 1))
+            for impl, m in KERNELS.items()}
+    flat = {impl: [(r.offset, r.timestamp, r.timestamp_type, r.key, r.value, r.headers)
+                   for r in recs] for impl, recs in made.items()}
+    first = next(iter(flat.values()))
+    assert all(v == first for v in flat.values()) and len(first) == 20
+    for recs in made.values():
+        copy = pickle.loads(pickle.dumps(recs[4]))
+        assert copy == recs[4] and copy.headers == recs[4].headers
+        recs[0].value = b"changed"
+        assert recs[0].value == b"changed"
