@@ -690,7 +690,11 @@ class _LogLoader:
         return segments, log_start, recovery_point, producer_state
 
     def _remove_temp_files_and_complete_swaps(self):
-        names = os.listdir(self.path)
+        """Returns True when it changed the directory."""
+        names = [n for n in os.listdir(self.path)
+                 if n.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX))]
+        if not names:
+            return False
         swaps, cleaned = [], []
         for name in names:
             full = os.path.join(self.path, name)
@@ -715,7 +719,7 @@ class _LogLoader:
             for name in kept:       # index swaps without their log: the log was renamed
                 os.replace(os.path.join(self.path, name),
                            os.path.join(self.path, name[:-len(SWAP_SUFFIX)]))
-            return
+            return True
         low, high = None, None
         for name in log_swaps:
             base = _offset_from_file(name)
@@ -735,15 +739,15 @@ class _LogLoader:
                 os.replace(os.path.join(self.path, name),
                            os.path.join(self.path, name[:-len(SWAP_SUFFIX)]))
         checkpoint.fsync_dir(self.path)
+        return True
 
     def _load_segments(self):
-        names = sorted(os.listdir(self.path))
-        logs = set()
-        for name in names:
-            if name.endswith(LOG_SUFFIX) and _offset_from_file(name) is not None:
-                logs.add(name[:-len(LOG_SUFFIX)])
+        entries = {e.name: e for e in os.scandir(self.path)}
+        names = set(entries)
+        logs = {n[:-len(LOG_SUFFIX)] for n in names
+                if n.endswith(LOG_SUFFIX) and _offset_from_file(n) is not None}
         segments = []
-        for name in names:
+        for name in sorted(names):
             stem, ext = os.path.splitext(name)
             if ext in _INDEX_SUFFIXES and _offset_from_file(name) is not None:
                 if stem not in logs and not self.read_only:
@@ -751,14 +755,11 @@ class _LogLoader:
                 continue
             if ext != LOG_SUFFIX or stem not in logs:
                 continue
-            base = int(stem)
-            time_index_new = not os.path.exists(os.path.join(self.path, stem +
-                                                             TIME_INDEX_SUFFIX))
-            segment = LogSegment(self.path, base, self.config, read_only=self.read_only,
-                                 time_fn=self.time_fn)
+            segment = LogSegment(self.path, int(stem), self.config, read_only=self.read_only,
+                                 time_fn=self.time_fn, size=entries[name].stat().st_size)
             if not self.read_only:
                 try:
-                    segment.sanity_check(time_index_new)
+                    segment.sanity_check(stem + TIME_INDEX_SUFFIX not in names, names)
                 except (FileNotFoundError, CorruptIndexError):
                     self._recover_segment(segment, segments)
             segments.append(segment)

@@ -2,6 +2,7 @@
 import collections
 import mmap
 import os
+import random
 import struct
 import threading
 import time
@@ -27,6 +28,7 @@ DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 _INT32_MAX = 2**31 - 1
+_RNG = random.Random()
 
 LogOffsetMetadata = collections.namedtuple(
     "LogOffsetMetadata", "message_offset segment_base_offset relative_position_in_segment")
@@ -65,22 +67,25 @@ class LogSegment:
     """
 
     def __init__(self, directory, base_offset, config, *, file_suffix="", read_only=False,
-                 time_fn=time.time, rng=None):
-        import random
+                 time_fn=time.time, rng=None, size=None):
         self.directory = os.fspath(directory)
         self.base_offset = base_offset
+        self._stem = os.path.join(self.directory, f"{base_offset:020d}")
         self.config = config
         self.file_suffix = file_suffix
         self.read_only = read_only
         self._time_fn = time_fn
         self.log_path = self._path(LOG_SUFFIX)
-        flags = os.O_RDONLY if read_only else os.O_RDWR | os.O_CREAT
-        self._fd = os.open(self.log_path, flags, 0o644)
-        # The descriptor is closed by close(), or when the segment is collected (a deleted
-        # segment may still be read by a reader holding an older segment list).
-        self._fd_box = [self._fd]
-        self._finalizer = weakref.finalize(self, _close_fd, self._fd_box)
-        self._size = os.fstat(self._fd).st_size
+        # The .log is opened on first use: a log of many segments holds no descriptor for
+        # the ones nobody reads. ``size`` may come from the loader's directory scan.
+        self._fd_value = -1
+        self._finalizer = None
+        self._fd_lock = threading.Lock()
+        if size is None:
+            if not read_only and not os.path.exists(self.log_path):
+                self._open_fd()
+            size = os.stat(self.log_path).st_size
+        self._size = size
         self._map = None
         self._map_lock = threading.Lock()
         self._scan_lock = threading.RLock()      # held by scans and by truncation
@@ -93,11 +98,27 @@ class LogSegment:
         self._max_timestamp_and_offset = None
         self.bytes_since_last_index_entry = 0
         self.created_ms = int(time_fn() * 1000)
-        self.roll_jitter_ms = config.random_segment_jitter(rng or random.Random())
+        self.roll_jitter_ms = config.random_segment_jitter(rng or _RNG)
+
+    @property
+    def _fd(self):
+        fd = self._fd_value
+        return fd if fd >= 0 else self._open_fd()
+
+    def _open_fd(self):
+        with self._fd_lock:
+            if self._fd_value < 0:
+                flags = os.O_RDONLY if self.read_only else os.O_RDWR | os.O_CREAT
+                fd = os.open(self.log_path, flags, 0o644)
+                # Closed by close(), or when the segment is collected (a deleted segment may
+                # still be read by a reader holding an older segment list).
+                self._fd_box = [fd]
+                self._finalizer = weakref.finalize(self, _close_fd, self._fd_box)
+                self._fd_value = fd
+            return self._fd_value
 
     def _path(self, suffix):
-        return os.path.join(self.directory, segment_file_name(self.base_offset, suffix)
-                            + self.file_suffix)
+        return self._stem + suffix + self.file_suffix
 
     # ------------------------------------------------------------------------------ indexes
     @property
@@ -151,17 +172,19 @@ class LogSegment:
     def indexes_opened(self):
         return self._offset_index is not None or self._time_index is not None
 
-    def sanity_check(self, time_index_newly_created=False):
-        """Kafka's load-time check: the offset index must exist; the indexes must be sound."""
-        if not os.path.exists(self.index_path):
+    def sanity_check(self, time_index_newly_created=False, names=None):
+        """Kafka's load-time check: the offset index must exist; the transaction index must
+        be sound. (The offset and time indexes are checked when first opened.) ``names``:
+        the directory's file names, when the caller has listed it already."""
+        def exists(path):
+            return os.path.basename(path) in names if names is not None else \
+                os.path.exists(path)
+        if not exists(self.index_path):
             raise FileNotFoundError(f"offset index file {self.index_path} does not exist")
-        for path, size in ((self.index_path, 8), (self.time_index_path, 12)):
-            if os.path.exists(path) and os.path.getsize(path) % size:
-                raise CorruptIndexError(f"index file {path} is corrupt: its size "
-                                        f"{os.path.getsize(path)} is not a multiple of {size}")
         if time_index_newly_created:
             self.time_index.resize(0)
-        self.txn_index.sanity_check()
+        if exists(self.txn_index.path):
+            self.txn_index.sanity_check()
 
     def full_sanity_check(self):
         self.offset_index.sanity_check()
@@ -491,8 +514,9 @@ class LogSegment:
     def _release(self):
         with self._map_lock:
             self._map = None
-        self._finalizer()
-        self._fd = -1
+        if self._finalizer is not None:
+            self._finalizer()
+        self._fd_value = -1
 
     def files(self):
         return [self.log_path, self.index_path, self.time_index_path, self.txn_index.path]
