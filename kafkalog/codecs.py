@@ -10,7 +10,9 @@ import zlib
 
 import cramjam
 
-from kafkalog.errors import CorruptRecordError, RecordTooLargeError, UnsupportedCompressionError
+from kafkalog.errors import (
+    CorruptRecordError, KafkaLogError, RecordTooLargeError, UnsupportedCompressionError,
+)
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
 CODEC_NAMES = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
@@ -133,11 +135,11 @@ def _xerial_compress(data):
     return b"".join(out)
 
 
-def _lz4_decompress(data, limit):
-    """LZ4 frame format, parsed here so the header checksum can be tolerated: brokers writing
-    magic 0 computed it over the magic bytes too (KAFKA-3160), and the batch CRC already
-    guards the bytes. Blocks are decoded by cramjam, each into a bounded buffer."""
-    data = memoryview(data)
+def _lz4_frame(data):
+    """Parse an LZ4 frame: (blocks [(start, size, stored)], block max size), or None for a
+    frame of linked blocks (decoded whole by cramjam). The header checksum is tolerated, not
+    checked: brokers writing magic 0 computed it over the magic bytes too (KAFKA-3160), and
+    the batch CRC already guards the bytes."""
     if len(data) < 7 or struct.unpack_from("<I", data, 0)[0] != _LZ4_MAGIC:
         raise CorruptRecordError("not an LZ4 frame")
     flg, bd = data[4], data[5]
@@ -148,15 +150,11 @@ def _lz4_decompress(data, limit):
     block_max = _LZ4_BLOCK_SIZES.get((bd >> 4) & 0x7)
     if block_max is None:
         raise CorruptRecordError(f"invalid LZ4 block size code {(bd >> 4) & 0x7}")
-    pos = 6 + (8 if has_content_size else 0) + (4 if has_dict else 0) + 1   # + header checksum
     if has_dict:
         raise UnsupportedCompressionError("LZ4 frames with a dictionary are not supported")
     if not independent:
-        # Linked blocks need the previous block as dictionary: let cramjam decode the frame.
-        out = bytes(cramjam.lz4.decompress(data))
-        if len(out) > limit:
-            raise _too_large("lz4", limit)
-        return out
+        return None, block_max
+    pos = 6 + (8 if has_content_size else 0) + 1             # + header checksum
     blocks = []
     while True:
         if pos + 4 > len(data):
@@ -172,14 +170,33 @@ def _lz4_decompress(data, limit):
         pos += n + (4 if block_checksum else 0)
     if content_checksum and pos + 4 > len(data):
         raise CorruptRecordError("LZ4 frame is truncated")
-    capacity = min(len(blocks) * block_max, limit + 1)
-    out = bytearray(capacity)
-    view = memoryview(out)
-    written = 0
-    for start, n, stored in blocks:
-        if written + (n if stored else 0) > limit:
+    return blocks, block_max
+
+
+def _lz4_decompress(data, limit):
+    data = memoryview(data)
+    blocks, block_max = _lz4_frame(data)
+    if blocks is None:
+        # Linked blocks need the previous block as dictionary: let cramjam decode the frame.
+        out = bytes(cramjam.lz4.decompress(data))
+        if len(out) > limit:
             raise _too_large("lz4", limit)
+        return out
+    out = bytearray(min(len(blocks) * block_max, limit + 1))
+    with memoryview(out) as view:
+        written = _lz4_blocks_into(data, blocks, block_max, view, limit)
+    del out[written:]
+    return out
+
+
+def _lz4_blocks_into(data, blocks, block_max, view, limit):
+    """Decode independent LZ4 blocks end to end into ``view``; returns the bytes written."""
+    written = 0
+    capacity = len(view)
+    for start, n, stored in blocks:
         if stored:
+            if written + n > min(limit, capacity):
+                raise _too_large("lz4", limit)
             view[written:written + n] = data[start:start + n]
             written += n
         else:
@@ -193,9 +210,30 @@ def _lz4_decompress(data, limit):
                 raise
         if written > limit:
             raise _too_large("lz4", limit)
-    view.release()
-    del out[written:]
-    return out
+    return written
+
+
+def decompress_plan(codec, data):
+    """``(bound, plan)``: an upper bound of ``data``'s decompressed size known without
+    decompressing, and what ``decompress_into`` needs; None when there is none (only LZ4
+    frames of independent blocks have one)."""
+    if codec != LZ4:
+        return None
+    try:
+        blocks, block_max = _lz4_frame(memoryview(data))
+    except (struct.error, ValueError, KafkaLogError):
+        return None              # let the ordinary path raise the precise error
+    return None if blocks is None else (len(blocks) * block_max, (blocks, block_max))
+
+
+def decompress_into(codec, data, view, plan, limit=None):
+    """Decompress into the writable buffer ``view`` (at least the planned bound); returns
+    the bytes written."""
+    limit = MAX_DECOMPRESSED_BYTES if limit is None else limit
+    try:
+        return _lz4_blocks_into(memoryview(data), plan[0], plan[1], view, limit)
+    except (cramjam.DecompressionError, struct.error, ValueError) as e:
+        raise CorruptRecordError(f"lz4 data is corrupt: {e}") from None
 
 
 def _xxh32_short(data, seed=0):

@@ -397,22 +397,28 @@ def _finish_v2(data, records, headers, batches, batch_index):
 
 
 def _piece(buf, row, index, path):
+    """(kind, payload, batch index, bound): the record bytes of one batch, decompressed, or
+    for LZ4 the compressed frame and the bound of its decompressed size (decoded later
+    straight into the run's buffer)."""
     pos, size = int(row["position"]), int(row["size"])
     codec = int(row["attributes"]) & COMPRESSION_MASK
     if row["magic"] == 2:
         payload = memoryview(buf)[pos + V2_HEADER_SIZE:pos + size]
         if codec != codecs.NONE:
+            planned = codecs.decompress_plan(codec, payload)
+            if planned is not None and planned[0] <= codecs.MAX_DECOMPRESSED_BYTES:
+                return ("v2", payload, index, (codec,) + planned)
             payload = _decompress(codec, payload, pos, path)
-        return ("v2", payload, index)
+        return ("v2", payload, index, None)
     if codec == codecs.NONE:
-        return ("legacy", memoryview(buf)[pos:pos + size], index)
+        return ("legacy", memoryview(buf)[pos:pos + size], index, None)
     # A legacy wrapper: its value is a compressed inner message set.
     wrapper = decode_legacy_records(buf, row.reshape(1))[0]
     if wrapper["value_len"] < 0:
         raise CorruptRecordError("compressed legacy wrapper has a null value", position=pos,
                                  path=path)
     value = memoryview(buf)[wrapper["value_pos"]:wrapper["value_pos"] + wrapper["value_len"]]
-    return ("wrapper", _decompress(codec, value, pos, path), index)
+    return ("wrapper", _decompress(codec, value, pos, path), index, None)
 
 
 def _decompress(codec, payload, position, path):
@@ -446,8 +452,27 @@ def _decode_pieces(pieces, batches, path):
 
 
 def _decode_v2_run(pieces, batches, path):
-    data = b"".join(bytes(p[1]) for p in pieces)
-    lengths = np.array([len(p[1]) for p in pieces], dtype=np.int64)
+    # One numpy buffer (large allocations get transparent huge pages: few page faults) that
+    # LZ4 frames decompress straight into and the other payloads are copied into.
+    sizes = [len(p[1]) if p[3] is None else p[3][1] for p in pieces]
+    arena = np.empty(sum(sizes), dtype=np.uint8)
+    lengths = np.empty(len(pieces), dtype=np.int64)
+    at = 0
+    with memoryview(arena) as view:
+        for i, (_, payload, index, bound) in enumerate(pieces):
+            if bound is None:
+                n = len(payload)
+                view[at:at + n] = payload
+            else:
+                position = int(batches["position"][index])
+                try:
+                    n = codecs.decompress_into(bound[0], payload, view[at:at + bound[1]],
+                                               bound[2])
+                except KafkaLogError as e:
+                    raise type(e)(f"{e} (batch at position {position})") from None
+            lengths[i] = n
+            at += n
+    data = arena[:at]
     ends = np.cumsum(lengths)
     starts = ends - lengths
     index = np.array([p[2] for p in pieces], dtype=np.int64)
@@ -474,7 +499,7 @@ def _legacy_table(data, entries, batch_index, ts_type):
 
 
 def _decode_legacy_run(pieces, batches):
-    data = b"".join(bytes(p[1]) for p in pieces)
+    data = b"".join([p[1] for p in pieces])
     index = np.array([p[2] for p in pieces], dtype=np.int32)
     entries = batches[index].copy()
     sizes = entries["size"].astype(np.int64)
@@ -485,7 +510,7 @@ def _decode_legacy_run(pieces, batches):
 
 
 def _decode_wrapper(piece, batches, path):
-    _, data, index = piece
+    _, data, index, _ = piece
     wrapper = batches[index]
     pos = int(wrapper["position"])
     inner, status, stop, message = walk_batches(data, validate_crc=True)

@@ -1,0 +1,433 @@
+#!/usr/bin/env python3
+"""kafkalog next to the alternatives and the physical limits, measured in one run.
+
+On ``kafka-written-large/bench-0`` and ``bench_lz4-0`` (page cache warmed first): batch walk
+with CRC, record decoding (columnar and to Record objects) next to aiokafka's Cython reader and
+kafka-python, index lookups, segment recovery; the crc32c package's raw speed and a numpy copy
+over the same bytes (the limits a scan can approach); Log.append next to plain file writes of
+the same bytes; Log.open of many segments; heap growth while recovering a 1 GiB segment.
+Kafka's own figures come from ``*.kafka-timings.json`` (recorded on this kind of machine, not
+rerun here). Every figure is a median of --runs runs after warm-ups; ratios are to Kafka or to
+the alternative named in the row.
+
+Usage: python bench/compare.py [--runs 7] [--json] [--quick] [--no-big]
+"""
+import argparse
+import gc
+import glob
+import json
+import os
+import random
+import shutil
+import statistics
+import struct
+import sys
+import tempfile
+import time
+import tracemalloc
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LARGE = os.path.normpath(os.path.join(HERE, "..", "..", "shared", "fixtures",
+                                      "kafka-written-large"))
+
+import kafkalog  # noqa: E402
+from kafkalog import OffsetIndex, Record, build_batch  # noqa: E402
+from kafkalog._kernels import walk_batches  # noqa: E402
+from kafkalog.config import LogConfig  # noqa: E402
+from kafkalog.log import Log  # noqa: E402
+from kafkalog.producer_state import write_snapshot  # noqa: E402
+from kafkalog.records import decode_batches, open_buffer  # noqa: E402
+from kafkalog.segment import LogSegment  # noqa: E402
+
+
+def timeit(fn, runs, warmup=2):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(runs):
+        gc.collect()
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1000)
+    return {"median_ms": statistics.median(times), "min_ms": min(times), "max_ms": max(times)}
+
+
+class Report:
+    def __init__(self):
+        self.rows = []
+
+    def add(self, group, name, stats, kafka_ms=None, versus=None, target=None, note=None):
+        row = {"group": group, "name": name, **stats}
+        if kafka_ms is not None:
+            row["kafka_ms"] = kafka_ms
+            row["speedup_vs_kafka"] = kafka_ms / stats["median_ms"]
+        if versus is not None:
+            label, other = versus
+            row["versus"] = label
+            row["ratio_vs"] = other["median_ms"] / stats["median_ms"]
+        if target is not None:
+            row["target"] = target
+        if note:
+            row["note"] = note
+        self.rows.append(row)
+        return row
+
+    def print(self):
+        print(f"{'what':58s} {'median':>10s} {'min':>9s} {'max':>9s}  {'Kafka':>8s} "
+              f"{'x Kafka':>7s}  vs")
+        group = None
+        for r in self.rows:
+            if r["group"] != group:
+                group = r["group"]
+                print(f"-- {group}")
+            kafka = f"{r['kafka_ms']:8.1f}" if "kafka_ms" in r else f"{'':8s}"
+            speed = f"{r['speedup_vs_kafka']:6.2f}x" if "kafka_ms" in r else f"{'':7s}"
+            vs = f"{r['ratio_vs']:.2f}x faster than {r['versus']}" if "versus" in r else ""
+            note = f"  [{r['note']}]" if r.get("note") else ""
+            target = f"  target {r['target']}" if r.get("target") else ""
+            print(f"{r['name']:58s} {r['median_ms']:9.2f}ms {r['min_ms']:8.2f} "
+                  f"{r['max_ms']:8.2f}  {kafka} {speed}  {vs}{target}{note}")
+
+
+def kafka_timing(name):
+    path = os.path.join(LARGE, f"{name}.kafka-timings.json")
+    with open(path) as f:
+        return json.load(f)
+
+
+def warm(paths):
+    for p in paths:
+        with open(p, "rb") as f:
+            while f.read(1 << 24):
+                pass
+
+
+def bench_scan(report, runs, quick):
+    timings = kafka_timing("bench-0")
+    logs = sorted(glob.glob(os.path.join(LARGE, "bench-0", "*.log")))
+    warm(logs)
+    bufs = [open_buffer(p) for p in logs]
+    total = sum(len(b) for b in bufs)
+
+    def walk():
+        for b in bufs:
+            walk_batches(b)
+    s = timeit(walk, runs)
+    report.add("bench-0 scan", f"walk 10,000 batches + CRC ({total / 1e6:.1f} MB)", s,
+               timings["iterate_batches_ensureValid"]["median_ms"], target="<= 12 ms",
+               note=f"{total / s['median_ms'] / 1e6:.2f} GB/s")
+    from crc32c import crc32c
+    report.add("bench-0 scan", "limit: crc32c package over the same bytes",
+               timeit(lambda: [crc32c(b) for b in bufs], runs))
+    arrays = [np.frombuffer(b, np.uint8) for b in bufs]
+    report.add("bench-0 scan", "limit: numpy copy of the same bytes",
+               timeit(lambda: [a.copy() for a in arrays], runs))
+    del arrays
+    walked = [walk_batches(b, validate_crc=False)[0] for b in bufs]
+
+    def decode():
+        for b, w in zip(bufs, walked):
+            decode_batches(b, w)
+    report.add("bench-0 records", "decode 1,000,000 records to columnar arrays",
+               timeit(decode, runs), timings["iterate_records"]["median_ms"],
+               target="<= 40 ms")
+    plain = [bytes(b) for b in bufs]
+    from aiokafka.record._crecords import MemoryRecords as AioMemoryRecords
+
+    def aiokafka_list():
+        out = []
+        for b in plain:
+            records = AioMemoryRecords(b)
+            while True:
+                batch = records.next_batch()
+                if batch is None:
+                    break
+                out.extend(batch)
+        return out
+
+    def aiokafka_iterate():
+        n = 0
+        for b in plain:
+            records = AioMemoryRecords(b)
+            while True:
+                batch = records.next_batch()
+                if batch is None:
+                    break
+                for _ in batch:
+                    n += 1
+        return n
+
+    def ours_list():
+        out = []
+        for b, w in zip(plain, walked):
+            out.extend(decode_batches(b, w).to_records())
+        return out
+
+    def ours_iterate():
+        n = 0
+        for b, w in zip(plain, walked):
+            for _ in decode_batches(b, w).to_records():
+                n += 1
+        return n
+
+    def ours_list_touch():
+        n = 0
+        for r in ours_list():
+            n += len(r.value) + len(r.key)
+        return n
+
+    def aiokafka_list_touch():
+        n = 0
+        for r in aiokafka_list():
+            n += len(r.value) + len(r.key)
+        return n
+
+    r_runs = max(3, runs // 2)
+    aio_list = timeit(aiokafka_list, r_runs, 1)
+    aio_iter = timeit(aiokafka_iterate, r_runs, 1)
+    aio_touch = timeit(aiokafka_list_touch, r_runs, 1)
+    report.add("bench-0 records", "decode all records to a list of Record objects",
+               timeit(ours_list, r_runs, 1), versus=("aiokafka's Cython reader (list)",
+                                                     aio_list), target=">= 2x aiokafka")
+    report.add("bench-0 records", "  ... iterate them without keeping them",
+               timeit(ours_iterate, r_runs, 1),
+               versus=("aiokafka's Cython reader (iterate)", aio_iter))
+    report.add("bench-0 records", "  ... list them and read every key and value",
+               timeit(ours_list_touch, r_runs, 1),
+               versus=("aiokafka (list, read key and value)", aio_touch))
+    report.add("bench-0 records", "aiokafka Cython reader: list of records", aio_list)
+    report.add("bench-0 records", "aiokafka Cython reader: iterate", aio_iter)
+    if not quick:
+        from kafka.record.memory_records import MemoryRecords as KpMemoryRecords
+
+        def kafka_python():
+            n = 0
+            for b in plain:
+                records = KpMemoryRecords(b)
+                while True:
+                    batch = records.next_batch()
+                    if batch is None:
+                        break
+                    for _ in batch:
+                        n += 1
+            return n
+        report.add("bench-0 records", "kafka-python: iterate all records",
+                   timeit(kafka_python, 1, 0))
+
+    index = OffsetIndex(os.path.join(LARGE, "bench-0", "00000000000000000000.index"), 0,
+                        writable=False)
+    rng = random.Random(1)
+    targets = [rng.randrange(0, 185700) for _ in range(100_000)]
+    lookup = index.lookup
+
+    def lookups():
+        for t in targets:
+            lookup(t)
+    report.add("bench-0 index", "100,000 random offset-index lookups, one call each",
+               timeit(lookups, runs), timings["offset_index_lookup"]["median_ms"],
+               target="<= 15 ms")
+    ordered = sorted(targets)
+    report.add("bench-0 index", "100,000 sequential lookups, one call each",
+               timeit(lambda: [lookup(t) for t in ordered], runs))
+    arr = np.array(targets, np.int64)
+    report.add("bench-0 index", "the same 100,000 random lookups as one vectorized call",
+               timeit(lambda: index.lookup_many(arr), runs), target="<= 2 ms")
+    index.close()
+
+    tmp = tempfile.mkdtemp()
+    try:
+        for p in glob.glob(os.path.join(LARGE, "bench-0", "00000000000000000000.*")):
+            shutil.copy(p, tmp)
+            os.chmod(os.path.join(tmp, os.path.basename(p)), 0o644)
+        seg = LogSegment(tmp, 0, LogConfig())
+        report.add("bench-0 recovery", "LogSegment.recover of the first 16.8 MB segment",
+                   timeit(seg.recover, runs), timings["log_segment_recover"]["median_ms"],
+                   target="<= 4 ms")
+        seg.close()
+    finally:
+        shutil.rmtree(tmp)
+
+    lz4_timings = kafka_timing("bench_lz4-0")
+    lz4_logs = sorted(glob.glob(os.path.join(LARGE, "bench_lz4-0", "*.log")))
+    warm(lz4_logs)
+    lz4_bufs = [open_buffer(p) for p in lz4_logs]
+
+    def lz4_decode():
+        n = 0
+        for b in lz4_bufs:
+            n += len(decode_batches(b, walk_batches(b, validate_crc=False)[0]))
+        assert n == 500_000
+    report.add("bench_lz4-0", "decode all 500,000 lz4 records to columnar arrays (walk incl.)",
+               timeit(lz4_decode, runs), lz4_timings["iterate_records"]["median_ms"],
+               target="<= 60 ms")
+    report.add("bench_lz4-0", "walk 2,500 batches + CRC",
+               timeit(lambda: [walk_batches(b) for b in lz4_bufs], runs),
+               lz4_timings["iterate_batches_ensureValid"]["median_ms"])
+
+
+def bench_append(report, runs, quick):
+    total = (32 if quick else 128) * 1024 * 1024
+    for label, per_batch, value in [("1-record batches", 1, 100), ("1 KB batches", 10, 70),
+                                    ("16 KB batches", 140, 90)]:
+        data = build_batch([Record(key=b"k%06d" % i, value=b"x" * value, timestamp=1 + i)
+                            for i in range(per_batch)])
+        count = (total // len(data)) if per_batch > 1 else min(200_000, total // len(data))
+        tmp = tempfile.mkdtemp()
+        try:
+            def log_append():
+                # Only the appends are timed: the open and the close (which fsyncs) are not,
+                # as the plain writes below are not fsynced either.
+                path = os.path.join(tmp, "t-0")
+                shutil.rmtree(path, ignore_errors=True)
+                log = Log.open(path, {"segment.bytes": 1 << 30})
+                start = time.perf_counter()
+                for _ in range(count):
+                    log.append(data)
+                elapsed = time.perf_counter() - start
+                log.close()
+                return elapsed
+
+            def plain_write():
+                with open(os.path.join(tmp, "plain"), "wb", buffering=0) as f:
+                    start = time.perf_counter()
+                    for _ in range(count):
+                        f.write(data)
+                    return time.perf_counter() - start
+            a_runs = max(3, runs // 2)
+            plain = timed_inside(plain_write, a_runs)
+            ours = timed_inside(log_append, a_runs)
+            mb = count * len(data) / 1e6
+            row = report.add("append", f"Log.append of {count:,} {label} ({len(data)} B)", ours,
+                             note=f"{mb / ours['median_ms'] * 1000:.0f} MB/s, "
+                                  f"{count / ours['median_ms'] * 1000:,.0f} batches/s")
+            row["fraction_of_plain_writes"] = plain["median_ms"] / ours["median_ms"]
+            row["note"] += f", {row['fraction_of_plain_writes']:.0%} of plain writes"
+            if per_batch == 140:
+                row["target"] = ">= 70% of plain writes"
+            report.add("append", "  plain file writes of the same bytes (unbuffered)", plain,
+                       note=f"{mb / plain['median_ms'] * 1000:.0f} MB/s")
+        finally:
+            shutil.rmtree(tmp)
+
+
+def timed_inside(fn, runs):
+    """Like ``timeit`` for a function that returns the seconds of the part worth timing."""
+    fn()
+    times = [fn() * 1000 for _ in range(runs)]
+    return {"median_ms": statistics.median(times), "min_ms": min(times), "max_ms": max(times)}
+
+
+def make_small_segments(directory, n):
+    os.makedirs(directory, exist_ok=True)
+    for i in range(n):
+        base = i * 10
+        data = build_batch([Record(key=b"k", value=b"v" * 50, timestamp=1000 + base + j)
+                            for j in range(10)], base_offset=base)
+        stem = os.path.join(directory, f"{base:020d}")
+        with open(stem + ".log", "wb") as f:
+            f.write(data)
+        open(stem + ".index", "wb").close()
+        with open(stem + ".timeindex", "wb") as f:
+            f.write(struct.pack(">qi", 1009 + base, 9))
+    write_snapshot(os.path.join(directory, f"{n * 10:020d}.snapshot"), [])
+
+
+def bench_open(report, runs, quick):
+    tmp = tempfile.mkdtemp()
+    try:
+        sizes = [1000, 2000, 5000, 10000] if not quick else [1000, 10000]
+        for n in sizes:
+            d = os.path.join(tmp, f"clean{n}-0")
+            make_small_segments(d, n)
+
+            def open_clean():
+                Log.open(d, clean_shutdown=True, read_only=False).close()
+            s = timeit(open_clean, max(3, runs // 2), 1)
+            report.add("Log.open", f"after a clean shutdown, {n:,} small segments", s,
+                       target="<= 500 ms" if n == 10000 else None,
+                       note=f"{s['median_ms'] / n * 1000:.0f} us per segment")
+        for n in ([100, 200, 400] if not quick else [100, 200]):
+            d = os.path.join(tmp, f"unclean{n}-0")
+            make_small_segments(d, n)
+
+            def open_unclean():
+                Log.open(d, clean_shutdown=False, recovery_point=0).close()
+            s = timeit(open_unclean, 3, 1)
+            report.add("Log.open", f"after an unclean shutdown (recover all), {n} segments", s,
+                       note=f"{s['median_ms'] / n:.2f} ms per segment")
+    finally:
+        shutil.rmtree(tmp)
+
+
+def write_big_segment(path, size):
+    batch = build_batch([Record(key=b"k%06d" % i, value=b"x" * 90, timestamp=1 + i)
+                         for i in range(140)])
+    count = size // len(batch)
+    with open(path, "wb") as f:
+        for i in range(count):
+            b = bytearray(batch)
+            b[0:8] = (i * 140).to_bytes(8, "big")
+            f.write(b)
+    return count
+
+
+def bench_recover_memory(report, quick):
+    tmp = tempfile.mkdtemp()
+    try:
+        sizes = [64, 256] + ([] if quick else [1024])
+        for mb in sizes:
+            path = os.path.join(tmp, "00000000000000000000.log")
+            write_big_segment(path, mb * 1024 * 1024)
+            for suffix in (".index", ".timeindex"):
+                p = path[:-4] + suffix
+                if os.path.exists(p):
+                    os.remove(p)
+            warm([path])
+            seg = LogSegment(tmp, 0, LogConfig())
+            seg.recover()      # warm-up (also maps the index files)
+            tracemalloc.start()
+            start = time.perf_counter()
+            seg.recover()
+            elapsed = (time.perf_counter() - start) * 1000
+            _, peak = tracemalloc.get_traced_memory()
+            tracemalloc.stop()
+            seg.close()
+            row = report.add("recovery", f"LogSegment.recover of a {mb} MiB segment "
+                                         f"(14.5 KB batches)",
+                             {"median_ms": elapsed, "min_ms": elapsed, "max_ms": elapsed},
+                             note=f"{mb * 1.048576 / elapsed:.2f} GB/s, heap peak "
+                                  f"{peak / 1e6:.1f} MB")
+            row["heap_peak_mb"] = peak / 1e6
+            if mb == 1024:
+                row["kafka_ms"] = 607.0
+                row["speedup_vs_kafka"] = 607.0 / elapsed
+                row["target"] = "heap growth <= 64 MB"
+            os.remove(path)
+    finally:
+        shutil.rmtree(tmp)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="fewer sizes, no kafka-python, no 1 GiB")
+    ap.add_argument("--no-big", action="store_true", help="skip the 1 GiB recovery")
+    args = ap.parse_args()
+    if not kafkalog.compiled():
+        print("note: running with the pure-Python kernels", file=sys.stderr)
+    report = Report()
+    bench_scan(report, args.runs, args.quick)
+    bench_append(report, args.runs, args.quick)
+    bench_open(report, args.runs, args.quick)
+    bench_recover_memory(report, args.quick or args.no_big)
+    if args.json:
+        print(json.dumps({"compiled": kafkalog.compiled(), "rows": report.rows}, indent=1))
+    else:
+        report.print()
+
+
+if __name__ == "__main__":
+    main()
