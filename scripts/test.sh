@@ -9,3 +9,6 @@ echo "== compiled kernels"
 .venv/bin/python -m pytest -q "$@"
 echo "== pure-Python kernels (KAFKALOG_NO_EXTENSIONS=1)"
 KAFKALOG_NO_EXTENSIONS=1 .venv/bin/python -m pytest -q "$@"
+echo "== asv benchmark suite (discovery and setup checks)"
+.venv/bin/asv machine --yes > /dev/null
+.venv/bin/asv check --python=same

@@ -1,0 +1,57 @@
+"""Shared data for the benchmarks: the Kafka-written large fixtures and seeded generators."""
+import os
+import random
+import struct
+import tempfile
+
+from kafkalog import Record, build_batch, _core, _core_py
+from kafkalog.producer_state import write_snapshot
+from kafkalog.records import open_buffer
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LARGE = os.path.normpath(os.path.join(HERE, "..", "..", "shared", "fixtures",
+                                      "kafka-written-large"))
+BENCH = os.path.join(LARGE, "bench-0")
+BENCH_LZ4 = os.path.join(LARGE, "bench_lz4-0")
+IMPLS = {"cython": _core, "python": _core_py}
+
+
+def logs(directory):
+    return sorted(os.path.join(directory, n) for n in os.listdir(directory) if n.endswith(".log"))
+
+
+def buffers(directory, first_only=False):
+    paths = logs(directory)
+    return [open_buffer(p) for p in (paths[:1] if first_only else paths)]
+
+
+def random_targets(n, high, seed=1):
+    rng = random.Random(seed)
+    return [rng.randrange(0, high) for _ in range(n)]
+
+
+def batch_of(size_bytes, seed=0):
+    """One v2 batch of about ``size_bytes`` (1 record when ``size_bytes`` is small)."""
+    per_record = 100
+    n = max(1, size_bytes // per_record)
+    rng = random.Random(seed)
+    return build_batch([Record(key=b"k%06d" % i, value=rng.randbytes(per_record - 30),
+                               timestamp=1_700_000_000_000 + i) for i in range(n)])
+
+
+def small_segments(n):
+    """A partition directory of ``n`` small segments (10 records each), cleanly closed."""
+    directory = os.path.join(tempfile.mkdtemp(prefix="kafkalog-asv-"), "bench-0")
+    os.makedirs(directory)
+    for i in range(n):
+        base = i * 10
+        data = build_batch([Record(key=b"k", value=b"v" * 50, timestamp=1000 + base + j)
+                            for j in range(10)], base_offset=base)
+        stem = os.path.join(directory, f"{base:020d}")
+        with open(stem + ".log", "wb") as f:
+            f.write(data)
+        open(stem + ".index", "wb").close()
+        with open(stem + ".timeindex", "wb") as f:
+            f.write(struct.pack(">qi", 1009 + base, 9))
+    write_snapshot(os.path.join(directory, f"{n * 10:020d}.snapshot"), [])
+    return directory
