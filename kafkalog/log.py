@@ -20,7 +20,7 @@ from kafkalog.errors import (
     KafkaLogError, OffsetOutOfRangeError, RecordTooLargeError,
 )
 from kafkalog.index import AbortedTxn, TimestampOffset
-from kafkalog.producer_state import ProducerStateManager
+from kafkalog.producer_state import ProducerStateManager, list_snapshots
 from kafkalog.records import (
     CONTROL_MASK, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK, Record, RecordTable, TimestampType,
     build_batch, decode_batches, partial_tail_message,
@@ -660,6 +660,7 @@ class _LogLoader:
         self.read_only = read_only
         self.scheduler = scheduler
         self.time_fn = time_fn
+        self._snapshots = None
 
     def load(self):
         if not self.read_only:
@@ -766,7 +767,11 @@ class _LogLoader:
         return segments
 
     def _recover_segment(self, segment, earlier):
-        return segment.recover()
+        if self._snapshots is None:
+            self._snapshots = list_snapshots(self.path)
+        state = ProducerStateManager(self.path)
+        state.load_latest_snapshot(segment.base_offset, self._snapshots)
+        return segment.recover(state)
 
     def _recover(self, segments):
         """Recover every segment from the one holding the recovery point; the first that

@@ -106,17 +106,23 @@ class ProducerStateManager:
         self.ongoing.clear()
         self.map_end_offset = offset
 
-    def load_latest_snapshot(self, upper_offset):
+    def load_latest_snapshot(self, upper_offset, snapshots=None):
         """Load the newest valid snapshot at or below ``upper_offset``; returns its offset, or
-        None (state empty). A corrupt snapshot is deleted, as Kafka does, and older ones tried."""
+        None (state empty). A corrupt snapshot is deleted, as Kafka does, and older ones tried.
+        ``snapshots``: the directory's ``list_snapshots``, when the caller has it already (a
+        loader recovering many segments lists the directory once, not once per segment)."""
         self.clear()
-        for offset, path in reversed(list_snapshots(self.directory)):
+        if snapshots is None:
+            snapshots = list_snapshots(self.directory)
+        for offset, path in reversed(snapshots):
             if offset > upper_offset:
                 continue
             try:
                 entries = read_snapshot(path)
             except CorruptSnapshotError:
                 os.remove(path)
+                continue
+            except FileNotFoundError:
                 continue
             for e in entries:
                 entry = ProducerSnapshotEntry(*(int(x) for x in e))
