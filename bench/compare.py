@@ -10,7 +10,7 @@ Kafka's own figures come from ``*.kafka-timings.json`` (recorded on this kind of
 rerun here). Every figure is a median of --runs runs after warm-ups; ratios are to Kafka or to
 the alternative named in the row.
 
-Usage: python bench/compare.py [--runs 7] [--json] [--quick] [--no-big]
+Usage: python bench/compare.py [--runs 7] [--json | --markdown] [--quick] [--no-big]
 """
 import argparse
 import gc
@@ -73,6 +73,19 @@ class Report:
             row["note"] = note
         self.rows.append(row)
         return row
+
+    def markdown(self):
+        lines = ["| what | kafkalog median (min–max) | Kafka | vs Kafka | compared with | target |",
+                 "|---|---|---|---|---|---|"]
+        for r in self.rows:
+            kafka = f"{r['kafka_ms']:.1f} ms" if "kafka_ms" in r else ""
+            speed = f"{r['speedup_vs_kafka']:.2f}x" if "kafka_ms" in r else ""
+            vs = f"{r['ratio_vs']:.2f}x faster than {r['versus']}" if "versus" in r else ""
+            note = f" ({r['note']})" if r.get("note") else ""
+            lines.append(f"| {r['group']}: {r['name'].strip()}{note} | {r['median_ms']:.2f} ms "
+                         f"({r['min_ms']:.2f}–{r['max_ms']:.2f}) | {kafka} | {speed} | {vs} | "
+                         f"{r.get('target', '')} |")
+        return "\n".join(lines)
 
     def print(self):
         print(f"{'what':58s} {'median':>10s} {'min':>9s} {'max':>9s}  {'Kafka':>8s} "
@@ -413,6 +426,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--markdown", action="store_true", help="a table for the README")
     ap.add_argument("--quick", action="store_true", help="fewer sizes, no kafka-python, no 1 GiB")
     ap.add_argument("--no-big", action="store_true", help="skip the 1 GiB recovery")
     args = ap.parse_args()
@@ -425,6 +439,8 @@ def main():
     bench_recover_memory(report, args.quick or args.no_big)
     if args.json:
         print(json.dumps({"compiled": kafkalog.compiled(), "rows": report.rows}, indent=1))
+    elif args.markdown:
+        print(report.markdown())
     else:
         report.print()
 

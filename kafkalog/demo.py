@@ -1,31 +1,35 @@
-"""Writes a sample partition with kafkalog, then dumps it: ``python -m kafkalog.demo DIR``."""
+"""Writes a sample partition with kafkalog, then dumps and verifies it:
+``python -m kafkalog.demo [DIR]``."""
 import os
+import shutil
 import sys
 
-from kafkalog import Record, build_batch, build_control_batch
+from kafkalog import Record, build_control_batch
 from kafkalog.cli import main as cli_main
+from kafkalog.log import Log
+
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
 
-def write_sample_partition(directory, batches=40):
-    """A partition directory ``demo-0`` with one segment of batches in every codec."""
+def write_sample_partition(directory, batches=60):
+    """A partition directory ``demo-0``: batches in every codec over several segments, an
+    aborted transaction, closed cleanly."""
     part = os.path.join(directory, "demo-0")
-    os.makedirs(part, exist_ok=True)
-    codecs = ["none", "gzip", "snappy", "lz4", "zstd"]
-    offset, chunks = 0, []
-    for i in range(batches):
-        recs = [Record(key=f"user-{(offset + j) % 17}".encode(),
-                       value=f'{{"n": {offset + j}, "codec": "{codecs[i % 5]}"}}'.encode(),
-                       timestamp=1_700_000_000_000 + offset + j,
-                       headers=[("source", b"demo")] if j % 2 else ())
-                for j in range(25)]
-        chunks.append(build_batch(recs, base_offset=offset, compression=codecs[i % 5],
-                                  producer_id=7, producer_epoch=0, base_sequence=offset,
-                                  transactional=True, partition_leader_epoch=0))
-        offset += len(recs)
-    chunks.append(build_control_batch("commit", producer_id=7, producer_epoch=0,
-                                      base_offset=offset, timestamp=1_700_000_100_000))
-    with open(os.path.join(part, "00000000000000000000.log"), "wb") as f:
-        f.write(b"".join(chunks))
+    shutil.rmtree(part, ignore_errors=True)
+    with Log.open(part, {"segment.bytes": 8192, "index.interval.bytes": 1024}) as log:
+        for i in range(batches):
+            start = log.log_end_offset
+            records = [Record(key=f"user-{(start + j) % 17}".encode(),
+                              value=f'{{"n": {start + j}, "codec": "{CODECS[i % 5]}"}}'.encode(),
+                              timestamp=1_700_000_000_000 + start + j,
+                              headers=[("source", b"demo")] if j % 2 else ())
+                       for j in range(25)]
+            log.append(records, compression=CODECS[i % 5])
+        log.append([Record(value=b"never committed")], producer_id=7, producer_epoch=0,
+                   base_sequence=0, transactional=True)
+        log.append(build_control_batch("abort", producer_id=7, producer_epoch=0,
+                                       coordinator_epoch=1))
+        log.flush()
     return part
 
 
@@ -34,7 +38,8 @@ def main(argv=None):
     directory = argv[0] if argv else "sample-data"
     part = write_sample_partition(directory)
     print(f"wrote {part}")
-    return cli_main(["dump", "--records", "digest", part])
+    status = cli_main(["dump", "--records", "none", part])
+    return status or cli_main(["verify", part])
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Sets everything up, writes a sample partition with kafkalog and dumps it, then checks
-# `kafkalog dump --json` against Kafka's own reading of every bundled Kafka-written fixture.
+# Sets everything up, writes a sample partition with kafkalog, dumps and verifies it, then
+# checks `kafkalog dump --json` against Kafka's own reading of every Kafka-written fixture.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
