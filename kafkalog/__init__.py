@@ -1,5 +1,5 @@
 """kafkalog: Apache Kafka's log storage layer for Python, with a Cython core."""
-__version__ = "0.1.0"
+from kafkalog._version import __version__  # noqa: E402
 
 from kafkalog import errors  # noqa: E402
 from kafkalog._kernels import COMPILED as _COMPILED  # noqa: E402

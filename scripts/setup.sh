@@ -7,7 +7,7 @@ PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-.venv/bin/python -m pip install -q --upgrade pip "setuptools>=64" wheel
+.venv/bin/python -m pip install -q --upgrade pip "setuptools>=77" wheel
 .venv/bin/python -m pip install -q "Cython>=3,<4" "numpy>=1.23"
 .venv/bin/python -m pip install -q --no-build-isolation -e ".[test,bench]"
 .venv/bin/python -c "import kafkalog, sys; sys.exit(0 if kafkalog.compiled() else 'compiled kernels did not load')"

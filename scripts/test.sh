@@ -12,3 +12,7 @@ KAFKALOG_NO_EXTENSIONS=1 .venv/bin/python -m pytest -q "$@"
 echo "== asv benchmark suite (discovery and setup checks)"
 .venv/bin/asv machine --yes > /dev/null
 .venv/bin/asv check --python=same
+echo "== the wheel: built, installed in a fresh venv, tested from outside the source tree"
+bash scripts/wheel_check.sh
+echo "== the README's Spark cluster example (local-cluster executors, packed environment)"
+bash scripts/spark_cluster_check.sh

@@ -22,6 +22,11 @@ def pytest_sessionstart(session):
     if not PURE and not kafkalog.compiled():
         raise pytest.UsageError("the compiled kafkalog._core did not load; build it "
                                 "(bash scripts/setup.sh) or set KAFKALOG_NO_EXTENSIONS=1")
+    if os.environ.get("KAFKALOG_EXPECT_INSTALLED") == "1":
+        here = str(REPO / "kafkalog")
+        if os.path.abspath(kafkalog.__file__).startswith(here):
+            raise pytest.UsageError(f"testing the source tree ({kafkalog.__file__}), not the "
+                                    f"installed wheel")
 
 
 def fixture_dirs(root=FIXTURES):

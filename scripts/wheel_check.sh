@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Builds the sdist and the wheel, installs the wheel into a fresh venv and runs the smoke test
+# and the core test modules against it from outside the source tree, with the compiled
+# kernels required (KAFKALOG_EXPECT_INSTALLED=1 makes conftest check both).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+.venv/bin/python -m pip install -q build
+rm -rf dist
+.venv/bin/python -m build --no-isolation --outdir dist . > /tmp/kafkalog-build.log 2>&1 \
+  || { tail -40 /tmp/kafkalog-build.log; exit 1; }
+wheel=$(ls dist/kafkalog-*.whl)
+sdist=$(ls dist/kafkalog-*.tar.gz)
+.venv/bin/python - "$wheel" "$sdist" <<'PY'
+import sys, tarfile, zipfile
+wheel = zipfile.ZipFile(sys.argv[1]).namelist()
+sdist = tarfile.open(sys.argv[2]).getnames()
+assert any(n.startswith("kafkalog/_core.") and n.endswith(".so") for n in wheel), wheel
+assert not any(n.endswith((".pyx", ".pxd", ".c")) for n in wheel), "sources in the wheel"
+assert "kafkalog/py.typed" in wheel and "kafkalog/_core.pyi" in wheel
+assert any(n.endswith("kafkalog/_core.pyx") for n in sdist) and \
+    any(n.endswith("kafkalog/_core.pxd") for n in sdist), "the sdist lacks the Cython sources"
+print(f"wheel: {len(wheel)} files, compiled module, no sources; sdist carries the .pyx/.pxd")
+PY
+rm -rf .venv-wheel
+python3 -m venv .venv-wheel
+.venv-wheel/bin/python -m pip install -q --upgrade pip
+.venv-wheel/bin/python -m pip install -q "$wheel" pytest hypothesis kafka-python aiokafka lz4 \
+  zstandard python-snappy
+work=$(mktemp -d)
+cd "$work"
+"$root/.venv-wheel/bin/python" "$root/tests/smoke.py"
+KAFKALOG_EXPECT_INSTALLED=1 "$root/.venv-wheel/bin/python" -m pytest -q -p no:cacheprovider \
+  --rootdir "$root" -c "$root/pyproject.toml" \
+  "$root/tests/test_kernels.py" "$root/tests/test_records.py" "$root/tests/test_index.py" \
+  "$root/tests/test_segment.py" "$root/tests/test_log.py" "$root/tests/test_errors.py"
