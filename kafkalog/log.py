@@ -20,11 +20,13 @@ from kafkalog.errors import (
     KafkaLogError, OffsetOutOfRangeError, RecordTooLargeError,
 )
 from kafkalog.index import AbortedTxn, TimestampOffset
+from kafkalog.leader_epoch import LeaderEpochCache
 from kafkalog.producer_state import ProducerStateManager, list_snapshots
 from kafkalog.records import (
     CONTROL_MASK, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK, Record, RecordTable, TimestampType,
     build_batch, decode_batches, partial_tail_message,
 )
+from kafkalog.retention import KAFKA_POLICIES, LogStartOffsetRetention
 from kafkalog.scheduler import default_scheduler
 from kafkalog.segment import (
     CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX,
@@ -35,11 +37,16 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+PARTITION_METADATA = "partition.metadata"
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 ISOLATIONS = ("log_end", "high_watermark", "committed")
 _FILE_OFFSET = re.compile(r"^(\d{20})\.")
 _INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+
+LogOffsetSnapshot = collections.namedtuple(
+    "LogOffsetSnapshot", "log_start_offset log_end_offset high_watermark last_stable_offset "
+                         "recovery_point")
 
 LogAppendInfo = collections.namedtuple(
     "LogAppendInfo", "first_offset last_offset max_timestamp offset_of_max_timestamp "
@@ -89,7 +96,8 @@ class Log:
     """
 
     def __init__(self, path, config, segments, *, log_start_offset, recovery_point,
-                 high_watermark, producer_state, replicated, read_only, scheduler, time_fn):
+                 high_watermark, producer_state, leader_epochs, replicated, read_only,
+                 scheduler, time_fn):
         self.path = path
         self.dir_name = os.path.basename(path)
         self.config = config
@@ -98,6 +106,8 @@ class Log:
         self._log_start_offset = log_start_offset
         self._recovery_point = recovery_point
         self._producer_state = producer_state
+        self._leader_epochs = leader_epochs
+        self._retention_policies = []
         self._replicated = replicated
         self.read_only = read_only
         self._scheduler = scheduler
@@ -114,7 +124,7 @@ class Log:
     @classmethod
     def open(cls, path, config=None, *, recovery_point=None, log_start_offset=None,
              clean_shutdown=None, high_watermark=None, replicated=False, read_only=False,
-             scheduler=None, time_fn=time.time):
+             scheduler=None, time_fn=time.time, topic_id=None):
         """Load a partition directory (created when missing) as Kafka's LogLoader does.
 
         Where not given, the recovery point, log start offset, high watermark and whether the
@@ -123,6 +133,8 @@ class Log:
         ``read_only`` opens without recovery or any write (for backups and inspection).
         ``replicated=False`` (one copy, the embedded case) moves the high watermark with
         every append; with ``True`` it moves only through ``update_high_watermark``.
+        ``topic_id`` (Kafka's base64 topic id) is written to ``partition.metadata``; a different
+        id already there is an error.
         """
         config = config if isinstance(config, LogConfig) else LogConfig(config)
         path = os.path.abspath(os.fspath(path))
@@ -144,11 +156,16 @@ class Log:
         scheduler = scheduler or default_scheduler()
         loader = _LogLoader(path, config, recovery_point, log_start_offset,
                             clean_shutdown or read_only, read_only, scheduler, time_fn)
-        segments, log_start_offset, recovery_point, producer_state = loader.load()
-        return cls(path, config, segments, log_start_offset=log_start_offset,
-                   recovery_point=recovery_point, high_watermark=high_watermark,
-                   producer_state=producer_state, replicated=replicated, read_only=read_only,
-                   scheduler=scheduler, time_fn=time_fn)
+        segments, log_start_offset, recovery_point, producer_state, leader_epochs = \
+            loader.load()
+        log = cls(path, config, segments, log_start_offset=log_start_offset,
+                  recovery_point=recovery_point, high_watermark=high_watermark,
+                  producer_state=producer_state, leader_epochs=leader_epochs,
+                  replicated=replicated, read_only=read_only, scheduler=scheduler,
+                  time_fn=time_fn)
+        if topic_id is not None:
+            log.assign_topic_id(topic_id)
+        return log
 
     # ------------------------------------------------------------------------------ state
     def _now_ms(self):
@@ -193,6 +210,31 @@ class Log:
     @property
     def topic_partition(self):
         return parse_topic_partition(self.dir_name)
+
+    @property
+    def leader_epoch_cache(self):
+        """The partition's ``LeaderEpochCache`` (kept in ``leader-epoch-checkpoint``)."""
+        return self._leader_epochs
+
+    def end_offset_for_epoch(self, epoch):
+        """(epoch, end offset) as Kafka answers OffsetsForLeaderEpoch."""
+        return self._leader_epochs.end_offset_for(epoch, self._log_end_offset)
+
+    @property
+    def topic_id(self):
+        """The topic id in ``partition.metadata``, or None."""
+        return read_partition_metadata(self.path)
+
+    def assign_topic_id(self, topic_id):
+        """Write ``partition.metadata`` (as Kafka does); a different id there is an error."""
+        existing = read_partition_metadata(self.path)
+        if existing is not None and existing != topic_id:
+            raise KafkaLogError(f"{self.path} belongs to topic id {existing}, not {topic_id}")
+        if existing is None:
+            if self.read_only:
+                raise KafkaLogError(f"log {self.path} was opened read-only")
+            checkpoint.write_atomically(os.path.join(self.path, PARTITION_METADATA),
+                                        f"version: 0\ntopic_id: {topic_id}")
 
     def update_high_watermark(self, offset):
         """Set the high watermark (clamped to [log start offset, log end offset])."""
@@ -244,7 +286,7 @@ class Log:
             log_append = self.config["message.timestamp.type"] == "LogAppendTime"
             # One kernel pass validates (structure, magic, size, CRC, records, offsets) and,
             # for a leader, assigns offsets and LogAppendTime in place.
-            _, first, last, max_ts, offset_of_max, count, flags = prepare_append(
+            n_batches, first, last, max_ts, offset_of_max, count, flags = prepare_append(
                 data, self._log_end_offset if assign_offsets else -1,
                 self.config["max.message.bytes"], now if log_append else -1)
             batches = None
@@ -265,6 +307,7 @@ class Log:
                     if batches is None:
                         batches = walk_batches(data, validate_crc=False)[0]
                     self._update_producer_state(data, batches, segment)
+                self._update_leader_epochs(data, batches, n_batches, first)
             except OSError as e:
                 self._failed = e
                 raise
@@ -276,6 +319,17 @@ class Log:
             self._maybe_flush(now)
             return LogAppendInfo(first, last, max_ts, offset_of_max,
                                  now if log_append else -1, len(data), count)
+
+    def _update_leader_epochs(self, data, batches, n_batches, first):
+        if n_batches == 1:      # the common case, without walking the batch again
+            epoch = int.from_bytes(data[12:16], "big", signed=True)
+            latest = self._leader_epochs.latest_epoch()
+            if epoch >= 0 and (latest is None or epoch > latest):
+                self._leader_epochs.assign(epoch, first)
+            return
+        if batches is None:
+            batches = walk_batches(data, validate_crc=False)[0]
+        self._leader_epochs.assign_from_batches(batches)
 
     def _update_producer_state(self, data, batches, segment):
         with_pid = batches[batches["producer_id"] >= 0]
@@ -494,11 +548,13 @@ class Log:
         self._delete_segment_files([s for s in doomed if s is not fresh])
         self._log_end_offset = new_offset
         self._log_start_offset = new_offset
+        self._leader_epochs.clear()
         self._producer_state.clear(new_offset)
         self._producer_state.delete_snapshots_above(-1)
         self._after_truncation(new_offset)
 
     def _after_truncation(self, offset):
+        self._leader_epochs.truncate_from_end(self._log_end_offset)
         self._recovery_point = min(self._recovery_point, self._log_end_offset)
         self._high_watermark = min(self._high_watermark, self._log_end_offset)
         self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
@@ -508,39 +564,27 @@ class Log:
 
     # ------------------------------------------------------------------------------ retention
     def delete_old_segments(self, now_ms=None):
-        """Apply retention (time, size, log start offset; ``cleanup.policy`` must include
-        delete for the first two); returns how many segments were deleted."""
+        """Apply retention: Kafka's policies (log start offset; with ``cleanup.policy``
+        delete, ``retention.bytes`` and ``retention.ms``) and any added with
+        ``add_retention_policy``; returns how many segments were deleted."""
         with self._lock:
             self._check_writable()
             now_ms = self._now_ms() if now_ms is None else now_ms
-            deleted = self._delete_by(self._log_start_offset_breached)
-            if self.config.delete_enabled:
-                deleted += self._delete_by(self._retention_size_predicate())
-                deleted += self._delete_by(self._retention_ms_predicate(now_ms))
+            deleted = 0
+            for policy in KAFKA_POLICIES + tuple(self._retention_policies):
+                if getattr(policy, "requires_delete_policy", True) and \
+                        not self.config.delete_enabled:
+                    continue
+                make = policy.predicate if hasattr(policy, "predicate") else policy
+                predicate = make(self, now_ms)
+                if predicate is not None:
+                    deleted += self._delete_by(predicate)
             return deleted
 
-    def _log_start_offset_breached(self, segment, nxt):
-        return nxt is not None and nxt.base_offset <= self._log_start_offset
-
-    def _retention_ms_predicate(self, now_ms):
-        retention = self.config["retention.ms"]
-        if retention < 0:
-            return lambda s, n: False
-        return lambda s, n: now_ms - s.largest_timestamp > retention
-
-    def _retention_size_predicate(self):
-        retention = self.config["retention.bytes"]
-        size = self.size
-        if retention < 0 or size < retention:
-            return lambda s, n: False
-        state = {"diff": size - retention}
-
-        def predicate(segment, nxt):
-            if state["diff"] - segment.size >= 0:
-                state["diff"] -= segment.size
-                return True
-            return False
-        return predicate
+    def add_retention_policy(self, policy):
+        """Add a ``RetentionPolicy`` (or a function ``f(log, now_ms)`` returning a predicate of
+        ``(segment, next_segment)`` or None) to those ``delete_old_segments`` applies."""
+        self._retention_policies.append(policy)
 
     def _delete_by(self, predicate):
         segments = self._segments.segments
@@ -559,6 +603,7 @@ class Log:
             self._roll(self._log_end_offset)
         self._segments = self._segments.replace(remove=deletable)
         self._log_start_offset = max(self._log_start_offset, self._segments.segments[0].base_offset)
+        self._leader_epochs.truncate_from_start(self._log_start_offset)
         self._delete_segment_files(deletable)
         self._producer_state.delete_snapshots_below(self._segments.segments[0].base_offset)
         return len(deletable)
@@ -573,7 +618,8 @@ class Log:
                     f"cannot delete records before {before_offset}: above the high watermark "
                     f"{self._high_watermark}")
             self._log_start_offset = max(self._log_start_offset, before_offset)
-            self._delete_by(self._log_start_offset_breached)
+            self._leader_epochs.truncate_from_start(self._log_start_offset)
+            self._delete_by(LogStartOffsetRetention().predicate(self, 0))
             return self._log_start_offset
 
     def _delete_segment_files(self, segments):
@@ -587,11 +633,12 @@ class Log:
 
     # ------------------------------------------------------------------------------ close
     def offsets(self):
-        """(log start offset, log end offset, high watermark, last stable offset, recovery
-        point), read together."""
+        """A ``LogOffsetSnapshot`` (log start offset, log end offset, high watermark, last
+        stable offset, recovery point) read together under the log's lock, as Kafka's."""
         with self._lock:
-            return (self._log_start_offset, self._log_end_offset, self._high_watermark,
-                    self.last_stable_offset, self._recovery_point)
+            return LogOffsetSnapshot(self._log_start_offset, self._log_end_offset,
+                                     self._high_watermark, self.last_stable_offset,
+                                     self._recovery_point)
 
     def close(self):
         """Flush, snapshot the producer state, trim the active segment's indexes, close."""
@@ -665,6 +712,10 @@ class _LogLoader:
     def load(self):
         if not self.read_only:
             self._remove_temp_files_and_complete_swaps()
+        # The epoch cache is kept for logs of record batch v2 (Kafka deletes it for older
+        # message formats); recovery below teaches it the epochs of the batches it keeps.
+        self.leader_epochs = LeaderEpochCache.load(
+            self.path, create=not self.read_only and not self._legacy_format())
         segments = self._load_segments()
         if not self.clean_shutdown:
             segments = self._recover(segments)
@@ -688,7 +739,17 @@ class _LogLoader:
         log_start = max(self.log_start_offset, segments[0].base_offset)
         producer_state = _rebuild_producer_state(self.path, segments, log_end,
                                                  write=not self.read_only)
-        return segments, log_start, recovery_point, producer_state
+        self.leader_epochs.truncate_from_end(log_end)
+        self.leader_epochs.truncate_from_start(log_start)
+        return segments, log_start, recovery_point, producer_state, self.leader_epochs
+
+    def _legacy_format(self):
+        logs = sorted(n for n in os.listdir(self.path) if n.endswith(LOG_SUFFIX))
+        if not logs:
+            return False
+        with open(os.path.join(self.path, logs[-1]), "rb") as f:
+            head = f.read(17)
+        return len(head) == 17 and head[16] < 2
 
     def _remove_temp_files_and_complete_swaps(self):
         """Returns True when it changed the directory."""
@@ -771,7 +832,7 @@ class _LogLoader:
             self._snapshots = list_snapshots(self.path)
         state = ProducerStateManager(self.path)
         state.load_latest_snapshot(segment.base_offset, self._snapshots)
-        return segment.recover(state)
+        return segment.recover(state, self.leader_epochs)
 
     def _recover(self, segments):
         """Recover every segment from the one holding the recovery point; the first that
@@ -817,6 +878,21 @@ def _rebuild_producer_state(path, segments, log_end, write=True):
             state.update(row, control_type, epoch)
     state.map_end_offset = log_end
     return state
+
+
+def read_partition_metadata(directory):
+    """The topic id in a partition's ``partition.metadata`` (``version: 0`` /
+    ``topic_id: <id>``), or None when there is no such file."""
+    path = os.path.join(directory, PARTITION_METADATA)
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        return None
+    fields = dict(line.split(":", 1) for line in lines if ":" in line)
+    if fields.get("version", "").strip() != "0" or "topic_id" not in fields:
+        raise KafkaLogError(f"malformed {path}: {lines!r}")
+    return fields["topic_id"].strip()
 
 
 def _checkpoint_key(dir_name):

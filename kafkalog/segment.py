@@ -376,12 +376,13 @@ class LogSegment:
         self.time_index.trim_to_valid_size()
 
     # ------------------------------------------------------------------------------ recovery
-    def recover(self, producer_state=None):
+    def recover(self, producer_state=None, leader_epochs=None):
         """Rebuild the indexes from the ``.log`` and cut it at the first invalid batch.
 
         Validates structure, CRC and offset range of every batch; returns the bytes truncated.
         ``producer_state`` is the state at this segment's base offset (for the transaction
         index); by default it is loaded from the producer snapshot at or below it.
+        ``leader_epochs`` (a LeaderEpochCache) learns the epochs of the valid batches.
         """
         if producer_state is None:
             from kafkalog.producer_state import ProducerStateManager
@@ -411,6 +412,8 @@ class LogSegment:
             self.time_index.append_many(time_entries[:, 0], time_entries[:, 1])
             self._max_timestamp_and_offset = TimestampOffset(max_ts, max_ts_offset)
             self._rebuild_txn_index(buf, batches, producer_state)
+            if leader_epochs is not None:
+                leader_epochs.assign_from_batches(batches)
             truncated = self._size - valid_bytes
             if truncated > 0:
                 self._truncate_file(valid_bytes)
