@@ -23,7 +23,8 @@ from kafkalog.index import AbortedTxn, TimestampOffset
 from kafkalog.leader_epoch import LeaderEpochCache
 from kafkalog.producer_state import ProducerStateManager, list_snapshots
 from kafkalog.records import (
-    CONTROL_MASK, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK, Record, RecordTable, TimestampType,
+    CONTROL_MASK, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK, Record, RecordBatch, RecordTable,
+    TimestampType,
     build_batch, decode_batches, partial_tail_message,
 )
 from kafkalog.retention import KAFKA_POLICIES, LogStartOffsetRetention
@@ -823,7 +824,9 @@ class _LogLoader:
                 try:
                     segment.sanity_check(stem + TIME_INDEX_SUFFIX not in names, names)
                 except (FileNotFoundError, CorruptIndexError):
-                    self._recover_segment(segment, segments)
+                    pieces, _ = self._recover_or_split(segment)
+                    segments.extend(pieces)
+                    continue
             segments.append(segment)
         return segments
 
@@ -848,15 +851,72 @@ class _LogLoader:
                 segment.change_file_suffixes("", DELETED_SUFFIX)
                 segment.delete_files()
                 continue
-            try:
-                truncated_bytes = self._recover_segment(segment, kept)
-            except (InvalidOffsetError, IndexOffsetOverflowError):
-                segment.truncate_to(segment.base_offset)
-                truncated_bytes = 1
-            kept.append(segment)
+            pieces, truncated_bytes = self._recover_or_split(segment)
+            kept.extend(pieces)
             if truncated_bytes > 0:
                 truncated = True
         return kept
+
+    def _recover_or_split(self, segment):
+        """Recover a segment; returns (the segments it became, bytes truncated)."""
+        try:
+            return [segment], self._recover_segment(segment, None)
+        except IndexOffsetOverflowError:
+            # A legacy segment whose offsets do not fit its base: split, as Kafka does.
+            return self._split_overflowed(segment)
+        except InvalidOffsetError:
+            segment.truncate_to(segment.base_offset)
+            return [segment], 1
+
+    def _split_overflowed(self, segment):
+        """Split a segment into segments whose offsets fit (Kafka's splitOverflowedSegment).
+
+        Crash-safe through the swap protocol: the pieces are written as ``.cleaned`` (thrown
+        away at load if a crash comes first), renamed ``.swap`` once complete (then a load
+        finishes the replacement), and only then is the old segment deleted and the pieces
+        renamed into place. Returns (new segments, bytes their recovery truncated).
+        """
+        buf = segment.buffer()
+        batches = walk_batches(buf, validate_crc=False)[0]
+        groups = []
+        i = 0
+        while i < len(batches):
+            base = RecordBatch(buf, batches[i], segment.log_path).base_offset
+            last = batches["last_offset"][i:]
+            fits = (last >= base) & (last - base <= 2**31 - 1)
+            j = i + (int(np.argmin(fits)) if not fits.all() else len(fits))
+            if j == i:
+                raise KafkaLogError(f"{segment.log_path}: offsets at position "
+                                    f"{int(batches['position'][i])} cannot be split to fit")
+            end = int(batches["position"][j - 1] + batches["size"][j - 1])
+            groups.append((base, int(batches["position"][i]), end))
+            i = j
+        for base, start, end in groups:
+            cleaned = os.path.join(self.path, f"{base:020d}{LOG_SUFFIX}{CLEANED_SUFFIX}")
+            with open(cleaned, "wb") as f:
+                f.write(buf[start:end])
+                f.flush()
+                os.fsync(f.fileno())
+        for base, _, _ in groups:
+            stem = os.path.join(self.path, f"{base:020d}{LOG_SUFFIX}")
+            os.replace(stem + CLEANED_SUFFIX, stem + SWAP_SUFFIX)
+        checkpoint.fsync_dir(self.path)
+        truncated = 0
+        for base, _, _ in groups:
+            piece = LogSegment(self.path, base, self.config, file_suffix=SWAP_SUFFIX,
+                               time_fn=self.time_fn)
+            truncated += piece.recover(ProducerStateManager(self.path), self.leader_epochs)
+            piece.close()
+        segment.change_file_suffixes("", DELETED_SUFFIX)
+        segment.delete_files()
+        for name in os.listdir(self.path):
+            if name.endswith(SWAP_SUFFIX):
+                os.replace(os.path.join(self.path, name),
+                           os.path.join(self.path, name[:-len(SWAP_SUFFIX)]))
+        checkpoint.fsync_dir(self.path)
+        pieces = [LogSegment(self.path, base, self.config, time_fn=self.time_fn)
+                  for base, _, _ in groups]
+        return pieces, truncated
 
 
 def _rebuild_producer_state(path, segments, log_end, write=True):

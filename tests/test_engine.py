@@ -161,3 +161,53 @@ def test_custom_policies_respect_the_cleanup_policy_and_high_watermark(tmp_path)
     log.update_high_watermark(log.segments[2].base_offset)
     assert log.delete_old_segments() == 2
     log.close()
+
+
+def _overflowed_legacy_segment(directory):
+    """A magic-1 segment named 0 whose offsets run past 2^31 (an old broker could write it)."""
+    os.makedirs(directory)
+    high = 2**31 + 10
+    parts = [build_batch([Record(key=b"a%d" % i, value=b"x", timestamp=5)], magic=1,
+                         base_offset=i) for i in range(3)]
+    parts.append(build_batch([Record(key=b"b", value=b"y", timestamp=6, offset=high + i)
+                              for i in range(4)], magic=1, compression="gzip",
+                             base_offset=high))
+    parts.append(build_batch([Record(key=b"c", value=b"z", timestamp=7)], magic=1,
+                             base_offset=high + 4))
+    (directory / "00000000000000000000.log").write_bytes(b"".join(parts))
+    return [0, 1, 2] + [high + i for i in range(5)]
+
+
+def test_offset_overflow_is_split_at_load(tmp_path):
+    d = tmp_path / "old-0"
+    offsets = _overflowed_legacy_segment(d)
+    log = Log.open(d, clean_shutdown=False)
+    assert [s.base_offset for s in log.segments] == [0, 2**31 + 10]
+    assert [r.offset for r in log.records()] == offsets
+    assert not any(n.endswith((".swap", ".cleaned", ".deleted")) for n in os.listdir(d))
+    log.close()
+
+
+@pytest.mark.parametrize("crash_at", ["cleaned", "swap"])
+def test_offset_overflow_split_survives_a_crash(tmp_path, crash_at, monkeypatch):
+    import kafkalog.log as log_module
+    d = tmp_path / "old-0"
+    offsets = _overflowed_legacy_segment(d)
+    real_replace = os.replace
+    calls = []
+
+    def crash(src, dst):
+        calls.append((src, dst))
+        if crash_at == "cleaned" and src.endswith(".cleaned"):
+            raise OSError("simulated crash before the pieces are complete")
+        if crash_at == "swap" and str(dst).endswith(".log") and src.endswith(".swap"):
+            raise OSError("simulated crash before the swap files are renamed")
+        return real_replace(src, dst)
+    monkeypatch.setattr(log_module.os, "replace", crash)
+    with pytest.raises(OSError):
+        Log.open(d, clean_shutdown=False)
+    monkeypatch.setattr(log_module.os, "replace", real_replace)
+    log = Log.open(d, clean_shutdown=False)         # the next load finishes or redoes it
+    assert [r.offset for r in log.records()] == offsets
+    assert [s.base_offset for s in log.segments] == [0, 2**31 + 10]
+    log.close()
