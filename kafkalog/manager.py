@@ -24,6 +24,7 @@ META_PROPERTIES = "meta.properties"
 DELETE_DIR_SUFFIX = "-delete"
 FUTURE_DIR_SUFFIX = "-future"
 STRAY_DIR_SUFFIX = "-stray"
+MOVE_MARKER = ".kafkalog-move"
 _TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 _MAX_TOPIC_LENGTH = 249
 
@@ -132,7 +133,38 @@ class LogManager:
         overrides.update(config or {})
         return self.config.with_overrides(overrides) if overrides else self.config
 
+    def _finish_or_drop_moves(self):
+        """Finish or drop a ``move_log`` that a crash interrupted. Its ``-future`` directory
+        holds a ``.kafkalog-move`` marker: with the live directory still there the copy may be
+        incomplete, so it is dropped; with the live one renamed ``<name>.<token>-delete`` the
+        copy was complete, so it is renamed into place. A ``-future`` directory without the
+        marker is another tool's (a broker's replica move) and is left alone, never loaded."""
+        names = {d: [n for n in os.listdir(d) if os.path.isdir(os.path.join(d, n))]
+                 for d in self.log_dirs}
+        live = {n for d in names for n in names[d]
+                if not n.endswith((FUTURE_DIR_SUFFIX, DELETE_DIR_SUFFIX, STRAY_DIR_SUFFIX))}
+        deleting = {n[:-len(DELETE_DIR_SUFFIX)] for d in names for n in names[d]
+                    if n.endswith(DELETE_DIR_SUFFIX)}
+        for d in self.log_dirs:
+            for name in names[d]:
+                path = os.path.join(d, name)
+                if name in live and os.path.exists(os.path.join(path, MOVE_MARKER)):
+                    os.remove(os.path.join(path, MOVE_MARKER))     # moved; marker left
+                if not name.endswith(FUTURE_DIR_SUFFIX) or \
+                        not os.path.exists(os.path.join(path, MOVE_MARKER)):
+                    continue
+                stem = name[:-len(FUTURE_DIR_SUFFIX)]               # <topic>-<p>.<token>
+                partition_name = stem.rsplit(".", 1)[0]
+                if partition_name in live or stem not in deleting:
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    final = os.path.join(d, partition_name)
+                    os.replace(path, final)
+                    os.remove(os.path.join(final, MOVE_MARKER))
+                    checkpoint.fsync_dir(d)
+
     def _load_logs(self, threads):
+        self._finish_or_drop_moves()
         jobs = []
         for d in self.log_dirs:
             marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
@@ -230,6 +262,60 @@ class LogManager:
             self.scheduler.schedule_once(delay, lambda: shutil.rmtree(target, ignore_errors=True))
             self.checkpoint()
             return True
+
+    def move_log(self, topic, partition, target_dir):
+        """Move a partition to another of the manager's log dirs, as Kafka's alter-log-dirs
+        does: copy into ``<topic>-<p>.<uuid>-future`` there, then rename the live directory
+        ``-delete`` and the future one into place. A crash at any step leaves either the
+        old or the new copy whole (finished or dropped at the next load). Returns the Log."""
+        target_dir = os.path.abspath(os.fspath(target_dir))
+        if target_dir not in self.log_dirs:
+            raise KafkaLogError(f"{target_dir} is not one of this manager's log dirs")
+        with self._lock:
+            self._check_open()
+            key = (topic, partition)
+            log = self._logs.get(key)
+            if log is None:
+                raise KafkaLogError(f"no log for {topic}-{partition}")
+            source_dir = self._log_dir_of[key]
+            if source_dir == target_dir:
+                return log
+            name = f"{topic}-{partition}"
+            token = uuid.uuid4().hex
+            future = os.path.join(target_dir, f"{name}.{token}{FUTURE_DIR_SUFFIX}")
+            with log._lock:
+                log.flush()
+                os.makedirs(future)
+                open(os.path.join(future, MOVE_MARKER), "wb").close()
+                for entry in sorted(os.scandir(log.path), key=lambda e: e.name):
+                    if entry.is_file() and not entry.name.endswith(".deleted") and \
+                            entry.name != MOVE_MARKER:
+                        copied = os.path.join(future, entry.name)
+                        shutil.copy2(entry.path, copied)
+                        with open(copied, "rb") as f:
+                            os.fsync(f.fileno())
+                checkpoint.fsync_dir(future)
+                checkpoint.fsync_dir(target_dir)
+                config = log.config
+                log.close()
+                doomed = os.path.join(source_dir, f"{name}.{token}{DELETE_DIR_SUFFIX}")
+                os.replace(log.path, doomed)
+                checkpoint.fsync_dir(source_dir)
+                final = os.path.join(target_dir, name)
+                os.replace(future, final)
+                checkpoint.fsync_dir(target_dir)
+                os.remove(os.path.join(final, MOVE_MARKER))
+            moved = Log.open(final, config, recovery_point=log.recovery_point,
+                             log_start_offset=log.log_start_offset, clean_shutdown=True,
+                             high_watermark=log.high_watermark if self.replicated else None,
+                             replicated=self.replicated, scheduler=self.scheduler,
+                             time_fn=self._time_fn)
+            self._logs[key] = moved
+            self._log_dir_of[key] = target_dir
+            self.scheduler.schedule_once(config["file.delete.delay.ms"] / 1000.0,
+                                         lambda: shutil.rmtree(doomed, ignore_errors=True))
+            self.checkpoint()
+            return moved
 
     def logs(self):
         """{(topic, partition): Log}."""

@@ -132,3 +132,66 @@ def test_background_tasks_run(tmp_path):
             time.sleep(0.02)
         assert log.log_start_offset > 0 and log.recovery_point == log.log_end_offset
         assert checkpoint.exists()
+
+
+def _filled_manager(tmp_path):
+    dirs = [tmp_path / "d1", tmp_path / "d2"]
+    mgr = LogManager(dirs, CONFIG, background=False)
+    log = mgr.get_or_create_log("moving", 0)
+    for _ in range(20):
+        log.append(records(5))
+    return mgr, dirs, [(r.offset, r.value) for r in log.records()]
+
+
+def test_move_log_between_log_dirs(tmp_path):
+    mgr, dirs, want = _filled_manager(tmp_path)
+    source = os.path.dirname(mgr.get_log("moving", 0).path)
+    target = str(dirs[1]) if source == str(dirs[0]) else str(dirs[0])
+    moved = mgr.move_log("moving", 0, target)
+    assert os.path.dirname(moved.path) == target
+    assert [(r.offset, r.value) for r in moved.records()] == want
+    moved.append(records(1))
+    mgr.scheduler.run_pending_now()
+    assert not any(n.startswith("moving-0") for n in os.listdir(source))
+    mgr.shutdown()
+    with LogManager(dirs, CONFIG, background=False) as again:
+        assert os.path.dirname(again.get_log("moving", 0).path) == target
+        assert again.get_log("moving", 0).log_end_offset == 101
+
+
+@pytest.mark.parametrize("crash_at", ["copy", "rename-live", "rename-future"])
+def test_move_log_survives_a_crash(tmp_path, monkeypatch, crash_at):
+    import shutil as shutil_module
+    mgr, dirs, want = _filled_manager(tmp_path)
+    source = os.path.dirname(mgr.get_log("moving", 0).path)
+    target = str(dirs[1]) if source == str(dirs[0]) else str(dirs[0])
+    real_copy, real_replace = shutil_module.copy2, os.replace
+    copies = []
+
+    def copy(src, dst, **kw):
+        copies.append(src)
+        if crash_at == "copy" and len(copies) == 3:
+            raise OSError("crash in the middle of the copy")
+        return real_copy(src, dst, **kw)
+
+    def replace(src, dst):
+        if crash_at == "rename-live" and str(dst).endswith("-delete"):
+            raise OSError("crash before the live directory is renamed")
+        if crash_at == "rename-future" and str(src).endswith("-future"):
+            raise OSError("crash between the two renames")
+        return real_replace(src, dst)
+    monkeypatch.setattr(shutil_module, "copy2", copy)
+    monkeypatch.setattr(os, "replace", replace)
+    with pytest.raises(OSError):
+        mgr.move_log("moving", 0, target)
+    monkeypatch.setattr(shutil_module, "copy2", real_copy)
+    monkeypatch.setattr(os, "replace", real_replace)
+    mgr._release_locks()            # the process dies here
+    mgr.scheduler.shutdown(run_pending=False)
+    with LogManager(dirs, CONFIG, background=False) as again:
+        log = again.get_log("moving", 0)
+        assert [(r.offset, r.value) for r in log.records()] == want
+        for d in dirs:
+            assert not any(n.endswith(("-future", "-delete")) for n in os.listdir(d))
+        where = os.path.dirname(log.path)
+        assert where == (target if crash_at == "rename-future" else source)
