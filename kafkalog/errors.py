@@ -49,6 +49,14 @@ class InvalidTimestampError(KafkaLogError):
     """A time index entry whose timestamp is lower than the last one."""
 
 
+class OutOfOrderSequenceError(KafkaLogError):
+    """An idempotent producer's batch whose sequence does not follow its last one."""
+
+
+class InvalidProducerEpochError(KafkaLogError):
+    """A batch from a producer epoch older than the last one seen (a fenced producer)."""
+
+
 class OffsetOutOfRangeError(KafkaLogError):
     """A requested offset lies outside the log."""
 
@@ -86,4 +94,6 @@ __all__ = [
     "IndexFullError",
     "IndexOffsetOverflowError",
     "InvalidTimestampError",
+    "OutOfOrderSequenceError",
+    "InvalidProducerEpochError",
 ]

@@ -17,7 +17,7 @@ from kafkalog._layout import V2_HEADER_SIZE, WALK_CORRUPT, WALK_END
 from kafkalog.config import LogConfig
 from kafkalog.errors import (
     CorruptIndexError, CorruptRecordError, IndexOffsetOverflowError, InvalidOffsetError,
-    KafkaLogError, OffsetOutOfRangeError, RecordTooLargeError,
+    KafkaLogError, OffsetOutOfRangeError, OutOfOrderSequenceError, RecordTooLargeError,
 )
 from kafkalog.index import AbortedTxn, TimestampOffset
 from kafkalog.leader_epoch import LeaderEpochCache
@@ -297,6 +297,13 @@ class Log:
                 table = decode_batches(data, compressed)       # every record must decode
                 if (np.diff(table.records["offset"]) <= 0).any():
                     raise CorruptRecordError("record offsets within a batch do not increase")
+            if assign_offsets and flags & APPEND_HAS_PRODUCER:
+                batches = walk_batches(data, validate_crc=False)[0]
+                duplicate = self._validate_producers(batches)
+                if duplicate is not None:
+                    # A retried batch already in the log: answer with its offsets.
+                    return LogAppendInfo(duplicate.first_offset, duplicate.last_offset,
+                                         duplicate.timestamp, duplicate.last_offset, -1, 0, 0)
             if not assign_offsets and first < self._log_end_offset:
                 raise InvalidOffsetError(
                     f"out of order offsets: first offset {first} is below the log end offset "
@@ -320,6 +327,32 @@ class Log:
             self._maybe_flush(now)
             return LogAppendInfo(first, last, max_ts, offset_of_max,
                                  now if log_append else -1, len(data), count)
+
+    def _validate_producers(self, batches):
+        """Kafka's producer checks on a leader append; the first batch of each producer is
+        checked against the state, later ones of the same append against the one before."""
+        seen = {}
+        for row in batches[batches["producer_id"] >= 0]:
+            pid = int(row["producer_id"])
+            base_seq = int(row["base_sequence"])
+            if pid not in seen:
+                duplicate = self._producer_state.validate(row)
+                if duplicate is not None:
+                    return duplicate
+            elif base_seq >= 0 and seen[pid] >= 0 and base_seq != seen[pid] + 1:
+                raise OutOfOrderSequenceError(
+                    f"out of order sequence number for producer {pid} within one append: "
+                    f"{base_seq} after {seen[pid]}")
+            seen[pid] = base_seq + int(row["last_offset"] - row["base_offset"]) \
+                if base_seq >= 0 else -1
+        return None
+
+    def remove_expired_producers(self, expiration_ms=86_400_000, now_ms=None):
+        """Forget idempotent producers idle for ``expiration_ms`` (Kafka's
+        ``producer.id.expiration.ms``) that have no open transaction."""
+        with self._lock:
+            self._producer_state.remove_expired_producers(
+                self._now_ms() if now_ms is None else now_ms, expiration_ms)
 
     def _update_leader_epochs(self, data, batches, n_batches, first):
         if n_batches == 1:      # the common case, without walking the batch again

@@ -64,7 +64,7 @@ class LogManager:
     def __init__(self, log_dirs, config=None, *, topic_configs=None, background=True,
                  retention_check_interval_ms=300_000, flush_check_interval_ms=1_000,
                  checkpoint_interval_ms=60_000, recovery_threads=2, broker_epoch=0,
-                 replicated=False, time_fn=time.time):
+                 replicated=False, producer_id_expiration_ms=86_400_000, time_fn=time.time):
         if isinstance(log_dirs, (str, os.PathLike)):
             log_dirs = [log_dirs]
         self.log_dirs = [os.path.abspath(os.fspath(d)) for d in log_dirs]
@@ -72,6 +72,7 @@ class LogManager:
         self.topic_configs = dict(topic_configs or {})
         self.broker_epoch = broker_epoch
         self.replicated = replicated
+        self.producer_id_expiration_ms = producer_id_expiration_ms
         self._time_fn = time_fn
         self._logs = {}
         self._log_dir_of = {}
@@ -327,11 +328,13 @@ class LogManager:
 
     # ------------------------------------------------------------------------------ tasks
     def cleanup_logs(self):
-        """Apply retention to every log; returns the number of segments deleted."""
+        """Apply retention to every log and forget expired producers
+        (``producer_id_expiration_ms``); returns the number of segments deleted."""
         deleted = 0
         for log in list(self._logs.values()):
             if not log._closed:
                 deleted += log.delete_old_segments()
+                log.remove_expired_producers(self.producer_id_expiration_ms)
         return deleted
 
     def flush_dirty_logs(self):

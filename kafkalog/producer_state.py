@@ -14,7 +14,7 @@ import numpy as np
 from crc32c import crc32c
 
 from kafkalog.checkpoint import write_atomically_bytes
-from kafkalog.errors import KafkaLogError
+from kafkalog.errors import InvalidProducerEpochError, KafkaLogError, OutOfOrderSequenceError
 from kafkalog.index import AbortedTxn
 
 SNAPSHOT_VERSION = 1
@@ -37,6 +37,10 @@ ProducerSnapshotEntry = collections.namedtuple(
     "ProducerSnapshotEntry",
     "producer_id producer_epoch last_sequence last_offset offset_delta timestamp "
     "coordinator_epoch current_txn_first_offset")
+
+BATCHES_RETAINED = 5       # Kafka keeps a producer's last five batches to spot duplicates
+BatchMetadata = collections.namedtuple(
+    "BatchMetadata", "first_sequence last_sequence first_offset last_offset timestamp")
 
 CompletedTxn = collections.namedtuple("CompletedTxn",
                                       "producer_id first_offset last_offset is_aborted")
@@ -85,6 +89,22 @@ def list_snapshots(directory):
     return sorted(out)
 
 
+def java_hash_map_order(entries):
+    """``entries`` (insertion-ordered, keyed by producer id) in the iteration order of a
+    java.util.HashMap<Long, ...> holding them: by bucket, then insertion order within a
+    bucket. Kafka writes snapshots in that order."""
+    capacity = 16
+    while len(entries) > capacity * 3 // 4:
+        capacity *= 2
+
+    def bucket(pid):
+        h = (pid ^ (pid >> 32)) & 0xFFFFFFFF          # Long.hashCode
+        h ^= h >> 16                                     # HashMap.hash spreads the high bits
+        return h & (capacity - 1)
+    return [e for _, _, e in sorted((bucket(e.producer_id & 0xFFFFFFFFFFFFFFFF), i, e)
+                                    for i, e in enumerate(entries))]
+
+
 class ProducerStateManager:
     """What the log keeps about producers: the last batch of each (for snapshots) and the
     ongoing transactions (for the last stable offset and the transaction index).
@@ -96,6 +116,7 @@ class ProducerStateManager:
         self.directory = directory
         self.producers = {}       # producer id -> ProducerSnapshotEntry
         self.ongoing = {}         # producer id -> first offset of its open transaction
+        self.recent = {}          # producer id -> its last batches, for duplicate detection
         self.map_end_offset = 0
 
     def is_empty(self):
@@ -104,6 +125,7 @@ class ProducerStateManager:
     def clear(self, offset=0):
         self.producers.clear()
         self.ongoing.clear()
+        self.recent.clear()
         self.map_end_offset = offset
 
     def load_latest_snapshot(self, upper_offset, snapshots=None):
@@ -153,7 +175,7 @@ class ProducerStateManager:
             last_seq = previous.last_sequence if previous else -1
             delta = previous.offset_delta if previous else 0
             entry_last_offset = previous.last_offset if previous else -1
-            timestamp = previous.timestamp if previous else int(batch_row["max_timestamp"])
+            timestamp = int(batch_row["max_timestamp"])      # the marker's, as Kafka keeps
             epoch = coordinator_epoch if coordinator_epoch >= 0 else \
                 (previous.coordinator_epoch if previous else -1)
         else:
@@ -165,10 +187,60 @@ class ProducerStateManager:
             entry_last_offset = last_offset
             timestamp = int(batch_row["max_timestamp"])
             epoch = previous.coordinator_epoch if previous else -1
+            if base_seq >= 0:
+                recent = self.recent.setdefault(pid, collections.deque(maxlen=BATCHES_RETAINED))
+                if previous is not None and previous.producer_epoch != \
+                        int(batch_row["producer_epoch"]):
+                    recent.clear()
+                recent.append(BatchMetadata(base_seq, last_seq, base_offset, last_offset,
+                                            timestamp))
         self.producers[pid] = ProducerSnapshotEntry(
             pid, int(batch_row["producer_epoch"]), last_seq, entry_last_offset, delta, timestamp,
             epoch, self.ongoing.get(pid, -1))
         return completed
+
+    def validate(self, batch_row):
+        """Kafka's producer checks for a leader append of one v2 batch (a ``BATCH_DTYPE``
+        row). Returns the ``BatchMetadata`` of the original when the batch is a duplicate
+        of one of the producer's last five; raises InvalidProducerEpochError for an older
+        epoch and OutOfOrderSequenceError for a sequence that does not follow; else None."""
+        from kafkalog.records import CONTROL_MASK
+        pid = int(batch_row["producer_id"])
+        entry = self.producers.get(pid)
+        if pid < 0 or entry is None:
+            return None
+        epoch = int(batch_row["producer_epoch"])
+        if epoch < entry.producer_epoch:
+            raise InvalidProducerEpochError(
+                f"epoch of producer {pid} is {epoch}, which is smaller than the last seen "
+                f"epoch {entry.producer_epoch}")
+        base_seq = int(batch_row["base_sequence"])
+        if int(batch_row["attributes"]) & CONTROL_MASK or base_seq < 0:
+            return None
+        if epoch == entry.producer_epoch:
+            last_seq = base_seq + int(batch_row["last_offset"] - batch_row["base_offset"])
+            for meta in self.recent.get(pid, ()):
+                if meta.first_sequence == base_seq and meta.last_sequence == last_seq:
+                    return meta
+            current = entry.last_sequence
+            if current >= 0 and base_seq != (0 if current == 2**31 - 1 else current + 1):
+                raise OutOfOrderSequenceError(
+                    f"out of order sequence number for producer {pid} at offset "
+                    f"{int(batch_row['base_offset'])}: {base_seq} (incoming seq. number), "
+                    f"{current} (current end sequence number)")
+        elif base_seq != 0:
+            raise OutOfOrderSequenceError(
+                f"invalid sequence number for new epoch of producer {pid}: {epoch} (request "
+                f"epoch), {base_seq} (seq. number), {entry.producer_epoch} (current producer "
+                f"epoch)")
+        return None
+
+    def remove_expired_producers(self, now_ms, expiration_ms):
+        """Forget producers idle longer than ``expiration_ms`` with no open transaction."""
+        for pid, entry in list(self.producers.items()):
+            if pid not in self.ongoing and now_ms - entry.timestamp >= expiration_ms:
+                del self.producers[pid]
+                self.recent.pop(pid, None)
 
     def last_stable_offset(self, completed):
         """The LSO to record with a completed transaction: the first offset of the earliest
@@ -184,9 +256,10 @@ class ProducerStateManager:
         return min(self.ongoing.values()) if self.ongoing else None
 
     def take_snapshot(self, offset):
-        """Write ``<offset>.snapshot`` with every producer's state (done at roll and close)."""
-        entries = sorted(self.producers.values(), key=lambda e: e.producer_id)
-        write_snapshot(snapshot_path(self.directory, offset), entries)
+        """Write ``<offset>.snapshot`` with every producer's state (done at roll and close),
+        in the order Kafka writes them (its producer map's iteration order)."""
+        write_snapshot(snapshot_path(self.directory, offset),
+                       java_hash_map_order(list(self.producers.values())))
 
     def delete_snapshots_above(self, offset):
         for snap_offset, path in list_snapshots(self.directory):
