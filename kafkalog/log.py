@@ -38,6 +38,7 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 PARTITION_METADATA = "partition.metadata"
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
@@ -109,6 +110,7 @@ class Log:
         self._producer_state = producer_state
         self._leader_epochs = leader_epochs
         self._retention_policies = []
+        self.first_dirty_offset = log_start_offset    # where the next compaction starts
         self._replicated = replicated
         self.read_only = read_only
         self._scheduler = scheduler
@@ -164,6 +166,8 @@ class Log:
                   producer_state=producer_state, leader_epochs=leader_epochs,
                   replicated=replicated, read_only=read_only, scheduler=scheduler,
                   time_fn=time_fn)
+        log.first_dirty_offset = max(log_start_offset,
+                                     _read_checkpoint(parent, CLEANER_OFFSET_CHECKPOINT, key, 0))
         if topic_id is not None:
             log.assign_topic_id(topic_id)
         return log
@@ -495,17 +499,19 @@ class Log:
             seg = segments.higher(seg.base_offset)
         return found
 
-    def records(self, start_offset=None, end_offset=None, isolation="log_end"):
+    def records(self, start_offset=None, end_offset=None, isolation="log_end",
+                include_control=False):
         """Iterate ``Record`` objects in offset order over [start_offset, end_offset).
 
-        With ``isolation="committed"`` records of aborted transactions and control records
-        are left out, as a read_committed consumer does.
+        Control records (transaction markers) are left out, as a consumer leaves them out,
+        unless ``include_control``. With ``isolation="committed"`` the records of aborted
+        transactions are left out too, as a read_committed consumer does.
         """
-        for table in self.record_tables(start_offset, end_offset, isolation):
+        for table in self.record_tables(start_offset, end_offset, isolation, include_control):
             yield from table.to_records()
 
     def record_tables(self, start_offset=None, end_offset=None, isolation="log_end",
-                      max_bytes=16 * 1024 * 1024):
+                      include_control=False, max_bytes=16 * 1024 * 1024):
         """Like ``records`` but yields columnar ``RecordTable`` chunks."""
         offset = self._log_start_offset if start_offset is None else start_offset
         limit = self._max_offset(isolation)
@@ -521,6 +527,8 @@ class Log:
                 break
             table = decode_batches(data, batches)
             keep = (table.records["offset"] >= offset) & (table.records["offset"] < end)
+            if not include_control:
+                keep &= (batches["attributes"][table.batch] & CONTROL_MASK) == 0
             if aborted is not None:
                 aborted.add(info.aborted_transactions)
                 keep &= aborted.keep_mask(batches, table)
@@ -614,6 +622,48 @@ class Log:
                 if predicate is not None:
                     deleted += self._delete_by(predicate)
             return deleted
+
+    def compact(self, now_ms=None, memory_budget=None):
+        """One cleaner pass (``cleanup.policy`` must include compact); returns the cleaner's
+        ``CleanerStats``. See ``kafkalog.cleaner``."""
+        from kafkalog import cleaner
+        if not self.config.compact_enabled:
+            raise KafkaLogError(f"{self.path}: cleanup.policy {self.config.cleanup_policy!r} "
+                                f"does not include compact")
+        self._check_writable()
+        return cleaner.clean(self, now_ms, memory_budget or cleaner.DEFAULT_MAP_MEMORY)
+
+    def _swap_in_cleaned(self, group, data):
+        """Replace ``group`` (consecutive segments) by one segment holding ``data``, through
+        ``.cleaned`` -> ``.swap`` -> final names (each step survives a crash)."""
+        with self._lock:
+            base = group[0].base_offset
+            cleaned = os.path.join(self.path, f"{base:020d}{LOG_SUFFIX}{CLEANED_SUFFIX}")
+            with open(cleaned, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            piece = LogSegment(self.path, base, self.config, file_suffix=CLEANED_SUFFIX,
+                               time_fn=self._time_fn)
+            piece.recover(ProducerStateManager(self.path))
+            piece.txn_index.reset()
+            for old in group:          # the aborted transactions stay known to readers
+                for txn in old.txn_index.all_aborted_txns():
+                    piece.txn_index.append(txn)
+            piece.close()
+            for path in piece.files():
+                if os.path.exists(path):
+                    os.replace(path, path[:-len(CLEANED_SUFFIX)] + SWAP_SUFFIX)
+            checkpoint.fsync_dir(self.path)
+            self._segments = self._segments.replace(remove=group)
+            self._delete_segment_files(group)
+            for path in piece.files():
+                swap = path[:-len(CLEANED_SUFFIX)] + SWAP_SUFFIX
+                if os.path.exists(swap):
+                    os.replace(swap, swap[:-len(SWAP_SUFFIX)])
+            checkpoint.fsync_dir(self.path)
+            fresh = LogSegment(self.path, base, self.config, time_fn=self._time_fn)
+            self._segments = self._segments.replace(add=[fresh])
 
     def add_retention_policy(self, policy):
         """Add a ``RetentionPolicy`` (or a function ``f(log, now_ms)`` returning a predicate of

@@ -14,7 +14,7 @@ from kafkalog import checkpoint
 from kafkalog.config import LogConfig
 from kafkalog.errors import InvalidTopicError, KafkaLogError, LogDirLockedError
 from kafkalog.log import (
-    CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
+    CLEAN_SHUTDOWN_FILE, CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT, Log, parse_topic_partition,
 )
 from kafkalog.scheduler import Scheduler
@@ -63,6 +63,7 @@ class LogManager:
 
     def __init__(self, log_dirs, config=None, *, topic_configs=None, background=True,
                  retention_check_interval_ms=300_000, flush_check_interval_ms=1_000,
+                 cleaner_backoff_ms=15_000,
                  checkpoint_interval_ms=60_000, recovery_threads=2, broker_epoch=0,
                  replicated=False, producer_id_expiration_ms=86_400_000, time_fn=time.time):
         if isinstance(log_dirs, (str, os.PathLike)):
@@ -96,6 +97,7 @@ class LogManager:
             self.scheduler.schedule_periodic(flush_check_interval_ms / 1000.0,
                                              self.flush_dirty_logs)
             self.scheduler.schedule_periodic(checkpoint_interval_ms / 1000.0, self.checkpoint)
+            self.scheduler.schedule_periodic(cleaner_backoff_ms / 1000.0, self.compact_logs)
 
     # ------------------------------------------------------------------------------ dirs
     def _lock_dir(self, d):
@@ -337,6 +339,28 @@ class LogManager:
                 log.remove_expired_producers(self.producer_id_expiration_ms)
         return deleted
 
+    def compact_logs(self, now_ms=None):
+        """One cleaner pass over every log with ``cleanup.policy`` compact whose dirty ratio
+        reaches ``min.cleanable.dirty.ratio`` (or whose oldest dirty data is older than
+        ``max.compaction.lag.ms``); returns {(topic, partition): CleanerStats}."""
+        from kafkalog import cleaner
+        now_ms = int(self._time_fn() * 1000) if now_ms is None else now_ms
+        done = {}
+        for key, log in list(self._logs.items()):
+            if log._closed or not log.config.compact_enabled:
+                continue
+            ratio = cleaner.dirty_ratio(log, now_ms)
+            overdue = False
+            max_lag = log.config["max.compaction.lag.ms"]
+            first_dirty, _ = cleaner.cleanable_range(log, now_ms)
+            for s in log.segments:
+                if s.base_offset >= first_dirty:
+                    overdue = now_ms - s.largest_timestamp > max_lag
+                    break
+            if ratio >= log.config["min.cleanable.dirty.ratio"] or overdue:
+                done[key] = log.compact(now_ms)
+        return done
+
     def flush_dirty_logs(self):
         now = int(self._time_fn() * 1000)
         for log in list(self._logs.values()):
@@ -359,6 +383,11 @@ class LogManager:
                 checkpoint.write_offset_checkpoint(
                     os.path.join(d, REPLICATION_OFFSET_CHECKPOINT),
                     {k: log.high_watermark for k, log in logs.items()})
+                compacted = {k: log.first_dirty_offset for k, log in logs.items()
+                             if log.config.compact_enabled}
+                if compacted or os.path.exists(os.path.join(d, CLEANER_OFFSET_CHECKPOINT)):
+                    checkpoint.write_offset_checkpoint(
+                        os.path.join(d, CLEANER_OFFSET_CHECKPOINT), compacted)
 
     def shutdown(self):
         """Flush and close every log, write the checkpoints and the clean-shutdown marker."""

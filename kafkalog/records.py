@@ -580,12 +580,15 @@ _V2_HEADER = struct.Struct(">qiibIhiqqqhii")
 def build_batch(records, *, base_offset=0, compression="none", magic=2, producer_id=-1,
                 producer_epoch=-1, base_sequence=-1, transactional=False,
                 timestamp_type="create_time", partition_leader_epoch=-1, is_control=False,
-                log_append_time=None, delete_horizon_ms=None):
+                log_append_time=None, delete_horizon_ms=None, last_offset=None,
+                max_timestamp=None):
     """Build one record batch (magic 2) or message set (magic 0/1); returns bytes.
 
     Offsets: a record's own ``offset`` if set, else ``base_offset`` + its index. Timestamps: a
     record's ``timestamp`` if set, else now (ms). With ``timestamp_type="log_append_time"`` the
     max timestamp is ``log_append_time`` (default now), as a broker would set it.
+    ``last_offset`` / ``max_timestamp`` keep a batch's original header values when records
+    were taken out of it (compaction keeps the producer's sequence range that way).
     """
     records = [_as_record(r) for r in records]
     codec = codecs.codec_id(compression)
@@ -602,9 +605,11 @@ def build_batch(records, *, base_offset=0, compression="none", magic=2, producer
         base_timestamp = delete_horizon_ms
     else:
         base_timestamp = timestamps[0] if timestamps else -1
-    max_timestamp = max(timestamps) if timestamps else -1
+    batch_max_ts = max(timestamps) if timestamps else -1
     if ts_type == TimestampType.LOG_APPEND_TIME:
-        max_timestamp = log_append_time if log_append_time is not None else now
+        batch_max_ts = log_append_time if log_append_time is not None else now
+    if max_timestamp is not None:
+        batch_max_ts = max_timestamp
     body = b"".join(_encode_record(r, off - base_offset, ts - base_timestamp)
                     for r, off, ts in zip(records, offsets, timestamps))
     body = codecs.compress(codec, body)
@@ -618,10 +623,12 @@ def build_batch(records, *, base_offset=0, compression="none", magic=2, producer
     if delete_horizon_ms is not None:
         attributes |= DELETE_HORIZON_MASK
     last_offset_delta = (offsets[-1] - base_offset) if offsets else 0
+    if last_offset is not None:
+        last_offset_delta = last_offset - base_offset
     length = V2_HEADER_SIZE - LOG_OVERHEAD + len(body)
     header = bytearray(_V2_HEADER.pack(
         base_offset, length, partition_leader_epoch, 2, 0, attributes, last_offset_delta,
-        base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence,
+        base_timestamp, batch_max_ts, producer_id, producer_epoch, base_sequence,
         len(records)))
     out = header + body
     struct.pack_into(">I", out, 17, crc32c(memoryview(out)[V2_CRC_START:]))

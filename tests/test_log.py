@@ -47,7 +47,7 @@ def test_unclean_open_matches_kafkas_log_loader(fixture_copy, name):
     exp = expected(FIXTURES / name)
     want_offsets = [r["offset"] for s in exp["segments"] for b in s["batches"]
                     for r in b.get("records", []) if r["offset"] < log.log_end_offset]
-    got = [r.offset for r in log.records()]
+    got = [r.offset for r in log.records(include_control=True)]
     assert got == want_offsets
     log.close()
 
@@ -61,7 +61,8 @@ def test_clean_open_reads_every_record(fixture_copy, name):
             for r in b.get("records", [])]
     if name in ("crashed-0",):
         want = [w for w in want if w[0] < 639]
-    assert [(r.offset, r.timestamp) for r in log.records()][:len(want)] == want
+    assert [(r.offset, r.timestamp) for r in log.records(include_control=True)][:len(want)] \
+        == want
     log.close()
 
 
@@ -345,7 +346,8 @@ def test_transactions_written_here_fill_the_txn_index(tmp_path):
     entries = log.active_segment.txn_index.all_aborted_txns()
     assert [(a.producer_id, a.first_offset, a.last_offset, a.last_stable_offset)
             for a in entries] == [(7, 0, 4, 5)]
-    assert [r.offset for r in log.records(isolation="log_end")] == [0, 1, 2, 3, 4, 5]
+    assert [r.offset for r in log.records(isolation="log_end")] == [0, 1, 2, 3, 5]
+    assert [r.offset for r in log.records(include_control=True)] == [0, 1, 2, 3, 4, 5]
     assert [r.offset for r in log.records(isolation="committed")] == [2, 3]
     log.close()
 

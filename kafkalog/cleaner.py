@@ -1,0 +1,246 @@
+"""Log compaction (``cleanup.policy=compact``), as Kafka's LogCleaner does it.
+
+One pass over a log: the dirty range runs from the first dirty offset (the cleaner checkpoint,
+or the log start) to the first uncleanable offset (the active segment, the first unstable
+offset, segments newer than ``min.compaction.lag.ms``). A key -> last offset map is built over
+it within a memory budget (a full map ends the pass early: a partial clean). Then every segment
+below the first uncleanable offset is rewritten, grouped up to ``segment.bytes``, keeping for
+each key only its latest record, dropping records of aborted transactions and records without
+a key, keeping tombstones and transaction markers until ``delete.retention.ms`` after the
+first clean that saw them (the delete horizon written into the batch), and keeping every
+producer's last batch (empty if need be) so that producer state survives.
+
+Each group is written as ``.cleaned``, renamed ``.swap`` once whole, and swapped in for the
+old segments; a crash at any step is finished or undone by the next load (``Log.open``).
+"""
+import collections
+import os
+import time
+
+import numpy as np
+
+from kafkalog import checkpoint
+from kafkalog._kernels import walk_batches
+from kafkalog.records import (
+    CONTROL_MASK, COMPRESSION_MASK, DELETE_HORIZON_MASK, TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK, Record, build_batch, decode_batches,
+)
+from kafkalog.codecs import CODEC_NAMES
+
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+DEFAULT_MAP_MEMORY = 128 * 1024 * 1024
+# Memory charged per key in the map: the key's bytes plus what a Python dict entry, the
+# bytes object and the int offset cost (measured on CPython 3.11: ~100 bytes).
+MAP_ENTRY_OVERHEAD = 100
+
+CleanerStats = collections.namedtuple(
+    "CleanerStats", "first_dirty_offset first_uncleanable_offset segments_cleaned bytes_read "
+                    "bytes_written records_read records_retained map_keys map_memory_bytes "
+                    "elapsed_s partial")
+
+
+def cleanable_range(log, now_ms):
+    """(first dirty offset, first uncleanable offset) of a log now."""
+    segments = log.segments
+    first_dirty = max(log.first_dirty_offset, log.log_start_offset)
+    uncleanable = segments[-1].base_offset                 # the active segment
+    first_unstable = log._producer_state.first_unstable_offset()
+    if first_unstable is not None:
+        uncleanable = min(uncleanable, first_unstable)
+    uncleanable = min(uncleanable, log.high_watermark)
+    lag = log.config["min.compaction.lag.ms"]
+    if lag > 0:
+        for s in segments:
+            if s.largest_timestamp > now_ms - lag:
+                uncleanable = min(uncleanable, s.base_offset)
+                break
+    return first_dirty, uncleanable
+
+
+def dirty_ratio(log, now_ms):
+    """Dirty bytes / (clean + dirty bytes) below the first uncleanable offset."""
+    first_dirty, uncleanable = cleanable_range(log, now_ms)
+    clean = dirty = 0
+    segments = log.segments
+    for i, s in enumerate(segments):
+        end = segments[i + 1].base_offset if i + 1 < len(segments) else log.log_end_offset
+        if end <= uncleanable:
+            if end <= first_dirty:
+                clean += s.size
+            else:
+                dirty += s.size
+    return dirty / (clean + dirty) if clean + dirty else 0.0
+
+
+def _aborted_ranges(log):
+    """{producer id: [(first offset, last offset)]} of the aborted transactions in the log."""
+    out = collections.defaultdict(list)
+    for s in log.segments:
+        for a in s.txn_index.all_aborted_txns():
+            out[a.producer_id].append((a.first_offset, a.last_offset))
+    return out
+
+
+def _aborted_batch_mask(batches, aborted):
+    mask = np.zeros(len(batches), dtype=bool)
+    if not aborted:
+        return mask
+    transactional = (batches["attributes"] & TRANSACTIONAL_MASK) != 0
+    control = (batches["attributes"] & CONTROL_MASK) != 0
+    for pid, ranges in aborted.items():
+        of_pid = transactional & ~control & (batches["producer_id"] == pid)
+        for first, last in ranges:
+            mask |= of_pid & (batches["base_offset"] >= first) & (batches["base_offset"] <= last)
+    return mask
+
+
+class _Segment:
+    """A segment's batches and records, decoded once for the map and the rewrite."""
+
+    def __init__(self, segment):
+        self.segment = segment
+        self.buf = segment.buffer()
+        self.batches = walk_batches(self.buf, validate_crc=False)[0]
+        self.table = decode_batches(self.buf, self.batches, segment.log_path)
+
+
+def build_offset_map(log, dirty, first_dirty, uncleanable, memory_budget, aborted):
+    """key -> latest offset over [first_dirty, uncleanable); returns (map, end offset, memory):
+    the end is where a full map stopped (a partial clean) or ``uncleanable``."""
+    offset_map = {}
+    memory = 0
+    for item in dirty:
+        recs = item.table.records
+        batch_rows = item.batches[item.table.batch]
+        control = (batch_rows["attributes"] & CONTROL_MASK) != 0
+        aborted_rows = _aborted_batch_mask(item.batches, aborted)[item.table.batch]
+        usable = ((recs["offset"] >= first_dirty) & (recs["offset"] < uncleanable) & ~control
+                  & ~aborted_rows & (recs["key_len"] >= 0))
+        new_keys = {}
+        for i in np.nonzero(usable)[0]:
+            new_keys[item.table.key(int(i))] = int(recs["offset"][i])
+        added = sum(len(k) + MAP_ENTRY_OVERHEAD for k in new_keys if k not in offset_map)
+        if offset_map and memory + added > memory_budget:
+            return offset_map, item.segment.base_offset, memory       # a partial clean
+        offset_map.update(new_keys)
+        memory += added
+    return offset_map, uncleanable, memory
+
+
+def clean(log, now_ms=None, memory_budget=DEFAULT_MAP_MEMORY):
+    """One cleaner pass over ``log`` (a ``Log`` with ``cleanup.policy`` including compact);
+    returns ``CleanerStats``. Called by ``Log.compact``."""
+    started = time.perf_counter()
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    first_dirty, uncleanable = cleanable_range(log, now_ms)
+    segments = log.segments
+    bounds = [(s, segments[i + 1].base_offset if i + 1 < len(segments) else log.log_end_offset)
+              for i, s in enumerate(segments)]
+    bounds = bounds[:-1]                   # the active segment is never cleaned
+    cleanable = [s for s, end in bounds if end <= uncleanable]
+    if first_dirty >= uncleanable or not cleanable:
+        return CleanerStats(first_dirty, uncleanable, 0, 0, 0, 0, 0, 0, 0,
+                            time.perf_counter() - started, False)
+    aborted = _aborted_ranges(log)
+    decoded = {id(s): _Segment(s) for s in cleanable}
+    dirty = [decoded[id(s)] for s, end in bounds if end > first_dirty and end <= uncleanable]
+    offset_map, end, memory = build_offset_map(log, dirty, first_dirty, uncleanable,
+                                               memory_budget, aborted)
+    partial = end < uncleanable
+    to_clean = [s for s, e in bounds if e <= end]
+    last_batch_of = {pid: e.last_offset for pid, e in log._producer_state.producers.items()}
+    horizon = now_ms + log.config["delete.retention.ms"]
+    stats = collections.Counter()
+    for group in _groups(to_clean, log.config["segment.bytes"]):
+        data = b"".join(_rewrite(decoded[id(s)], offset_map, aborted, last_batch_of, now_ms,
+                                 horizon, stats) for s in group)
+        stats["bytes_read"] += sum(s.size for s in group)
+        stats["bytes_written"] += len(data)
+        log._swap_in_cleaned(group, data)
+    log.first_dirty_offset = end
+    return CleanerStats(first_dirty, end, len(to_clean), stats["bytes_read"],
+                        stats["bytes_written"], stats["records_read"], stats["records_retained"],
+                        len(offset_map), memory, time.perf_counter() - started, partial)
+
+
+def _groups(segments, max_bytes):
+    """Consecutive segments whose sizes add up to at most ``max_bytes`` (and whose offsets fit
+    one segment's relative offsets)."""
+    group, size = [], 0
+    for s in segments:
+        if group and (size + s.size > max_bytes or
+                      s.base_offset - group[0].base_offset > 2**31 - 1 - 2**30):
+            yield group
+            group, size = [], 0
+        group.append(s)
+        size += s.size
+    if group:
+        yield group
+
+
+def _rewrite(item, offset_map, aborted, last_batch_of, now_ms, horizon, stats):
+    """The retained bytes of one segment."""
+    out = []
+    batches, table, buf = item.batches, item.table, item.buf
+    aborted_mask = _aborted_batch_mask(batches, aborted)
+    starts = np.searchsorted(table.batch, np.arange(len(batches) + 1))
+    recs = table.records
+    for b, row in enumerate(batches):
+        lo, hi = int(starts[b]), int(starts[b + 1])
+        stats["records_read"] += hi - lo
+        attributes = int(row["attributes"])
+        has_horizon = row["magic"] == 2 and bool(attributes & DELETE_HORIZON_MASK)
+        horizon_passed = has_horizon and now_ms >= int(row["base_timestamp"])
+        is_control = row["magic"] == 2 and bool(attributes & CONTROL_MASK)
+        pid = int(row["producer_id"])
+        last_of_producer = pid >= 0 and last_batch_of.get(pid) == int(row["last_offset"])
+        if is_control:
+            keep = np.full(hi - lo, not horizon_passed)
+        elif aborted_mask[b]:
+            keep = np.zeros(hi - lo, dtype=bool)
+        else:
+            r = recs[lo:hi]
+            keep = r["key_len"] >= 0
+            for j in np.nonzero(keep)[0]:
+                latest = offset_map.get(table.key(lo + int(j)))
+                if latest is not None and latest > int(r["offset"][j]):
+                    keep[j] = False
+            tombstones = r["value_len"] < 0
+            if horizon_passed:
+                keep &= ~tombstones
+        retained = int(keep.sum())
+        stats["records_retained"] += retained
+        needs_horizon = not has_horizon and (is_control or
+                                             bool((recs["value_len"][lo:hi][keep] < 0).any()))
+        if retained == hi - lo and not needs_horizon:
+            p = int(row["position"])
+            out.append(bytes(buf[p:p + int(row["size"])]))      # unchanged: copied as is
+            continue
+        if retained == 0 and not last_of_producer:
+            continue
+        out.append(_rebuild(row, table, lo, keep, horizon if needs_horizon else
+                            (int(row["base_timestamp"]) if has_horizon else None)))
+    return b"".join(out)
+
+
+def _rebuild(row, table, lo, keep, delete_horizon):
+    records = []
+    for j in np.nonzero(keep)[0]:
+        i = lo + int(j)
+        r = table.records[i]
+        records.append(Record(key=table.key(i), value=table.value(i),
+                              timestamp=int(r["timestamp"]), headers=table.headers_of(i),
+                              offset=int(r["offset"])))
+    attributes = int(row["attributes"])
+    return build_batch(
+        records, base_offset=int(row["base_offset"]), last_offset=int(row["last_offset"]),
+        compression=CODEC_NAMES.get(attributes & COMPRESSION_MASK, "none"),
+        producer_id=int(row["producer_id"]), producer_epoch=int(row["producer_epoch"]),
+        base_sequence=int(row["base_sequence"]),
+        transactional=bool(attributes & TRANSACTIONAL_MASK),
+        is_control=bool(attributes & CONTROL_MASK),
+        timestamp_type="log_append_time" if attributes & TIMESTAMP_TYPE_MASK else "create_time",
+        log_append_time=int(row["max_timestamp"]), max_timestamp=int(row["max_timestamp"]),
+        partition_leader_epoch=int(row["partition_leader_epoch"]),
+        delete_horizon_ms=delete_horizon)
