@@ -1287,3 +1287,23 @@ def make_records(data, records, headers, timestamp_types, type_objects):
             rec._headers = empty
         out.append(rec)
     return out
+
+
+def span_bytes(const unsigned char[::1] buf, const int64_t[::1] positions,
+               const int32_t[::1] lengths):
+    """A list of ``bytes`` (None where a length is negative) for the spans of ``buf``: the
+    keys of many records at once, for dictionaries keyed by them (compaction)."""
+    cdef Py_ssize_t n = positions.shape[0], i, length = buf.shape[0]
+    if lengths.shape[0] != n:
+        raise ValueError("positions and lengths differ in length")
+    cdef const unsigned char *p = &buf[0] if length > 0 else NULL
+    cdef list out = []
+    for i in range(n):
+        if lengths[i] < 0:
+            out.append(None)
+        else:
+            if positions[i] < 0 or positions[i] + lengths[i] > length:
+                raise ValueError(f"span {i} lies outside the buffer")
+            out.append(PyBytes_FromStringAndSize(<const char *>(p + positions[i])
+                                                 if lengths[i] else NULL, lengths[i]))
+    return out

@@ -556,3 +556,20 @@ def make_records(data, records, headers, timestamp_types, type_objects):
                            span(int(h["value_pos"]), int(h["value_len"]))) for h in heads),
             offset=int(r["offset"]), timestamp_type=type_objects[int(t) + 1]))
     return out
+
+
+def span_bytes(buf, positions, lengths):
+    """See ``_core.span_bytes``."""
+    buf = memoryview(buf).cast("B")
+    if len(lengths) != len(positions):
+        raise ValueError("positions and lengths differ in length")
+    out = []
+    for i, (p, n) in enumerate(zip(positions, lengths)):
+        p, n = int(p), int(n)
+        if n < 0:
+            out.append(None)
+            continue
+        if p < 0 or p + n > len(buf):
+            raise ValueError(f"span {i} lies outside the buffer")
+        out.append(bytes(buf[p:p + n]))
+    return out

@@ -103,6 +103,12 @@ class _Segment:
         self.buf = segment.buffer()
         self.batches = walk_batches(self.buf, validate_crc=False)[0]
         self.table = decode_batches(self.buf, self.batches, segment.log_path)
+        self._keys = None
+
+    def keys(self):
+        if self._keys is None:
+            self._keys = self.table.keys()
+        return self._keys
 
 
 def build_offset_map(log, dirty, first_dirty, uncleanable, memory_budget, aborted):
@@ -117,9 +123,10 @@ def build_offset_map(log, dirty, first_dirty, uncleanable, memory_budget, aborte
         aborted_rows = _aborted_batch_mask(item.batches, aborted)[item.table.batch]
         usable = ((recs["offset"] >= first_dirty) & (recs["offset"] < uncleanable) & ~control
                   & ~aborted_rows & (recs["key_len"] >= 0))
-        new_keys = {}
-        for i in np.nonzero(usable)[0]:
-            new_keys[item.table.key(int(i))] = int(recs["offset"][i])
+        keys = item.keys()
+        chosen = np.nonzero(usable)[0].tolist()
+        # later offsets of the same key overwrite earlier ones: the map keeps the latest
+        new_keys = dict(zip([keys[i] for i in chosen], recs["offset"][usable].tolist()))
         added = sum(len(k) + MAP_ENTRY_OVERHEAD for k in new_keys if k not in offset_map)
         if offset_map and memory + added > memory_budget:
             return offset_map, item.segment.base_offset, memory       # a partial clean
@@ -186,6 +193,11 @@ def _rewrite(item, offset_map, aborted, last_batch_of, now_ms, horizon, stats):
     aborted_mask = _aborted_batch_mask(batches, aborted)
     starts = np.searchsorted(table.batch, np.arange(len(batches) + 1))
     recs = table.records
+    keys = item.keys()
+    # The latest offset of each record's key (-1: not in the map) for the whole segment.
+    latest_of = np.array([offset_map.get(k, -1) if k is not None else -1 for k in keys],
+                         dtype=np.int64)
+    superseded = latest_of > recs["offset"]
     for b, row in enumerate(batches):
         lo, hi = int(starts[b]), int(starts[b + 1])
         stats["records_read"] += hi - lo
@@ -201,11 +213,7 @@ def _rewrite(item, offset_map, aborted, last_batch_of, now_ms, horizon, stats):
             keep = np.zeros(hi - lo, dtype=bool)
         else:
             r = recs[lo:hi]
-            keep = r["key_len"] >= 0
-            for j in np.nonzero(keep)[0]:
-                latest = offset_map.get(table.key(lo + int(j)))
-                if latest is not None and latest > int(r["offset"][j]):
-                    keep[j] = False
+            keep = (r["key_len"] >= 0) & ~superseded[lo:hi]
             tombstones = r["value_len"] < 0
             if horizon_passed:
                 keep &= ~tombstones

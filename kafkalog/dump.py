@@ -6,6 +6,7 @@ import base64
 import hashlib
 import os
 import re
+import stat
 
 import numpy as np
 
@@ -48,8 +49,7 @@ def dump_partition(path, records_mode="full"):
     names = sorted(os.listdir(path))
     doc = {
         "dir": name, "topic": topic, "partition": partition, "records_mode": records_mode,
-        "files": [{"name": n, "size": os.path.getsize(os.path.join(path, n))}
-                  for n in names if os.path.isfile(os.path.join(path, n))],
+        "files": _file_sizes(path, names),
     }
     logs = sorted(n for n in names if n.endswith(".log") and _SEGMENT_FILE.match(n))
     doc["segments"] = [dump_segment(os.path.join(path, n), records_mode) for n in logs]
@@ -61,6 +61,20 @@ def dump_partition(path, records_mode="full"):
         [{"epoch": e, "start_offset": o} for e, o in read_leader_epoch_checkpoint(checkpoint)]
         if os.path.exists(checkpoint) else None)
     return doc
+
+
+def _file_sizes(path, names):
+    """Name and size of every regular file; a file that vanishes meanwhile (a ``.deleted``
+    segment removed by a running log) is left out."""
+    out = []
+    for n in names:
+        try:
+            st = os.stat(os.path.join(path, n))
+        except FileNotFoundError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            out.append({"name": n, "size": st.st_size})
+    return out
 
 
 def dump_segment(log_path, records_mode="full"):

@@ -17,7 +17,7 @@ from crc32c import crc32c
 
 from kafkalog import codecs
 from kafkalog._kernels import (
-    Record, decode_legacy_records, decode_v2_records, make_records, walk_batches,
+    Record, decode_legacy_records, decode_v2_records, make_records, span_bytes, walk_batches,
 )
 from kafkalog._layout import (
     BATCH_DTYPE, RECORD_DTYPE, HEADER_DTYPE, V2_HEADER_SIZE, V2_CRC_START, LOG_OVERHEAD,
@@ -265,6 +265,11 @@ class RecordTable:
 
     def _bytes(self, pos, length):
         return None if length < 0 else bytes(self.data[pos:pos + length])
+
+    def keys(self):
+        """Every record's key (bytes or None), as a list, made in one kernel call."""
+        return span_bytes(self.data, self.records["key_pos"].copy(),
+                          self.records["key_len"].copy())
 
     def key(self, i):
         r = self.records[i]
