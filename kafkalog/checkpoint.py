@@ -17,11 +17,15 @@ class CorruptCheckpointError(KafkaLogError):
 
 
 def _read_lines(path, fields, parse):
-    with open(path, "r", encoding="utf-8") as f:
-        lines = f.read().splitlines()
-
     def bad(why):
         return CorruptCheckpointError(f"malformed checkpoint file {path}: {why}")
+
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        lines = raw.decode("utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise bad("not UTF-8 text") from None
 
     if len(lines) < 2:
         raise bad("missing version or entry count")

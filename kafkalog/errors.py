@@ -49,6 +49,21 @@ class InvalidTimestampError(KafkaLogError):
     """A time index entry whose timestamp is lower than the last one."""
 
 
+class LogDirFailureError(KafkaLogError):
+    """A write, fsync, rename or truncate failed (disk full, I/O error): the log is offline
+    until it is reopened, as Kafka takes a failed log dir offline.
+
+    Attributes
+    ----------
+    errno : int or None
+        The OS error number (``errno.ENOSPC``, ``errno.EIO``, ...).
+    """
+
+    def __init__(self, message, errno=None):
+        super().__init__(message)
+        self.errno = errno
+
+
 class OutOfOrderSequenceError(KafkaLogError):
     """An idempotent producer's batch whose sequence does not follow its last one."""
 
@@ -95,5 +110,6 @@ __all__ = [
     "IndexOffsetOverflowError",
     "InvalidTimestampError",
     "OutOfOrderSequenceError",
+    "LogDirFailureError",
     "InvalidProducerEpochError",
 ]

@@ -2,6 +2,7 @@
 Kafka's UnifiedLog / LogLoader do (FORMAT.md "Log load" and "Retention")."""
 import bisect
 import collections
+import contextlib
 import os
 import re
 import threading
@@ -17,7 +18,8 @@ from kafkalog._layout import V2_HEADER_SIZE, WALK_CORRUPT, WALK_END
 from kafkalog.config import LogConfig
 from kafkalog.errors import (
     CorruptIndexError, CorruptRecordError, IndexOffsetOverflowError, InvalidOffsetError,
-    KafkaLogError, OffsetOutOfRangeError, OutOfOrderSequenceError, RecordTooLargeError,
+    KafkaLogError, LogDirFailureError, OffsetOutOfRangeError, OutOfOrderSequenceError,
+    RecordTooLargeError,
 )
 from kafkalog.index import AbortedTxn, TimestampOffset
 from kafkalog.leader_epoch import LeaderEpochCache
@@ -141,9 +143,19 @@ class Log:
         """
         config = config if isinstance(config, LogConfig) else LogConfig(config)
         path = os.path.abspath(os.fspath(path))
+        if not os.path.isdir(path) and read_only:
+            raise FileNotFoundError(path)
+        try:
+            return cls._open(path, config, recovery_point, log_start_offset, clean_shutdown,
+                             high_watermark, replicated, read_only, scheduler, time_fn,
+                             topic_id)
+        except OSError as e:
+            raise LogDirFailureError(f"loading {path} failed: {e}", errno=e.errno) from e
+
+    @classmethod
+    def _open(cls, path, config, recovery_point, log_start_offset, clean_shutdown,
+              high_watermark, replicated, read_only, scheduler, time_fn, topic_id):
         if not os.path.isdir(path):
-            if read_only:
-                raise FileNotFoundError(path)
             os.makedirs(path)
             checkpoint.fsync_dir(os.path.dirname(path))
         parent = os.path.dirname(path)
@@ -175,6 +187,11 @@ class Log:
     # ------------------------------------------------------------------------------ state
     def _now_ms(self):
         return int(self._time_fn() * 1000)
+
+    @property
+    def failed(self):
+        """The OSError that took the log offline, or None."""
+        return self._failed
 
     @property
     def segments(self):
@@ -247,6 +264,16 @@ class Log:
             self._high_watermark = min(max(offset, self._log_start_offset), self._log_end_offset)
             return self._high_watermark
 
+    @contextlib.contextmanager
+    def _io(self, what):
+        """Turn a failed file operation into LogDirFailureError and take the log offline."""
+        try:
+            yield
+        except OSError as e:
+            self._failed = e
+            raise LogDirFailureError(f"{what} failed for {self.path}: {e}; the log is offline "
+                                     f"until reopened", errno=e.errno) from e
+
     def _check_writable(self):
         if self._closed:
             raise KafkaLogError(f"log {self.path} is closed")
@@ -312,7 +339,7 @@ class Log:
                 raise InvalidOffsetError(
                     f"out of order offsets: first offset {first} is below the log end offset "
                     f"{self._log_end_offset} of {self.path}")
-            try:
+            with self._io("append"):
                 segment = self._maybe_roll(len(data), max_ts, first, last, now)
                 segment.append(last, max_ts, offset_of_max, data)
                 if flags & APPEND_HAS_PRODUCER:
@@ -320,9 +347,6 @@ class Log:
                         batches = walk_batches(data, validate_crc=False)[0]
                     self._update_producer_state(data, batches, segment)
                 self._update_leader_epochs(data, batches, n_batches, first)
-            except OSError as e:
-                self._failed = e
-                raise
             self._producer_state.map_end_offset = last + 1
             self._log_end_offset = last + 1
             if not self._replicated:
@@ -394,7 +418,8 @@ class Log:
         """Start a new active segment at the log end offset; returns it."""
         with self._lock:
             self._check_writable()
-            return self._roll(self._log_end_offset)
+            with self._io("roll"):
+                return self._roll(self._log_end_offset)
 
     def _roll(self, new_offset):
         old = self.active_segment
@@ -423,9 +448,11 @@ class Log:
         with self._lock:
             if self.read_only or self._closed:
                 return
-            for segment in self._segments.segments:
-                if segment.base_offset >= self._segment_base_for(self._recovery_point):
-                    segment.flush()
+            self._check_writable()
+            with self._io("flush"):
+                for segment in self._segments.segments:
+                    if segment.base_offset >= self._segment_base_for(self._recovery_point):
+                        segment.flush()
             self._recovery_point = self._log_end_offset
             self._unflushed_messages = 0
             self._last_flush_ms = self._now_ms()
@@ -564,12 +591,13 @@ class Log:
                     self._segments.segments[0].base_offset:
                 self._truncate_fully_and_start_at(offset)
                 return True
-            doomed = [s for s in self._segments.segments if s.base_offset > offset]
-            self._segments = self._segments.replace(remove=doomed)
-            self._delete_segment_files(doomed)
-            self.active_segment.truncate_to(offset)
-            self._log_end_offset = self.active_segment.read_next_offset()
-            self._after_truncation(offset)
+            with self._io("truncate"):
+                doomed = [s for s in self._segments.segments if s.base_offset > offset]
+                self._segments = self._segments.replace(remove=doomed)
+                self._delete_segment_files(doomed)
+                self.active_segment.truncate_to(offset)
+                self._log_end_offset = self.active_segment.read_next_offset()
+                self._after_truncation(offset)
             return True
 
     def truncate_fully_and_start_at(self, new_offset):
@@ -612,16 +640,20 @@ class Log:
         with self._lock:
             self._check_writable()
             now_ms = self._now_ms() if now_ms is None else now_ms
-            deleted = 0
-            for policy in KAFKA_POLICIES + tuple(self._retention_policies):
-                if getattr(policy, "requires_delete_policy", True) and \
-                        not self.config.delete_enabled:
-                    continue
-                make = policy.predicate if hasattr(policy, "predicate") else policy
-                predicate = make(self, now_ms)
-                if predicate is not None:
-                    deleted += self._delete_by(predicate)
-            return deleted
+            with self._io("retention"):
+                return self._apply_retention(now_ms)
+
+    def _apply_retention(self, now_ms):
+        deleted = 0
+        for policy in KAFKA_POLICIES + tuple(self._retention_policies):
+            if getattr(policy, "requires_delete_policy", True) and \
+                    not self.config.delete_enabled:
+                continue
+            make = policy.predicate if hasattr(policy, "predicate") else policy
+            predicate = make(self, now_ms)
+            if predicate is not None:
+                deleted += self._delete_by(predicate)
+        return deleted
 
     def compact(self, now_ms=None, memory_budget=None):
         """One cleaner pass (``cleanup.policy`` must include compact); returns the cleaner's
@@ -631,7 +663,8 @@ class Log:
             raise KafkaLogError(f"{self.path}: cleanup.policy {self.config.cleanup_policy!r} "
                                 f"does not include compact")
         self._check_writable()
-        return cleaner.clean(self, now_ms, memory_budget or cleaner.DEFAULT_MAP_MEMORY)
+        with self._io("compaction"):
+            return cleaner.clean(self, now_ms, memory_budget or cleaner.DEFAULT_MAP_MEMORY)
 
     def _swap_in_cleaned(self, group, data):
         """Replace ``group`` (consecutive segments) by one segment holding ``data``, through
@@ -731,7 +764,8 @@ class Log:
                 return
             if not self.read_only and self._failed is None:
                 self.flush()
-                self._producer_state.take_snapshot(self._log_end_offset)
+                with self._io("close"):
+                    self._producer_state.take_snapshot(self._log_end_offset)
             for segment in self._segments.segments:
                 segment.close()
             self._closed = True
@@ -845,19 +879,19 @@ class _LogLoader:
         for name in names:
             full = os.path.join(self.path, name)
             if name.endswith(DELETED_SUFFIX):
-                os.remove(full)
+                _remove_quietly(full)
             elif name.endswith(CLEANED_SUFFIX):
                 cleaned.append(name)
             elif name.endswith(SWAP_SUFFIX):
                 swaps.append(name)
         min_cleaned = min((_offset_from_file(n) for n in cleaned), default=None)
         for name in cleaned:
-            os.remove(os.path.join(self.path, name))
+            _remove_quietly(os.path.join(self.path, name))
         kept = []
         for name in swaps:
             offset = _offset_from_file(name)
             if min_cleaned is not None and offset is not None and offset >= min_cleaned:
-                os.remove(os.path.join(self.path, name))      # an unfinished cleaning
+                _remove_quietly(os.path.join(self.path, name))  # an unfinished cleaning
             else:
                 kept.append(name)
         log_swaps = [n for n in kept if n.endswith(LOG_SUFFIX + SWAP_SUFFIX)]
@@ -879,7 +913,7 @@ class _LogLoader:
             if name.endswith(SWAP_SUFFIX) or offset is None:
                 continue
             if low <= offset < high:
-                os.remove(os.path.join(self.path, name))
+                _remove_quietly(os.path.join(self.path, name))
         for name in os.listdir(self.path):
             if name.endswith(SWAP_SUFFIX):
                 os.replace(os.path.join(self.path, name),
@@ -897,7 +931,7 @@ class _LogLoader:
             stem, ext = os.path.splitext(name)
             if ext in _INDEX_SUFFIXES and _offset_from_file(name) is not None:
                 if stem not in logs and not self.read_only:
-                    os.remove(os.path.join(self.path, name))       # an orphan index
+                    _remove_quietly(os.path.join(self.path, name))   # an orphan index
                 continue
             if ext != LOG_SUFFIX or stem not in logs:
                 continue
@@ -1023,15 +1057,26 @@ def _rebuild_producer_state(path, segments, log_end, write=True):
     return state
 
 
+def _remove_quietly(path):
+    """Remove a file that a concurrent deletion (a ``.deleted`` segment's timer) may have
+    removed first."""
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+
+
 def read_partition_metadata(directory):
     """The topic id in a partition's ``partition.metadata`` (``version: 0`` /
     ``topic_id: <id>``), or None when there is no such file."""
     path = os.path.join(directory, PARTITION_METADATA)
     try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
+        with open(path, "rb") as f:
+            lines = f.read().decode("utf-8").splitlines()
     except FileNotFoundError:
         return None
+    except UnicodeDecodeError:
+        raise KafkaLogError(f"malformed {path}: not UTF-8 text") from None
     fields = dict(line.split(":", 1) for line in lines if ":" in line)
     if fields.get("version", "").strip() != "0" or "topic_id" not in fields:
         raise KafkaLogError(f"malformed {path}: {lines!r}")

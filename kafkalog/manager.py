@@ -334,7 +334,7 @@ class LogManager:
         (``producer_id_expiration_ms``); returns the number of segments deleted."""
         deleted = 0
         for log in list(self._logs.values()):
-            if not log._closed:
+            if not log._closed and log.failed is None:
                 deleted += log.delete_old_segments()
                 log.remove_expired_producers(self.producer_id_expiration_ms)
         return deleted
@@ -347,7 +347,7 @@ class LogManager:
         now_ms = int(self._time_fn() * 1000) if now_ms is None else now_ms
         done = {}
         for key, log in list(self._logs.items()):
-            if log._closed or not log.config.compact_enabled:
+            if log._closed or log.failed is not None or not log.config.compact_enabled:
                 continue
             ratio = cleaner.dirty_ratio(log, now_ms)
             overdue = False
@@ -364,7 +364,8 @@ class LogManager:
     def flush_dirty_logs(self):
         now = int(self._time_fn() * 1000)
         for log in list(self._logs.values()):
-            if not log._closed and now - log._last_flush_ms >= log.config["flush.ms"]:
+            if not log._closed and log.failed is None and \
+                    now - log._last_flush_ms >= log.config["flush.ms"]:
                 log.flush()
 
     def checkpoint(self):
@@ -398,7 +399,12 @@ class LogManager:
             for log in self._logs.values():
                 log.close()
             self.checkpoint()
+            # A dir with a failed log gets no clean-shutdown marker: its next load recovers.
+            failed = {self._log_dir_of[k] for k, log in self._logs.items()
+                      if log.failed is not None}
             for d in self.log_dirs:
+                if d in failed:
+                    continue
                 checkpoint.write_atomically(
                     os.path.join(d, CLEAN_SHUTDOWN_FILE),
                     json.dumps({"version": 0, "brokerEpoch": self.broker_epoch}))

@@ -249,8 +249,15 @@ class LogSegment:
             self.rolling_based_timestamp = largest_timestamp
         self._ensure_offset_in_range(largest_offset)
         written = 0
-        while written < len(data):
-            written += os.pwrite(self._fd, data[written:], physical_position + written)
+        try:
+            while written < len(data):     # a short write is continued, not an error
+                written += os.pwrite(self._fd, data[written:], physical_position + written)
+        except OSError:
+            try:                           # leave no partial batch behind, if the disk lets us
+                os.ftruncate(self._fd, physical_position)
+            except OSError:
+                pass                       # recovery at the next open cuts it off
+            raise
         self._size += len(data)
         if largest_timestamp > self.max_timestamp_so_far:
             self._max_timestamp_and_offset = TimestampOffset(largest_timestamp,

@@ -7,7 +7,7 @@ import pytest
 
 from kafkalog import Record, build_batch, build_control_batch
 from kafkalog.dump import dump_partition
-from kafkalog.errors import KafkaLogError
+from kafkalog.errors import KafkaLogError, LogDirFailureError
 from kafkalog.log import Log
 from kafkalog.manager import LogManager
 
@@ -159,8 +159,10 @@ def test_a_crash_at_each_step_of_the_swap_recovers(tmp_path, monkeypatch, crash_
             raise OSError("crash with the old segments renamed, before the swap is renamed")
         return real_replace(src, dst)
     monkeypatch.setattr(log_module.os, "replace", crash)
-    with pytest.raises(OSError):
+    with pytest.raises(LogDirFailureError):
         log.compact(NOW)
+    with pytest.raises(KafkaLogError):
+        kv(log, b"k0", b"refused")          # offline until reopened
     monkeypatch.setattr(log_module.os, "replace", real_replace)
     reopened = Log.open(tmp_path / "c-0", CONFIG, clean_shutdown=False)
     after = contents(reopened)

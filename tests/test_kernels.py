@@ -478,3 +478,13 @@ def test_index_view_and_lookup_many_agree(n):
         assert [view.lookup(t) for t in targets] == twant, impl
     a, b = both("index_lookup_many", tbuf, n, TIME_KEY, base, np.array(targets, np.int64))
     assert list(zip(a.tolist(), b.tolist())) == twant
+
+
+def test_span_bytes_agree():
+    data = PAD + b"abcdefghij"
+    positions = np.array([len(PAD), len(PAD) + 3, len(PAD) + 9, 0], np.int64)
+    lengths = np.array([2, -1, 1, 0], np.int32)
+    assert both("span_bytes", data, positions, lengths) == [b"ab", None, b"j", b""]
+    for impl, module in KERNELS.items():
+        with pytest.raises(ValueError):
+            module.span_bytes(data, np.array([len(data)], np.int64), np.array([1], np.int32))

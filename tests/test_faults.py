@@ -1,0 +1,277 @@
+"""I/O faults and hostile input.
+
+Faults: ENOSPC, EIO and short writes injected at every write, fsync, rename and truncate
+call a workload makes: the caller gets a typed LogDirFailureError, the log refuses writes
+until reopened, and after reopening nothing acknowledged is lost and nothing corrupt is read.
+
+Fuzzing (hypothesis): mutated copies of Kafka-written data through the batch walker, the
+record decoder, the codecs, the index and checkpoint readers and Log.open: only typed errors.
+"""
+import errno
+import os
+import random
+import shutil
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from kafkalog import OffsetIndex, Record, TimeIndex, codecs, iter_batches
+from kafkalog._kernels import walk_batches
+from kafkalog.checkpoint import read_leader_epoch_checkpoint, read_offset_checkpoint
+from kafkalog.errors import KafkaLogError, LogDirFailureError
+from kafkalog.log import Log
+from kafkalog.producer_state import read_snapshot
+from kafkalog.records import decode_batches
+
+from conftest import FIXTURES
+
+CONFIG = {"segment.bytes": 4096, "index.interval.bytes": 256, "segment.index.bytes": 4096,
+          "file.delete.delay.ms": 0, "retention.bytes": 16384}
+
+
+def value_for(offset):
+    return b"%d:" % offset + bytes([offset % 251]) * (offset % 40)
+
+
+class Faults:
+    """Counts calls of the wrapped os functions and fails the ``fail_at``-th one."""
+    NAMES = ("pwrite", "fsync", "replace", "ftruncate")
+
+    def __init__(self, monkeypatch, fail_at, error):
+        self.count = 0
+        self.fail_at = fail_at
+        self.error = error
+        self.fired = False
+        for name in self.NAMES:
+            real = getattr(os, name)
+            monkeypatch.setattr(os, name, self._wrap(real))
+
+    def _wrap(self, real):
+        def call(*args, **kwargs):
+            self.count += 1
+            if self.count == self.fail_at:
+                self.fired = True
+                if self.error == "short" and real is _REAL["pwrite"]:
+                    fd, data, offset = args
+                    return real(fd, bytes(data)[:max(1, len(data) // 2)], offset)
+                if self.error != "short":
+                    raise OSError(self.error, os.strerror(self.error))
+            return real(*args, **kwargs)
+        return call
+
+
+_REAL = {name: getattr(os, name) for name in Faults.NAMES}
+
+
+def workload(path, acked):
+    """Appends, flushes (acknowledging), rolls and retention, until a failure."""
+    log = Log.open(path, CONFIG)
+    try:
+        for _ in range(40):
+            start = log.log_end_offset
+            log.append([Record(key=b"%d" % (start + i), value=value_for(start + i),
+                               timestamp=1_700_000_000_000) for i in range(7)])
+            if start % 3 == 0:
+                log.flush()
+                acked[0] = log.log_end_offset
+            if start % 5 == 0:
+                log.delete_old_segments()
+        log.flush()
+        acked[0] = log.log_end_offset
+    finally:
+        log._closed = True       # the process "dies": no close, no snapshot
+
+
+def check_after_reopen(path, acked):
+    log = Log.open(path, CONFIG)
+    try:
+        expected = log.log_start_offset
+        for r in log.records():
+            assert r.offset == expected and r.value == value_for(r.offset)
+            expected += 1
+        assert log.log_end_offset >= acked
+        for s in log.segments:
+            batches, status, _, _ = walk_batches(s.buffer())
+            assert status == 0 and (batches["crc_valid"] == 1).all()
+            s.full_sanity_check()
+        log.append([Record(key=b"after", value=value_for(log.log_end_offset))])
+    finally:
+        log.close()
+
+
+def count_calls(tmp_path, monkeypatch):
+    faults = Faults(monkeypatch, fail_at=-1, error=errno.EIO)
+    workload(tmp_path / "count-0", [0])
+    monkeypatch.undo()
+    return faults.count
+
+
+@pytest.mark.parametrize("error", [errno.ENOSPC, errno.EIO, "short"])
+def test_faults_at_every_call_site(tmp_path, monkeypatch, error):
+    total = count_calls(tmp_path, monkeypatch)
+    assert total > 100
+    step = max(1, total // 60)
+    fired = 0
+    for n in range(1, total + 1, step):
+        path = tmp_path / f"run{n}-0"
+        acked = [0]
+        faults = Faults(monkeypatch, n, error)
+        if error == "short":
+            workload(path, acked)                 # a short write is continued, not an error
+        else:
+            try:
+                workload(path, acked)
+            except LogDirFailureError as e:
+                assert e.errno == error
+                fired += 1
+        monkeypatch.undo()
+        check_after_reopen(path, acked[0])
+        shutil.rmtree(path)
+    if error != "short":
+        assert fired > 0
+
+
+def test_a_failed_log_refuses_writes_until_reopened(tmp_path, monkeypatch):
+    log = Log.open(tmp_path / "t-0", CONFIG)
+    log.append([Record(value=b"ok")])
+    log.flush()
+
+    def enospc(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(os, "pwrite", enospc)
+    with pytest.raises(LogDirFailureError) as e:
+        log.append([Record(value=b"lost")])
+    assert e.value.errno == errno.ENOSPC and log.failed is not None
+    monkeypatch.undo()
+    with pytest.raises(KafkaLogError):
+        log.append([Record(value=b"refused")])
+    with pytest.raises(KafkaLogError):
+        log.flush()
+    log.close()
+    again = Log.open(tmp_path / "t-0", CONFIG)
+    assert [r.value for r in again.records()] == [b"ok"]
+    again.append([Record(value=b"works")])
+    again.close()
+
+
+# --- fuzzing -----------------------------------------------------------------------------------
+
+SEED_LOGS = [FIXTURES / n / "00000000000000000000.log" for n in
+             ["plain-0", "gzip-0", "snappy-0", "lz4-0", "zstd-0", "headers-0", "legacy_v1-0",
+              "legacy_v0-0", "legacy_v1_codecs-0", "txn-0"]]
+SEEDS = [p.read_bytes()[:6000] for p in SEED_LOGS]
+
+
+def mutate(data, rng):
+    data = bytearray(data)
+    for _ in range(rng.randint(1, 4)):
+        kind = rng.randrange(6)
+        if not data:
+            break
+        i = rng.randrange(len(data))
+        if kind == 0:
+            data[i] ^= 1 << rng.randrange(8)                       # a bit flip
+        elif kind == 1:
+            del data[i:]                                           # truncation
+        elif kind == 2:
+            data[i:i + rng.randint(1, 64)] = bytes(rng.randint(1, 64))   # a zero run
+        elif kind == 3:
+            data[i:i + 8] = rng.randbytes(8)                       # garbage
+        elif kind == 4:
+            data[i:i + 4] = rng.choice([b"\x7f\xff\xff\xff", b"\xff\xff\xff\xff",
+                                        b"\x80\x00\x00\x00"])      # huge or negative lengths
+        else:
+            data[i:i] = rng.randbytes(rng.randint(1, 16))          # inserted bytes
+    return bytes(data)
+
+
+FUZZ = settings(max_examples=150, deadline=None, derandomize=True,
+                suppress_health_check=[HealthCheck.too_slow])
+
+
+@FUZZ
+@given(st.integers(0, len(SEEDS) - 1), st.integers(0, 2**32))
+def test_fuzz_walk_and_decode(seed_index, seed):
+    data = mutate(SEEDS[seed_index], random.Random(seed))
+    batches, status, stop, message = walk_batches(data)
+    assert 0 <= stop <= len(data)
+    try:
+        for b in iter_batches(data, validate_crc=True):
+            list(b)
+        decode_batches(data, batches)
+    except KafkaLogError:
+        pass
+
+
+@FUZZ
+@given(st.sampled_from([codecs.GZIP, codecs.SNAPPY, codecs.LZ4, codecs.ZSTD]),
+       st.integers(0, 2**32))
+def test_fuzz_codecs(codec, seed):
+    rng = random.Random(seed)
+    data = codecs.compress(codec, rng.randbytes(rng.randint(0, 3000)) * rng.randint(1, 3))
+    try:
+        codecs.decompress(codec, mutate(data, rng), limit=1 << 20)
+    except KafkaLogError:
+        pass
+
+
+@FUZZ
+@given(st.integers(0, 2**32))
+def test_fuzz_index_checkpoint_and_snapshot_readers(tmp_path_factory, seed):
+    rng = random.Random(seed)
+    d = tmp_path_factory.mktemp("fuzz")
+    sources = {"00000000000000000000.index": FIXTURES / "plain-0" / "00000000000000000000.index",
+               "00000000000000000000.timeindex":
+                   FIXTURES / "plain-0" / "00000000000000000000.timeindex",
+               "leader-epoch-checkpoint": FIXTURES / "multiseg-0" / "leader-epoch-checkpoint",
+               "snap.snapshot": FIXTURES / "txn-0" / "00000000000000000645.snapshot"}
+    for name, src in sources.items():
+        (d / name).write_bytes(mutate(src.read_bytes(), rng))
+    (d / "recovery-point-offset-checkpoint").write_bytes(
+        mutate(b"0\n2\nt 0 10\nt 1 20\n", rng))
+    for cls, name in ((OffsetIndex, "00000000000000000000.index"),
+                      (TimeIndex, "00000000000000000000.timeindex")):
+        try:
+            idx = cls(d / name, 0, writable=False)
+        except (KafkaLogError, ValueError):
+            continue
+        try:
+            idx.sanity_check()
+            idx.lookup(rng.randrange(5000))
+        except KafkaLogError:
+            pass
+        finally:
+            idx.close()
+    for reader, name in ((read_leader_epoch_checkpoint, "leader-epoch-checkpoint"),
+                         (read_offset_checkpoint, "recovery-point-offset-checkpoint"),
+                         (read_snapshot, "snap.snapshot")):
+        try:
+            reader(d / name)
+        except KafkaLogError:
+            pass
+
+
+@settings(max_examples=40, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.integers(0, 2**32))
+def test_fuzz_log_open(tmp_path_factory, seed):
+    rng = random.Random(seed)
+    name = rng.choice(["gzip-0", "txn-0", "multiseg-0", "headers-0"])
+    d = tmp_path_factory.mktemp("open") / name
+    shutil.copytree(FIXTURES / name, d)
+    files = sorted(d.iterdir())
+    for f in files:
+        f.chmod(0o644)
+    for f in rng.sample(files, rng.randint(1, 3)):
+        f.write_bytes(mutate(f.read_bytes(), rng))
+    try:
+        log = Log.open(d, clean_shutdown=rng.random() < 0.5)
+    except KafkaLogError:
+        return
+    try:
+        for _ in log.records():
+            pass
+    except KafkaLogError:
+        pass
+    finally:
+        log.close()
