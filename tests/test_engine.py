@@ -6,7 +6,7 @@ import pytest
 
 from kafkalog import Record, build_batch
 from kafkalog._kernels import walk_batches
-from kafkalog.errors import KafkaLogError
+from kafkalog.errors import KafkaLogError, LogDirFailureError
 from kafkalog.leader_epoch import LeaderEpochCache
 from kafkalog.log import Log
 from kafkalog.records import open_buffer
@@ -204,7 +204,7 @@ def test_offset_overflow_split_survives_a_crash(tmp_path, crash_at, monkeypatch)
             raise OSError("simulated crash before the swap files are renamed")
         return real_replace(src, dst)
     monkeypatch.setattr(log_module.os, "replace", crash)
-    with pytest.raises(OSError):
+    with pytest.raises(LogDirFailureError):
         Log.open(d, clean_shutdown=False)
     monkeypatch.setattr(log_module.os, "replace", real_replace)
     log = Log.open(d, clean_shutdown=False)         # the next load finishes or redoes it
