@@ -24,21 +24,32 @@ def value_for(offset):
 
 
 def child(directory, seed):
-    from kafkalog import Record
-    from kafkalog.log import Log
+    from kafkalog import Record, build_control_batch
+    from kafkalog.manager import LogManager
     rng = random.Random(seed)
-    log = Log.open(directory, CONFIG)
+    # A LogManager (checkpoint files written under the kill) over the partition's log dir.
+    mgr = LogManager([os.path.dirname(directory)], CONFIG, background=False)
+    log = mgr.get_or_create_log("crash", 0)
     out = sys.stdout
     out.write(f"OPEN {log.log_end_offset}\n")
     out.flush()
+    pid = 1000 + seed % 1000
     while True:
         start = log.log_end_offset
         n = rng.randint(1, 20)
         batch = [Record(key=b"%d" % (start + i), value=value_for(start + i),
                         timestamp=1_700_000_000_000 + start + i) for i in range(n)]
-        log.append(batch, compression=rng.choice(CODECS))
+        if rng.random() < 0.15:               # a transaction, committed or aborted
+            log.append(batch, compression=rng.choice(CODECS), producer_id=pid,
+                       producer_epoch=0, transactional=True)
+            log.append(build_control_batch(rng.choice(["commit", "abort"]), producer_id=pid,
+                                           producer_epoch=0))
+        else:
+            log.append(batch, compression=rng.choice(CODECS))
         if rng.random() < 0.05:
             log.delete_old_segments()         # retention: renames and deletes under the kill
+        if rng.random() < 0.1:
+            mgr.checkpoint()                  # checkpoint files rewritten under the kill
         if rng.random() < 0.3:
             log.flush()
             out.write(f"ACK {log.log_end_offset}\n")
@@ -46,22 +57,35 @@ def child(directory, seed):
 
 
 def check(directory):
-    """Reopen after a kill; returns (log end offset, problems)."""
+    """Reopen after a kill (as the LogManager would); returns (log end offset, problems)."""
+    from kafkalog import iter_batches
     from kafkalog._kernels import walk_batches
-    from kafkalog.log import Log
+    from kafkalog.manager import LogManager
     problems = []
-    log = Log.open(directory, CONFIG)
+    mgr = LogManager([os.path.dirname(directory)], CONFIG, background=False)
+    log = mgr.get_log("crash", 0)
     try:
         expected_offset = log.log_start_offset
-        for record in log.records():
-            if record.offset != expected_offset:
-                problems.append(f"gap or disorder at {record.offset} (expected "
-                                f"{expected_offset})")
-                break
-            if record.value != value_for(record.offset) or record.key != b"%d" % record.offset:
-                problems.append(f"record {record.offset} does not hold what was written")
-                break
-            expected_offset += 1
+        for segment in log.segments:
+            for batch in iter_batches(segment.buffer(), validate_crc=True):
+                if not batch.is_valid():
+                    problems.append(f"CRC failure at {batch.base_offset}")
+                for record in batch:
+                    if record.offset < expected_offset:
+                        continue                 # before the log start offset
+                    if record.offset != expected_offset:
+                        problems.append(f"gap or disorder at {record.offset} (expected "
+                                        f"{expected_offset})")
+                    elif not batch.is_control and (
+                            record.value != value_for(record.offset)
+                            or record.key != b"%d" % record.offset):
+                        problems.append(f"record {record.offset} does not hold what was "
+                                        f"written")
+                    expected_offset = record.offset + 1
+                    if problems:
+                        break
+                if problems:
+                    break
         if expected_offset != log.log_end_offset:
             problems.append(f"read up to {expected_offset}, log end offset "
                             f"{log.log_end_offset}")
@@ -76,14 +100,15 @@ def check(directory):
         log.flush()
         return log.log_end_offset, problems
     finally:
-        log.close()
+        mgr.shutdown()
 
 
 def run_kills(kills, directory, seed=0, max_wait=0.4, verbose=False):
     """Kill a writing child ``kills`` times; returns a tally dict."""
     rng = random.Random(seed)
     os.makedirs(directory, exist_ok=True)
-    part = os.path.join(directory, "crash-0")
+    part = os.path.join(directory, "logdir", "crash-0")
+    os.makedirs(os.path.dirname(part), exist_ok=True)
     acked = 0
     failures = []
     env = dict(os.environ)

@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Fuzzing stress run: ``python scripts/fuzz_stress.py [CASES] [--seed S]``.
+
+Feeds CASES mutated copies of Kafka-written data (bit flips, truncation, zero runs, garbage,
+huge and negative length fields, inserted bytes) to the batch walker, the record decoder,
+the codecs, the index, checkpoint and snapshot readers and (one case in 50) ``Log.open`` of a
+damaged partition directory. Prints a tally: cases, typed errors, and failures (any other
+exception); exits 1 on a failure.
+"""
+import argparse
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+
+from kafkalog import OffsetIndex, TimeIndex, codecs, iter_batches  # noqa: E402
+from kafkalog._kernels import walk_batches  # noqa: E402
+from kafkalog.checkpoint import read_leader_epoch_checkpoint  # noqa: E402
+from kafkalog.errors import KafkaLogError  # noqa: E402
+from kafkalog.log import Log  # noqa: E402
+from kafkalog.producer_state import read_snapshot  # noqa: E402
+from kafkalog.records import decode_batches  # noqa: E402
+from test_faults import SEEDS, mutate  # noqa: E402
+from conftest import FIXTURES  # noqa: E402
+
+
+def case_records(rng, tmp):
+    data = mutate(rng.choice(SEEDS), rng)
+    batches = walk_batches(data)[0]
+    for b in iter_batches(data, validate_crc=True):
+        list(b)
+    decode_batches(data, batches)
+
+
+def case_codec(rng, tmp):
+    codec = rng.choice([codecs.GZIP, codecs.SNAPPY, codecs.LZ4, codecs.ZSTD])
+    data = codecs.compress(codec, rng.randbytes(rng.randint(0, 2000)) * rng.randint(1, 4))
+    codecs.decompress(codec, mutate(data, rng), limit=1 << 20)
+
+
+def case_files(rng, tmp):
+    src = {"i": FIXTURES / "plain-0" / "00000000000000000000.index",
+           "t": FIXTURES / "plain-0" / "00000000000000000000.timeindex",
+           "e": FIXTURES / "multiseg-0" / "leader-epoch-checkpoint",
+           "s": FIXTURES / "txn-0" / "00000000000000000645.snapshot"}
+    kind = rng.choice(sorted(src))
+    path = os.path.join(tmp, f"00000000000000000000.{kind}")
+    with open(path, "wb") as f:
+        f.write(mutate(src[kind].read_bytes(), rng))
+    if kind in "it":
+        idx = (OffsetIndex if kind == "i" else TimeIndex)(path, 0, writable=False)
+        try:
+            idx.sanity_check()
+            idx.lookup(rng.randrange(5000))
+        finally:
+            idx.close()
+    elif kind == "e":
+        read_leader_epoch_checkpoint(path)
+    else:
+        read_snapshot(path)
+
+
+def case_open(rng, tmp):
+    name = rng.choice(["gzip-0", "txn-0", "multiseg-0", "headers-0", "legacy_v1-0"])
+    d = os.path.join(tmp, name)
+    shutil.rmtree(d, ignore_errors=True)
+    shutil.copytree(FIXTURES / name, d)
+    files = sorted(os.listdir(d))
+    for f in files:
+        os.chmod(os.path.join(d, f), 0o644)
+    for f in rng.sample(files, rng.randint(1, 3)):
+        p = os.path.join(d, f)
+        with open(p, "rb") as fh:
+            data = fh.read()
+        with open(p, "wb") as fh:
+            fh.write(mutate(data, rng))
+    log = Log.open(d, clean_shutdown=rng.random() < 0.5)
+    try:
+        for _ in log.records():
+            pass
+    finally:
+        log.close()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("cases", nargs="?", type=int, default=100_000)
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    rng = random.Random(args.seed)
+    tally = {"cases": 0, "typed_errors": 0, "failures": 0}
+    kinds = [case_records] * 25 + [case_codec] * 12 + [case_files] * 12 + [case_open]
+    started = time.time()
+    failures = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(args.cases):
+            case = rng.choice(kinds)
+            seed = rng.randrange(2**32)
+            try:
+                case(random.Random(seed), tmp)
+            except KafkaLogError:
+                tally["typed_errors"] += 1
+            except Exception:  # noqa: BLE001 - any other exception is what is counted
+                tally["failures"] += 1
+                failures.append(f"{case.__name__} seed {seed}: {traceback.format_exc(limit=3)}")
+            tally["cases"] += 1
+    print(f"cases: {tally['cases']}  typed errors: {tally['typed_errors']}  "
+          f"failures: {tally['failures']}  ({time.time() - started:.0f} s)")
+    for f in failures[:10]:
+        print(f)
+    return 1 if tally["failures"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
