@@ -7,14 +7,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+# local-cluster workers unpack the archive under pyspark's own work/ directory: remove it after
+spark_work=$("$root/.venv/bin/python" -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "work"))')
+trap 'rm -rf "$work" "$spark_work"' EXIT
 .venv/bin/python -m pip wheel -q --no-deps --no-build-isolation -w "$work/dist" .
 cd "$work"
 python3 -m venv pack-env
 pack-env/bin/pip install -q dist/kafkalog-*.whl pyarrow "pandas<3" venv-pack
 pack-env/bin/venv-pack -q -p pack-env -o kafkalog-env.tar.gz
 export PYSPARK_DRIVER_PYTHON="$root/.venv/bin/python"
-export SPARK_WORKER_DIR="$work/spark-work"     # the local-cluster workers unpack the archive here
 PYSPARK_PYTHON=./environment/bin/python "$root/.venv/bin/spark-submit" \
   --master "local-cluster[2,1,1024]" --conf spark.ui.enabled=false \
   --archives kafkalog-env.tar.gz#environment \
