@@ -40,9 +40,16 @@ def batch_of(size_bytes, seed=0):
 
 
 def small_segments(n):
-    """A partition directory of ``n`` small segments (10 records each), cleanly closed."""
+    """A new partition directory of ``n`` small segments (10 records each), cleanly closed."""
     directory = os.path.join(tempfile.mkdtemp(prefix="kafkalog-asv-"), "bench-0")
-    os.makedirs(directory)
+    write_small_segments(directory, n)
+    return directory
+
+
+def write_small_segments(directory, n):
+    """Write ``n`` small segments (10 records each) and a snapshot at the log end offset
+    into ``directory``, as a clean close would leave them."""
+    os.makedirs(directory, exist_ok=True)
     for i in range(n):
         base = i * 10
         data = build_batch([Record(key=b"k", value=b"v" * 50, timestamp=1000 + base + j)
@@ -54,4 +61,3 @@ def small_segments(n):
         with open(stem + ".timeindex", "wb") as f:
             f.write(struct.pack(">qi", 1009 + base, 9))
     write_snapshot(os.path.join(directory, f"{n * 10:020d}.snapshot"), [])
-    return directory

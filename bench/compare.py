@@ -20,7 +20,6 @@ import os
 import random
 import shutil
 import statistics
-import struct
 import sys
 import tempfile
 import time
@@ -32,12 +31,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 LARGE = os.path.normpath(os.path.join(HERE, "..", "..", "shared", "fixtures",
                                       "kafka-written-large"))
 
+sys.path.insert(0, os.path.dirname(HERE))
 import kafkalog  # noqa: E402
+from asv_benchmarks.common import write_small_segments  # noqa: E402
 from kafkalog import OffsetIndex, Record, build_batch  # noqa: E402
 from kafkalog._kernels import walk_batches  # noqa: E402
 from kafkalog.config import LogConfig  # noqa: E402
 from kafkalog.log import Log  # noqa: E402
-from kafkalog.producer_state import write_snapshot  # noqa: E402
 from kafkalog.records import decode_batches, open_buffer  # noqa: E402
 from kafkalog.segment import LogSegment  # noqa: E402
 
@@ -332,28 +332,13 @@ def timed_inside(fn, runs):
     return {"median_ms": statistics.median(times), "min_ms": min(times), "max_ms": max(times)}
 
 
-def make_small_segments(directory, n):
-    os.makedirs(directory, exist_ok=True)
-    for i in range(n):
-        base = i * 10
-        data = build_batch([Record(key=b"k", value=b"v" * 50, timestamp=1000 + base + j)
-                            for j in range(10)], base_offset=base)
-        stem = os.path.join(directory, f"{base:020d}")
-        with open(stem + ".log", "wb") as f:
-            f.write(data)
-        open(stem + ".index", "wb").close()
-        with open(stem + ".timeindex", "wb") as f:
-            f.write(struct.pack(">qi", 1009 + base, 9))
-    write_snapshot(os.path.join(directory, f"{n * 10:020d}.snapshot"), [])
-
-
 def bench_open(report, runs, quick):
     tmp = tempfile.mkdtemp()
     try:
         sizes = [1000, 2000, 5000, 10000] if not quick else [1000, 10000]
         for n in sizes:
             d = os.path.join(tmp, f"clean{n}-0")
-            make_small_segments(d, n)
+            write_small_segments(d, n)
 
             def open_clean():
                 Log.open(d, clean_shutdown=True, read_only=False).close()
@@ -363,7 +348,7 @@ def bench_open(report, runs, quick):
                        note=f"{s['median_ms'] / n * 1000:.0f} us per segment")
         for n in ([100, 200, 400] if not quick else [100, 200]):
             d = os.path.join(tmp, f"unclean{n}-0")
-            make_small_segments(d, n)
+            write_small_segments(d, n)
 
             def open_unclean():
                 Log.open(d, clean_shutdown=False, recovery_point=0).close()
