@@ -270,13 +270,18 @@ class LogSegment:
         self.bytes_since_last_index_entry += len(data)
 
     # ------------------------------------------------------------------------------ read
+    def _checked_position(self, position):
+        """An index position to scan from: a damaged index (trusted after a clean shutdown,
+        as Kafka trusts it) can point outside the file; then the scan starts at 0."""
+        return position if 0 <= position <= self._size else 0
+
     def translate_offset(self, offset, starting_position=0):
         """(position, size) of the first batch whose last offset >= ``offset``, or None."""
         with self._scan_lock:
             mapping = self.offset_index.lookup(offset)
             buf = self.buffer()
-            position, size = find_batch(buf, max(mapping.position, starting_position),
-                                        len(buf), offset)
+            start = max(self._checked_position(mapping.position), starting_position)
+            position, size = find_batch(buf, min(start, len(buf)), len(buf), offset)
         return None if position < 0 else (position, size)
 
     def read(self, start_offset, max_size, max_position=None, min_one_message=False):
@@ -319,7 +324,7 @@ class LogSegment:
     def read_next_offset(self):
         """The offset after the last batch (the base offset when the segment is empty)."""
         start = self.offset_index.lookup(self.offset_index.last_offset).position
-        batches, _, _, _ = self.batches(min(start, self._size))
+        batches, _, _, _ = self.batches(self._checked_position(start))
         if len(batches):
             return int(batches["last_offset"][-1]) + 1
         return self.base_offset
@@ -328,7 +333,8 @@ class LogSegment:
         """(timestamp, offset) of the first record with timestamp >= ``timestamp`` at or after
         ``starting_offset``, or None."""
         ts_entry = self.time_index.lookup(timestamp)
-        position = self.offset_index.lookup(max(ts_entry.offset, starting_offset)).position
+        position = self._checked_position(
+            self.offset_index.lookup(max(ts_entry.offset, starting_offset)).position)
         with self._scan_lock:
             buf = self.buffer()
             batches, _, _, _ = walk_batches(buf, position, validate_crc=False)
@@ -469,7 +475,7 @@ class LogSegment:
 
     def _load_largest_timestamp(self):
         last = self.time_index.last_entry
-        position = self.offset_index.lookup(last.offset).position
+        position = self._checked_position(self.offset_index.lookup(last.offset).position)
         batches = walk_batches(self.buffer(), position, validate_crc=False)[0]
         self._max_timestamp_and_offset = last
         if len(batches):
