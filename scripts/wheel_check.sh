@@ -16,10 +16,11 @@ import sys, tarfile, zipfile
 wheel = zipfile.ZipFile(sys.argv[1]).namelist()
 sdist = tarfile.open(sys.argv[2]).getnames()
 assert any(n.startswith("kafkalog/_core.") and n.endswith(".so") for n in wheel), wheel
-assert not any(n.endswith((".pyx", ".pxd", ".c")) for n in wheel), "sources in the wheel"
+assert not any(n.endswith((".pyx", ".pxi", ".pxd", ".c")) for n in wheel), "sources in the wheel"
 assert "kafkalog/py.typed" in wheel and "kafkalog/_core.pyi" in wheel
 assert any(n.endswith("kafkalog/_core.pyx") for n in sdist) and \
-    any(n.endswith("kafkalog/_core.pxd") for n in sdist), "the sdist lacks the Cython sources"
+    any(n.endswith("kafkalog/_core.pxd") for n in sdist) and \
+    any(n.endswith("kafkalog/_record.pxi") for n in sdist), "the sdist lacks the Cython sources"
 print(f"wheel: {len(wheel)} files, compiled module, no sources; sdist carries the .pyx/.pxd")
 PY
 rm -rf .venv-wheel

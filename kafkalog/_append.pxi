@@ -1,0 +1,175 @@
+# Included by _core.pyx: Append preparation: one-pass validation and offset assignment.
+# ----------------------------------------------------------------------------------------------
+# Append preparation
+
+cdef enum:
+    A_OK = 0
+    A_PARTIAL = 1
+    A_TOO_SMALL = 2
+    A_MAGIC = 3
+    A_TOO_LARGE = 4
+    A_CRC = 5
+    A_RECORDS = 6
+    A_OFFSETS = 7
+    A_EMPTY = 8
+
+APPEND_HAS_PRODUCER = 1
+APPEND_HAS_COMPRESSED = 2
+
+
+def prepare_append(unsigned char[::1] buf, int64_t assign_from, int64_t max_batch_size,
+                   int64_t log_append_time):
+    """Validate the v2 batches of an append in one pass and, when ``assign_from`` >= 0, give
+    them offsets from there (rewriting base offsets in ``buf``); with ``log_append_time`` >= 0
+    set LogAppendTime (attribute, max timestamp, CRC again).
+
+    Checks: whole batches only, magic 2, size <= ``max_batch_size``, CRC, increasing offsets,
+    and (for uncompressed batches) every record's structure.
+
+    Returns ``(batches, first_offset, last_offset, max_timestamp, offset_of_max_timestamp,
+    record_count, flags)``; flags has ``APPEND_HAS_PRODUCER`` when a batch carries a producer
+    id and ``APPEND_HAS_COMPRESSED`` when a batch's records still need decoding to be checked.
+    Raises CorruptRecordError or RecordTooLargeError with the buffer position at fault.
+    """
+    cdef Py_ssize_t length = buf.shape[0]
+    cdef unsigned char *p = &buf[0] if length > 0 else NULL
+    cdef Py_ssize_t pos = 0, n = 0, size
+    cdef int64_t next_offset = assign_from, base, last = -1, prev_last = -1, first = -1
+    cdef int64_t max_ts = -1, off_max = -1, count = 0, ts
+    cdef int32_t delta, records
+    cdef int16_t attributes
+    cdef int flags = 0, status = A_OK
+    cdef uint32_t crc
+    cdef RecordInfo *scratch = NULL
+    cdef HeaderTable table
+    cdef Py_ssize_t err_pos = 0
+    table.rows = NULL
+    table.count = 0
+    table.capacity = 0
+    view = memoryview(buf)
+    try:
+        while pos < length:
+            if length - pos < LOG_OVERHEAD + V2_MIN_SIZE:
+                status = A_PARTIAL if length - pos < HEADER_UP_TO_MAGIC or \
+                    kl_i32(p + pos + B_LENGTH) >= V2_MIN_SIZE else A_TOO_SMALL
+                break
+            size = kl_i32(p + pos + B_LENGTH)
+            if size < V2_MIN_SIZE:
+                status = A_TOO_SMALL
+                break
+            if size > length - pos - LOG_OVERHEAD:
+                status = A_PARTIAL
+                break
+            if p[pos + B_MAGIC] != 2:
+                status = A_MAGIC
+                break
+            size += LOG_OVERHEAD
+            if size > max_batch_size:
+                status = A_TOO_LARGE
+                break
+            crc = _crc32c(view[pos + B_ATTRIBUTES:pos + size])
+            if crc != kl_u32(p + pos + B_CRC):
+                status = A_CRC
+                break
+            attributes = kl_i16(p + pos + B_ATTRIBUTES)
+            delta = kl_i32(p + pos + B_LAST_OFFSET_DELTA)
+            records = kl_i32(p + pos + B_RECORD_COUNT)
+            base = kl_i64(p + pos)
+            if delta < 0 or records < 0:
+                status = A_RECORDS
+                break
+            if attributes & 0x07:
+                flags |= APPEND_HAS_COMPRESSED
+            elif records > 0:
+                if records * MIN_RECORD_SIZE > size - B_RECORDS:
+                    status = A_RECORDS
+                    break
+                scratch = <RecordInfo *>realloc(scratch, records * sizeof(RecordInfo))
+                if scratch == NULL:
+                    raise MemoryError()
+                table.count = 0
+                if _decode_region(p, pos + B_RECORDS, pos + size, base, 0, records, scratch,
+                                  &table, &err_pos) != R_OK:
+                    status = A_RECORDS
+                    break
+            if kl_i64(p + pos + B_PRODUCER_ID) >= 0:
+                flags |= APPEND_HAS_PRODUCER
+            if next_offset >= 0:
+                base = next_offset
+                p[pos] = (base >> 56) & 0xFF
+                p[pos + 1] = (base >> 48) & 0xFF
+                p[pos + 2] = (base >> 40) & 0xFF
+                p[pos + 3] = (base >> 32) & 0xFF
+                p[pos + 4] = (base >> 24) & 0xFF
+                p[pos + 5] = (base >> 16) & 0xFF
+                p[pos + 6] = (base >> 8) & 0xFF
+                p[pos + 7] = base & 0xFF
+                next_offset = base + delta + 1
+            last = base + delta
+            if n > 0 and base <= prev_last:
+                status = A_OFFSETS
+                break
+            if n == 0:
+                first = base
+            if log_append_time >= 0:
+                _set_log_append_time(p + pos, size, log_append_time, view[pos + B_ATTRIBUTES:pos + size])
+            ts = kl_i64(p + pos + B_MAX_TIMESTAMP)
+            if ts > max_ts:
+                max_ts = ts
+                off_max = last
+            prev_last = last
+            count += records
+            n += 1
+            pos += size
+    finally:
+        free(scratch)
+        free(table.rows)
+    if status != A_OK:
+        _raise_append_error(status, p, pos, length, max_batch_size)
+    if n == 0:
+        raise CorruptRecordError("no record batch to append", position=0)
+    return (n, first, last, max_ts, off_max, count, flags)
+
+
+cdef void _put_u32(unsigned char *p, uint32_t v) noexcept:
+    p[0] = (v >> 24) & 0xFF
+    p[1] = (v >> 16) & 0xFF
+    p[2] = (v >> 8) & 0xFF
+    p[3] = v & 0xFF
+
+
+cdef int _set_log_append_time(unsigned char *b, Py_ssize_t size, int64_t now,
+                              object crc_view) except -1:
+    cdef int16_t attributes = kl_i16(b + B_ATTRIBUTES) | 0x08
+    cdef int i
+    b[B_ATTRIBUTES] = (attributes >> 8) & 0xFF
+    b[B_ATTRIBUTES + 1] = attributes & 0xFF
+    for i in range(8):
+        b[B_MAX_TIMESTAMP + i] = (now >> (56 - 8 * i)) & 0xFF
+    _put_u32(b + B_CRC, _crc32c(crc_view))
+    return 0
+
+
+cdef int _raise_append_error(int status, const unsigned char *p, Py_ssize_t pos,
+                             Py_ssize_t length, int64_t max_batch_size) except -1:
+    cdef Py_ssize_t remaining = length - pos
+    if status == A_PARTIAL:
+        if remaining < HEADER_UP_TO_MAGIC:
+            raise CorruptRecordError(f"{remaining} trailing bytes are too few for a batch",
+                                     position=pos)
+        raise CorruptRecordError(f"batch declares {kl_i32(p + pos + B_LENGTH)} bytes after its "
+                                 f"length field but only {remaining - LOG_OVERHEAD} remain",
+                                 position=pos)
+    if status == A_TOO_SMALL:
+        raise CorruptRecordError("batch is smaller than the v2 batch header", position=pos)
+    if status == A_MAGIC:
+        raise CorruptRecordError(f"only record batch v2 can be appended, not magic "
+                                 f"{<int8_t>p[pos + B_MAGIC]}", position=pos)
+    if status == A_TOO_LARGE:
+        raise RecordTooLargeError(f"batch of {kl_i32(p + pos + B_LENGTH) + LOG_OVERHEAD} bytes "
+                                  f"at position {pos} exceeds max.message.bytes {max_batch_size}")
+    if status == A_CRC:
+        raise CorruptRecordError("record is corrupt (CRC mismatch)", position=pos)
+    if status == A_OFFSETS:
+        raise CorruptRecordError("batch offsets do not increase", position=pos)
+    raise CorruptRecordError("invalid records in batch", position=pos)
