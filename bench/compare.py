@@ -137,7 +137,6 @@ def bench_scan(report, runs, quick):
     arrays = [np.frombuffer(b, np.uint8) for b in bufs]
     report.add("bench-0 scan", "limit: numpy copy of the same bytes",
                timeit(lambda: [a.copy() for a in arrays], runs))
-    del arrays
     walked = [walk_batches(b, validate_crc=False)[0] for b in bufs]
 
     def decode():

@@ -1,6 +1,6 @@
 # Type stubs of the compiled kernels (kafkalog/_core.pyx); the pure-Python twins in
 # kafkalog/_core_py.py have the same signatures.
-from typing import Any, Iterable, NamedTuple, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 import numpy.typing as npt

@@ -14,12 +14,10 @@ Each group is written as ``.cleaned``, renamed ``.swap`` once whole, and swapped
 old segments; a crash at any step is finished or undone by the next load (``Log.open``).
 """
 import collections
-import os
 import time
 
 import numpy as np
 
-from kafkalog import checkpoint
 from kafkalog._kernels import walk_batches
 from kafkalog.records import (
     CONTROL_MASK, COMPRESSION_MASK, DELETE_HORIZON_MASK, TIMESTAMP_TYPE_MASK,

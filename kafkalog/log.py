@@ -14,20 +14,15 @@ from kafkalog import checkpoint
 from kafkalog._kernels import (
     APPEND_HAS_COMPRESSED, APPEND_HAS_PRODUCER, prepare_append, walk_batches,
 )
-from kafkalog._layout import V2_HEADER_SIZE, WALK_CORRUPT, WALK_END
 from kafkalog.config import LogConfig
 from kafkalog.errors import (
     CorruptIndexError, CorruptRecordError, IndexOffsetOverflowError, InvalidOffsetError,
     KafkaLogError, LogDirFailureError, OffsetOutOfRangeError, OutOfOrderSequenceError,
-    RecordTooLargeError,
 )
-from kafkalog.index import AbortedTxn, TimestampOffset
 from kafkalog.leader_epoch import LeaderEpochCache
 from kafkalog.producer_state import ProducerStateManager, list_snapshots
 from kafkalog.records import (
-    CONTROL_MASK, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK, Record, RecordBatch, RecordTable,
-    TimestampType,
-    build_batch, decode_batches, partial_tail_message,
+    CONTROL_MASK, TRANSACTIONAL_MASK, RecordBatch, build_batch, decode_batches,
 )
 from kafkalog.retention import KAFKA_POLICIES, LogStartOffsetRetention
 from kafkalog.scheduler import default_scheduler

@@ -3,7 +3,6 @@ import collections
 import mmap
 import os
 import random
-import struct
 import threading
 import time
 import weakref
@@ -11,13 +10,12 @@ import weakref
 import numpy as np
 
 from kafkalog._kernels import find_batch, index_entries_for, walk_batches
-from kafkalog._layout import WALK_END
 from kafkalog.errors import (
-    CorruptIndexError, IndexOffsetOverflowError, InvalidOffsetError, KafkaLogError,
+    CorruptIndexError, IndexOffsetOverflowError,
 )
 from kafkalog.index import OffsetIndex, TimeIndex, TimestampOffset, TransactionIndex
 from kafkalog.records import (
-    CONTROL_MASK, TRANSACTIONAL_MASK, decode_batches, parse_control_record,
+    CONTROL_MASK, decode_batches, parse_control_record,
 )
 
 LOG_SUFFIX = ".log"

@@ -24,7 +24,7 @@ import re
 import numpy as np
 
 from kafkalog._kernels import gather_spans, walk_batches
-from kafkalog._layout import OFFSET_KEY, WALK_CORRUPT, WALK_INVALID
+from kafkalog._layout import WALK_CORRUPT, WALK_INVALID
 from kafkalog.checkpoint import read_offset_checkpoint
 from kafkalog.errors import CorruptRecordError, KafkaLogError, OffsetOutOfRangeError
 from kafkalog.index import OffsetIndex, TimeIndex, TransactionIndex

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from kafkalog import Record, build_batch, build_control_batch
+from kafkalog import Record, build_control_batch
 from kafkalog.dump import dump_partition
 from kafkalog.errors import KafkaLogError, LogDirFailureError
 from kafkalog.log import Log

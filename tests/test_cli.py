@@ -115,10 +115,10 @@ def test_recover_dry_run_then_recover(fixture_copy, capfd, name, truncated):
     before = {f.name: f.read_bytes() for f in d.iterdir()}
     assert main(["recover", "--dry-run", str(d)]) == 0
     out = capfd.readouterr().out
-    assert f"would truncate" in out and f"by {truncated} bytes" in out
+    assert "would truncate" in out and f"by {truncated} bytes" in out
     assert {f.name: f.read_bytes() for f in d.iterdir()} == before
     assert main(["recover", str(d)]) == 0
-    assert f"did truncate" in capfd.readouterr().out
+    assert "did truncate" in capfd.readouterr().out
     assert main(["verify", str(d)]) == 0
     assert main(["recover", str(d)]) == 0
     assert "nothing to repair" in capfd.readouterr().out

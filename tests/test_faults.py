@@ -125,6 +125,7 @@ def test_faults_at_every_call_site(tmp_path, monkeypatch, error):
                 assert e.errno == error
                 fired += 1
         monkeypatch.undo()
+        assert faults.fired                       # the n-th call was reached and faulted
         check_after_reopen(path, acked[0])
         shutil.rmtree(path)
     if error != "short":

@@ -1,7 +1,6 @@
 """The scenarios of Kafka's OffsetIndexTest, TimeIndexTest and TransactionIndexTest."""
 import os
 import random
-import shutil
 
 import numpy as np
 import pytest

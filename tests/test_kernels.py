@@ -6,7 +6,7 @@ import struct
 import numpy as np
 import pytest
 
-from kafkalog import _core_py, build_batch, Record
+from kafkalog import build_batch, Record
 from kafkalog._layout import (
     BATCH_DTYPE, OFFSET_KEY, OFFSET_VALUE, TIME_KEY, TIME_VALUE, WALK_CORRUPT, WALK_END,
     WALK_INVALID, WALK_PARTIAL,

@@ -1,11 +1,9 @@
 """The scenarios of Kafka's LogLoaderTest and UnifiedLogTest that apply, and every fixture
 opened with Log.open."""
 import os
-import struct
 import threading
 import time
 
-import numpy as np
 import pytest
 
 from kafkalog import Record, build_batch, build_control_batch, iter_batches

@@ -1,10 +1,8 @@
 """The scenarios of Kafka's LogSegmentTest, and Kafka-identical index building and recovery on
 every fixture."""
-import json
 import os
 import random
 
-import numpy as np
 import pytest
 
 from kafkalog import Record, build_batch

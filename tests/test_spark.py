@@ -16,6 +16,9 @@ pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
 @pytest.fixture(scope="session")
 def spark():
+    import sys
+    # Spark's Python workers must run this interpreter (it has kafkalog and its dependencies).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
     session = (SparkSession.builder.master("local[2]").appName("kafkalog-tests")
                .config("spark.ui.enabled", "false")
