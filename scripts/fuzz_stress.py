@@ -10,7 +10,6 @@ exception); exits 1 on a failure.
 import argparse
 import os
 import random
-import shutil
 import sys
 import tempfile
 import time
@@ -23,10 +22,9 @@ from kafkalog import OffsetIndex, TimeIndex, codecs, iter_batches  # noqa: E402
 from kafkalog._kernels import walk_batches  # noqa: E402
 from kafkalog.checkpoint import read_leader_epoch_checkpoint  # noqa: E402
 from kafkalog.errors import KafkaLogError  # noqa: E402
-from kafkalog.log import Log  # noqa: E402
 from kafkalog.producer_state import read_snapshot  # noqa: E402
 from kafkalog.records import decode_batches  # noqa: E402
-from test_faults import SEEDS, mutate  # noqa: E402
+from test_faults import OPEN_FUZZ_NAMES, SEEDS, mutate, open_damaged_copy  # noqa: E402
 from conftest import FIXTURES  # noqa: E402
 
 
@@ -67,25 +65,7 @@ def case_files(rng, tmp):
 
 
 def case_open(rng, tmp):
-    name = rng.choice(["gzip-0", "txn-0", "multiseg-0", "headers-0", "legacy_v1-0"])
-    d = os.path.join(tmp, name)
-    shutil.rmtree(d, ignore_errors=True)
-    shutil.copytree(FIXTURES / name, d)
-    files = sorted(os.listdir(d))
-    for f in files:
-        os.chmod(os.path.join(d, f), 0o644)
-    for f in rng.sample(files, rng.randint(1, 3)):
-        p = os.path.join(d, f)
-        with open(p, "rb") as fh:
-            data = fh.read()
-        with open(p, "wb") as fh:
-            fh.write(mutate(data, rng))
-    log = Log.open(d, clean_shutdown=rng.random() < 0.5)
-    try:
-        for _ in log.records():
-            pass
-    finally:
-        log.close()
+    open_damaged_copy(rng, tmp, OPEN_FUZZ_NAMES)
 
 
 def main():
