@@ -10,6 +10,10 @@ from kafkalog.records import (  # noqa: E402
     ControlType, Record, RecordBatch, RecordTable, TimestampType, build_batch,
     build_control_batch, decode_batches, iter_batches,
 )
+from kafkalog.config import LogConfig  # noqa: E402
+from kafkalog.segment import FetchDataInfo, LogSegment  # noqa: E402
+from kafkalog.log import Log, LogAppendInfo, LogOffsetSnapshot  # noqa: E402
+from kafkalog.manager import LogManager  # noqa: E402
 
 
 def compiled():
@@ -21,5 +25,6 @@ __all__ = [
     "__version__", "errors", "compiled", "Record", "RecordBatch", "RecordTable",
     "TimestampType", "ControlType", "build_batch", "build_control_batch", "iter_batches",
     "decode_batches", "OffsetIndex", "TimeIndex", "TransactionIndex", "AbortedTxn",
-    "OffsetPosition", "TimestampOffset",
+    "OffsetPosition", "TimestampOffset", "LogConfig", "LogSegment", "FetchDataInfo", "Log",
+    "LogAppendInfo", "LogOffsetSnapshot", "LogManager",
 ]

@@ -272,9 +272,24 @@ def test_columns_of_compressed_batches_match_records():
 
 
 def test_package_exports_contract_names():
+    """The public names of ../shared/docs/CONTRACT.md."""
     for name in ["Record", "RecordBatch", "build_batch", "build_control_batch", "iter_batches",
-                 "OffsetIndex", "TimeIndex", "TransactionIndex"]:
-        assert hasattr(kafkalog, name)
+                 "OffsetIndex", "TimeIndex", "TransactionIndex", "LogConfig", "LogSegment",
+                 "Log", "LogManager"]:
+        assert hasattr(kafkalog, name), name
+    from kafkalog import errors
+    for name in ["KafkaLogError", "CorruptRecordError", "CorruptIndexError",
+                 "InvalidOffsetError", "OffsetOutOfRangeError", "RecordTooLargeError",
+                 "UnsupportedCompressionError", "LogDirLockedError", "InvalidTopicError"]:
+        assert issubclass(getattr(errors, name), errors.KafkaLogError), name
+    for method in ["append", "append_as_follower", "read", "records", "offset_for_timestamp",
+                   "roll", "flush", "truncate_to", "delete_old_segments", "delete_records",
+                   "compact", "close"]:
+        assert callable(getattr(kafkalog.Log, method)), method
+    assert callable(kafkalog.Log.open)
+    for method in ["get_log", "get_or_create_log", "delete_log", "logs", "cleanup_logs",
+                   "checkpoint", "shutdown", "__enter__", "__exit__"]:
+        assert callable(getattr(kafkalog.LogManager, method)), method
 
 
 def test_records_made_by_both_kernels_agree_and_pickle():
