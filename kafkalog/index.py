@@ -5,6 +5,7 @@ Offset and time indexes are memory-mapped and preallocated to ``max_index_size``
 searches run in the ``index_search`` kernel (hot/cold binary search, FORMAT.md).
 """
 import collections
+import contextlib
 import mmap
 import os
 import struct
@@ -74,6 +75,18 @@ class _MappedIndex:
 
     def _after_open(self):
         pass
+
+    @classmethod
+    @contextlib.contextmanager
+    def reading(cls, path, base_offset):
+        """An existing index opened read-only with only its written entries (the all-zero
+        tail a crash leaves in a preallocated index is left out); released on exit."""
+        index = cls(path, base_offset, writable=False)
+        try:
+            index._truncate_to_entries(index.valid_entries())
+            yield index
+        finally:
+            index.close_handler()
 
     def _round_down(self, size):
         return size - size % self.entry_size

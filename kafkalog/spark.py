@@ -182,13 +182,9 @@ class Replica:
         start = 0
         index_path = os.path.join(self.path, f"{base:020d}.index")
         if os.path.exists(index_path):
-            idx = OffsetIndex(index_path, base, writable=False)
-            try:
-                valid = idx.valid_entries()
-                if valid:
-                    start = idx.entry(valid - 1).position
-            finally:
-                idx.close()
+            with OffsetIndex.reading(index_path, base) as idx:
+                if idx.entries:
+                    start = idx.entry(idx.entries - 1).position
         buf = open_buffer(self._log(base))
         batches = walk_batches(buf, min(start, len(buf)), validate_crc=False)[0]
         return int(batches["last_offset"][-1]) + 1 if len(batches) else base
@@ -253,26 +249,17 @@ def _resolve_timestamp(replica, timestamp):
         tpath = os.path.join(replica.path, f"{base:020d}.timeindex")
         if not os.path.exists(tpath):
             return i, 0
-        t = TimeIndex(tpath, base, writable=False)
-        try:
-            t._truncate_to_entries(t.valid_entries())
-            last = t.last_entry
-            if t.entries and last.timestamp < timestamp and i + 1 < len(replica.bases):
+        with TimeIndex.reading(tpath, base) as t:
+            if t.entries and t.last_entry.timestamp < timestamp and i + 1 < len(replica.bases):
                 continue                   # every record of this segment is earlier
             before = t.lookup(timestamp - 1)
-        finally:
-            t.close()
         if before.timestamp < 0:
             return i, 0
         ipath = os.path.join(replica.path, f"{base:020d}.index")
         if not os.path.exists(ipath):
             return i, 0
-        idx = OffsetIndex(ipath, base, writable=False)
-        try:
-            idx._truncate_to_entries(idx.valid_entries())
+        with OffsetIndex.reading(ipath, base) as idx:
             return i, idx.lookup(before.offset).position
-        finally:
-            idx.close()
     return None
 
 
@@ -280,12 +267,8 @@ def _index_entries(replica, base):
     ipath = os.path.join(replica.path, f"{base:020d}.index")
     if not os.path.exists(ipath):
         return np.empty(0, np.int64), np.empty(0, np.int64)
-    idx = OffsetIndex(ipath, base, writable=False)
-    try:
-        idx._truncate_to_entries(idx.valid_entries())
+    with OffsetIndex.reading(ipath, base) as idx:
         return idx.entries_array()
-    finally:
-        idx.close()
 
 
 def _aborted_txns(replicas):

@@ -133,25 +133,29 @@ def _verify_indexes(directory, base, batches):
         finally:
             idx.close_handler()
     if os.path.exists(stem + ".timeindex"):
-        tidx = TimeIndex(stem + ".timeindex", base, writable=False)
         try:
-            tidx._truncate_to_entries(tidx.valid_entries())
-            tidx.sanity_check()
-            ts, offs = tidx.entries_array()
-            if len(offs) and offs[-1] > last_offset:
-                problems.append(f"{tidx.path}: last entry points at offset {int(offs[-1])}, "
-                                f"past the segment's last offset {last_offset}")
-            if len(ts) and len(batches) and ts[-1] > batches["max_timestamp"].max():
-                problems.append(f"{tidx.path}: timestamp {int(ts[-1])} is later than any "
-                                f"batch in the segment")
+            with TimeIndex.reading(stem + ".timeindex", base) as tidx:
+                problems += _check_time_index(tidx, batches, last_offset)
         except CorruptIndexError as e:
             problems.append(str(e))
-        finally:
-            tidx.close_handler()
     try:
         TransactionIndex(stem + ".txnindex", base).sanity_check()
     except CorruptIndexError as e:
         problems.append(str(e))
+    return problems
+
+
+def _check_time_index(tidx, batches, last_offset):
+    """Kafka's sanity check, and entries that point past the segment's data."""
+    tidx.sanity_check()
+    problems = []
+    ts, offs = tidx.entries_array()
+    if len(offs) and offs[-1] > last_offset:
+        problems.append(f"{tidx.path}: last entry points at offset {int(offs[-1])}, "
+                        f"past the segment's last offset {last_offset}")
+    if len(ts) and len(batches) and ts[-1] > batches["max_timestamp"].max():
+        problems.append(f"{tidx.path}: timestamp {int(ts[-1])} is later than any "
+                        f"batch in the segment")
     return problems
 
 
