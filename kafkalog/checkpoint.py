@@ -7,13 +7,9 @@ lines. Written to ``<name>.tmp``, fsynced, then renamed into place.
 """
 import os
 
-from kafkalog.errors import KafkaLogError
+from kafkalog.errors import CorruptCheckpointError
 
 CHECKPOINT_VERSION = 0
-
-
-class CorruptCheckpointError(KafkaLogError):
-    """A checkpoint file whose text does not follow the format."""
 
 
 def _read_lines(path, fields, parse):

@@ -1,13 +1,9 @@
 """``LogConfig``: Kafka's topic-level log settings, with Kafka's names and defaults."""
 import os
 
-from kafkalog.errors import KafkaLogError
+from kafkalog.errors import InvalidConfigError
 
 LONG_MAX = 2**63 - 1
-
-
-class InvalidConfigError(KafkaLogError, ValueError):
-    """An unknown setting, or a value of the wrong type or outside its range."""
 
 
 def _long(name, value, minimum=None, allowed=()):

@@ -96,6 +96,18 @@ class IndexFullError(KafkaLogError):
     """An append to an index that has no free slot."""
 
 
+class CorruptCheckpointError(KafkaLogError):
+    """A checkpoint file whose text does not follow the format."""
+
+
+class CorruptSnapshotError(KafkaLogError):
+    """A producer snapshot whose version, CRC or length is wrong."""
+
+
+class InvalidConfigError(KafkaLogError, ValueError):
+    """An unknown setting, or a value of the wrong type or outside its range."""
+
+
 __all__ = [
     "KafkaLogError",
     "CorruptRecordError",
@@ -112,4 +124,7 @@ __all__ = [
     "OutOfOrderSequenceError",
     "LogDirFailureError",
     "InvalidProducerEpochError",
+    "CorruptCheckpointError",
+    "CorruptSnapshotError",
+    "InvalidConfigError",
 ]

@@ -7,18 +7,22 @@ delta int32, timestamp int64, coordinator epoch int32, current txn first offset 
 """
 import collections
 import os
-import re
 import struct
 
 import numpy as np
 from crc32c import crc32c
 
 from kafkalog.checkpoint import write_atomically_bytes
-from kafkalog.errors import InvalidProducerEpochError, KafkaLogError, OutOfOrderSequenceError
+from kafkalog.errors import (
+    CorruptSnapshotError, InvalidProducerEpochError, OutOfOrderSequenceError,
+)
+from kafkalog.files import SNAPSHOT_SUFFIX, file_path, parse_file_name
 from kafkalog.index import AbortedTxn
+from kafkalog.records import (
+    CONTROL_MASK, TRANSACTIONAL_MASK, decode_batches, increment_sequence, parse_control_record,
+)
 
 SNAPSHOT_VERSION = 1
-SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOT_ENTRY_DTYPE = np.dtype([
     ("producer_id", ">i8"), ("producer_epoch", ">i2"), ("last_sequence", ">i4"),
     ("last_offset", ">i8"), ("offset_delta", ">i4"), ("timestamp", ">i8"),
@@ -26,11 +30,6 @@ SNAPSHOT_ENTRY_DTYPE = np.dtype([
 ])
 assert SNAPSHOT_ENTRY_DTYPE.itemsize == 46
 _HEADER = struct.Struct(">hIi")
-_SNAPSHOT_NAME = re.compile(r"^(\d{20})\.snapshot$")
-
-
-class CorruptSnapshotError(KafkaLogError):
-    """A producer snapshot whose version, CRC or length is wrong."""
 
 
 ProducerSnapshotEntry = collections.namedtuple(
@@ -76,17 +75,26 @@ def write_snapshot(path, entries):
 
 
 def snapshot_path(directory, offset):
-    return os.path.join(directory, f"{offset:020d}{SNAPSHOT_SUFFIX}")
+    return file_path(directory, offset, SNAPSHOT_SUFFIX)
 
 
 def list_snapshots(directory):
     """[(offset, path)] of the snapshot files in ``directory``, by offset."""
     out = []
     for name in os.listdir(directory):
-        m = _SNAPSHOT_NAME.match(name)
-        if m:
-            out.append((int(m.group(1)), os.path.join(directory, name)))
+        parsed = parse_file_name(name)
+        if parsed is not None and parsed[1:] == (SNAPSHOT_SUFFIX, ""):
+            out.append((parsed[0], os.path.join(directory, name)))
     return sorted(out)
+
+
+def control_of(buf, row, path=None):
+    """(control type, coordinator epoch) of a control batch's first record."""
+    table = decode_batches(buf, row.reshape(1), path)
+    if len(table) == 0:
+        return None, -1
+    kind, epoch = parse_control_record(table.key(0), table.value(0))
+    return int(kind), (epoch if epoch is not None else -1)
 
 
 def java_hash_map_order(entries):
@@ -118,9 +126,6 @@ class ProducerStateManager:
         self.ongoing = {}         # producer id -> first offset of its open transaction
         self.recent = {}          # producer id -> its last batches, for duplicate detection
         self.map_end_offset = 0
-
-    def is_empty(self):
-        return not self.producers and not self.ongoing
 
     def clear(self, offset=0):
         self.producers.clear()
@@ -155,10 +160,25 @@ class ProducerStateManager:
             return offset
         return None
 
+    def apply_batches(self, buf, batches, path=None, txn_index=None):
+        """Apply the batches (``BATCH_DTYPE`` rows over ``buf``) in offset order: the one
+        loop by which appends, recovery and load teach the state. Each aborted transaction
+        completed on the way is appended to ``txn_index`` when given."""
+        if len(batches) == 0:
+            return
+        with_pid = batches[(batches["magic"] == 2) & (batches["producer_id"] >= 0)]
+        for row in with_pid:
+            control_type, coordinator_epoch = None, -1
+            if int(row["attributes"]) & CONTROL_MASK:
+                control_type, coordinator_epoch = control_of(buf, row, path)
+            completed = self.update(row, control_type, coordinator_epoch)
+            if completed is not None and completed.is_aborted and txn_index is not None:
+                txn_index.append(self.aborted_txn(completed))
+        self.map_end_offset = int(batches["last_offset"][-1]) + 1
+
     def update(self, batch_row, control_type=None, coordinator_epoch=-1):
         """Apply one v2 batch (a ``BATCH_DTYPE`` row); returns a CompletedTxn for an
         end-transaction marker, else None."""
-        from kafkalog.records import CONTROL_MASK, TRANSACTIONAL_MASK, increment_sequence
         pid = int(batch_row["producer_id"])
         last_offset = int(batch_row["last_offset"])
         self.map_end_offset = last_offset + 1
@@ -204,7 +224,6 @@ class ProducerStateManager:
         row). Returns the ``BatchMetadata`` of the original when the batch is a duplicate
         of one of the producer's last five; raises InvalidProducerEpochError for an older
         epoch and OutOfOrderSequenceError for a sequence that does not follow; else None."""
-        from kafkalog.records import CONTROL_MASK
         pid = int(batch_row["producer_id"])
         entry = self.producers.get(pid)
         if pid < 0 or entry is None:

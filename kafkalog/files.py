@@ -1,0 +1,152 @@
+"""File and directory names of a Kafka log, built and parsed in one place (Kafka's
+``LogFileUtils`` and ``UnifiedLog``'s directory-name helpers).
+
+A segment's files are ``<20-digit base offset><suffix>`` (``.log``, ``.index``, ``.timeindex``,
+``.txnindex``), producer snapshots ``<20-digit offset>.snapshot``; any of them may carry one
+more suffix while it changes state (``.deleted``, ``.cleaned``, ``.swap``). A partition
+directory is ``<topic>-<partition>``; a deleted, future (alter-log-dirs) or stray one is
+``<topic>-<partition>.<unique id>-delete`` / ``-future`` / ``-stray``.
+"""
+import collections
+import os
+import re
+
+from kafkalog.errors import KafkaLogError
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
+SNAPSHOT_SUFFIX = ".snapshot"
+DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+SEGMENT_SUFFIXES = (LOG_SUFFIX,) + INDEX_SUFFIXES
+TEMP_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX)
+
+# Files of a log dir (beside its partition directories).
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+LOCK_FILE = ".lock"
+META_PROPERTIES = "meta.properties"
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+# Files of a partition directory besides its segments and snapshots.
+PARTITION_METADATA = "partition.metadata"
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+
+DELETE_DIR_SUFFIX = "-delete"
+FUTURE_DIR_SUFFIX = "-future"
+STRAY_DIR_SUFFIX = "-stray"
+_DIR_SUFFIXES = {DELETE_DIR_SUFFIX: "delete", FUTURE_DIR_SUFFIX: "future",
+                 STRAY_DIR_SUFFIX: "stray"}
+
+_OFFSET_NAME = re.compile(r"^(\d{20})(\.[a-z]+)((?:\.[a-z]+)?)$")
+_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_TOPIC_LENGTH = 249
+
+TopicPartitionDir = collections.namedtuple("TopicPartitionDir", "topic partition state")
+TopicPartitionDir.__doc__ = """A partition directory's name parsed: ``state`` is ``""`` for a
+live log, else ``"delete"``, ``"future"`` or ``"stray"``."""
+
+
+def file_name(offset, suffix):
+    """``<20-digit offset><suffix>``, e.g. ``00000000000000000042.log``."""
+    return f"{offset:020d}{suffix}"
+
+
+def file_path(directory, offset, suffix):
+    return os.path.join(directory, file_name(offset, suffix))
+
+
+def parse_file_name(name):
+    """(offset, suffix, state suffix) of ``<20 digits><suffix>[<state suffix>]``, e.g.
+    ``(42, ".log", ".swap")``; None for any other name."""
+    m = _OFFSET_NAME.match(name)
+    return (int(m.group(1)), m.group(2), m.group(3)) if m else None
+
+
+def offset_from_file_name(name):
+    """The offset a file name starts with (whatever its suffixes), or None."""
+    parsed = parse_file_name(name)
+    return parsed[0] if parsed else None
+
+
+def is_file_of(name, suffix, state=""):
+    """True when ``name`` is ``<20 digits><suffix><state>`` exactly."""
+    parsed = parse_file_name(name)
+    return parsed is not None and parsed[1] == suffix and parsed[2] == state
+
+
+def offsets_of(names, suffix, state=""):
+    """Sorted offsets of the names that are ``<20 digits><suffix><state>``."""
+    return sorted(p[0] for p in map(parse_file_name, names)
+                  if p is not None and p[1] == suffix and p[2] == state)
+
+
+def holds_segments(directory):
+    """True when ``directory`` holds at least one ``.log`` segment file."""
+    try:
+        return any(is_file_of(n, LOG_SUFFIX) for n in os.listdir(directory))
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+
+
+def validate_topic(topic):
+    """Kafka's topic name rules; raises InvalidTopicError (so no name can escape a log dir)."""
+    from kafkalog.errors import InvalidTopicError
+    if not isinstance(topic, str) or not topic:
+        raise InvalidTopicError("topic name is empty")
+    if topic in (".", ".."):
+        raise InvalidTopicError(f"topic name cannot be {topic!r}")
+    if len(topic) > MAX_TOPIC_LENGTH:
+        raise InvalidTopicError(f"topic name is longer than {MAX_TOPIC_LENGTH} characters")
+    if not _TOPIC.match(topic):
+        raise InvalidTopicError(f"topic name {topic!r} has characters other than ASCII "
+                                f"alphanumerics, '.', '_' and '-'")
+    return topic
+
+
+def partition_dir_name(topic, partition, state="", unique_id=None):
+    """``<topic>-<partition>``, or with a state ``<topic>-<partition>.<unique id>-<state>``."""
+    name = f"{topic}-{partition}"
+    if not state:
+        return name
+    suffix = {v: k for k, v in _DIR_SUFFIXES.items()}[state]
+    return f"{name}.{unique_id}{suffix}"
+
+
+def parse_partition_dir_name(name):
+    """A ``TopicPartitionDir`` of a partition directory name; raises KafkaLogError for a name
+    that is not one (as Kafka's ``parseTopicPartitionName``)."""
+    state = ""
+    stem = name
+    for suffix, kind in _DIR_SUFFIXES.items():
+        if name.endswith(suffix):
+            stem, _, unique = name[:-len(suffix)].rpartition(".")
+            if not stem or not unique:
+                raise KafkaLogError(f"{name!r} is not a {kind} partition directory name")
+            state = kind
+            break
+    topic, sep, partition = stem.rpartition("-")
+    if not sep or not topic or not partition.isdigit() or not _TOPIC.match(topic):
+        raise KafkaLogError(f"{name!r} is not a topic-partition directory name")
+    return TopicPartitionDir(topic, int(partition), state)
+
+
+def parse_topic_partition(name):
+    """(topic, partition) of a live partition directory name ``topic-partition``."""
+    parsed = parse_partition_dir_name(name)
+    if parsed.state:
+        raise KafkaLogError(f"{name!r} is a {parsed.state} partition directory, not a live one")
+    return parsed.topic, parsed.partition
+
+
+def topic_partition_or_none(name):
+    """(topic, partition) of a live partition directory name, or None."""
+    try:
+        return parse_topic_partition(name)
+    except KafkaLogError:
+        return None

@@ -1,0 +1,62 @@
+"""read_committed: which batches belong to aborted transactions.
+
+One filter for every reader (``Log.records``, the Spark reader, the cleaner). It follows
+Kafka's consumer (``CompletedFetch.abortedProducerIds``): the aborted transactions of a range
+come from the transaction indexes as (producer id, first offset); walking batches in offset
+order, a producer enters "aborted" when a batch at or past its transaction's first offset is
+reached, its transactional data batches are dropped while it is there, and its next control
+batch (the ABORT marker) takes it out. A range may start inside a transaction: the
+transaction's first offset is then already passed at the first batch.
+"""
+import numpy as np
+
+from kafkalog.records import CONTROL_MASK, TRANSACTIONAL_MASK
+
+ISOLATIONS = ("log_end", "high_watermark", "committed")
+
+
+class AbortedTxnFilter:
+    """Marks the data batches of aborted transactions, batch by batch in offset order.
+
+    ``aborted``: ``AbortedTxn`` entries (or ``(producer_id, first_offset, ...)`` tuples) that
+    may affect the batches to come; more may be added with ``add`` as a read goes on. Feed
+    every batch of the range, in order, to ``aborted_mask`` (several calls continue where
+    the last stopped).
+    """
+
+    def __init__(self, aborted=()):
+        self._pending = []       # (first offset, producer id) not yet reached
+        self._seen = set()
+        self._active = set()     # producer ids inside an aborted transaction
+        self.add(aborted)
+
+    def add(self, aborted):
+        for txn in aborted or ():
+            key = (int(txn[0]), int(txn[1]))
+            if key not in self._seen:
+                self._seen.add(key)
+                self._pending.append((key[1], key[0]))
+        self._pending.sort(reverse=True)           # the next to reach is popped from the end
+
+    def aborted_mask(self, batches):
+        """A bool array over ``batches`` (``BATCH_DTYPE`` rows): True for data batches of
+        aborted transactions. Control batches are never marked."""
+        out = np.zeros(len(batches), dtype=bool)
+        if not self._pending and not self._active:
+            return out
+        attributes = batches["attributes"]
+        pids = batches["producer_id"]
+        last = batches["last_offset"]
+        for i in range(len(batches)):
+            while self._pending and self._pending[-1][0] <= last[i]:
+                self._active.add(self._pending.pop()[1])
+            if not self._active:
+                if not self._pending:
+                    break
+                continue
+            pid = int(pids[i])
+            if attributes[i] & CONTROL_MASK:
+                self._active.discard(pid)      # the marker ends that producer's transaction
+            elif attributes[i] & TRANSACTIONAL_MASK and pid in self._active:
+                out[i] = True
+        return out

@@ -1,0 +1,228 @@
+"""``LocalLog``: the operations on a log's segment files (Kafka's ``LocalLog``): roll, flush,
+read, truncate, delete, and the one crash-safe replacement of segments.
+
+Not thread-safe: the ``Log`` that owns it calls it under its lock. Readers need no lock: they
+take the current ``LogSegments`` (immutable) and read from it.
+
+Replacing segments (compaction, the offset-overflow split, and a load finishing either after a
+crash) always goes the same way, so a crash at any point leaves the old segments or the new ones
+whole (FORMAT.md "Log load"):
+
+1. the new segments are written complete under ``<base>.log.cleaned`` (and their indexes);
+   a crash here leaves ``.cleaned`` files, which a load throws away;
+2. they are renamed ``.swap`` and the directory fsynced; from here a load finishes the
+   replacement: it deletes the old segments the ``.swap`` segments cover and renames them;
+3. the old segments are renamed ``.deleted`` (removed now, or later for a live log whose
+   readers may still hold them);
+4. the ``.swap`` files are renamed to their final names and the directory fsynced.
+"""
+import logging
+import os
+
+from kafkalog import checkpoint
+from kafkalog.files import CLEANED_SUFFIX, DELETED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, file_path
+from kafkalog.log_segments import LogSegments
+from kafkalog.producer_state import ProducerStateManager
+from kafkalog.segment import FetchDataInfo, LogOffsetMetadata, LogSegment
+
+log = logging.getLogger(__name__)
+
+
+def create_cleaned_segment(directory, base_offset, data, config, time_fn, leader_epochs=None):
+    """Step 1 of a replacement: ``data`` (whole batches) written as ``<base>.log.cleaned``,
+    fsynced, with its indexes built. Returns (the closed segment, bytes its recovery cut)."""
+    path = file_path(directory, base_offset, LOG_SUFFIX + CLEANED_SUFFIX)
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    segment = LogSegment(directory, base_offset, config, file_suffix=CLEANED_SUFFIX,
+                         time_fn=time_fn)
+    truncated = segment.recover(ProducerStateManager(directory), leader_epochs)
+    segment.flush()
+    segment.close()
+    return segment, truncated
+
+
+def _rename_files(segment, old_suffix, new_suffix):
+    for path in segment.files():
+        if path.endswith(old_suffix) and os.path.exists(path):
+            os.replace(path, path[:-len(old_suffix)] + new_suffix)
+
+
+def replace_segments(directory, new_segments, old_segments, delete, open_segment):
+    """Steps 2-4 of the replacement: ``new_segments`` (closed, their files suffixed
+    ``.cleaned`` or already ``.swap``) take the place of ``old_segments``.
+
+    ``delete(segments)`` removes the old ones (step 3); ``open_segment(base_offset)`` opens a
+    new one under its final name. Returns the new segments, opened.
+    """
+    for segment in new_segments:
+        if segment.file_suffix == CLEANED_SUFFIX:
+            _rename_files(segment, CLEANED_SUFFIX, SWAP_SUFFIX)
+    checkpoint.fsync_dir(directory)
+    delete(old_segments)
+    for segment in new_segments:
+        _rename_files(segment, SWAP_SUFFIX, "")
+    checkpoint.fsync_dir(directory)
+    return [open_segment(s.base_offset) for s in new_segments]
+
+
+def delete_segments_now(segments):
+    """Rename to ``.deleted``, then remove: for segments no reader holds (at load)."""
+    for segment in segments:
+        segment.change_file_suffixes("", DELETED_SUFFIX)
+        segment.delete_files()
+
+
+class LocalLog:
+    """A partition directory's segments and the offsets that follow from the files alone:
+    log end offset and recovery point."""
+
+    def __init__(self, directory, config, segments, *, log_end_offset, recovery_point,
+                 scheduler, time_fn):
+        self.directory = directory
+        self.config = config
+        self.segments = segments if isinstance(segments, LogSegments) else \
+            LogSegments(segments)
+        self.log_end_offset = log_end_offset
+        self.recovery_point = recovery_point
+        self._scheduler = scheduler
+        self._time_fn = time_fn
+
+    @property
+    def active_segment(self):
+        return self.segments.active
+
+    def new_segment(self, base_offset):
+        return LogSegment(self.directory, base_offset, self.config, time_fn=self._time_fn)
+
+    # ------------------------------------------------------------------------------ append
+    def append(self, segment, last_offset, max_timestamp, offset_of_max_timestamp, data):
+        segment.append(last_offset, max_timestamp, offset_of_max_timestamp, data)
+        self.log_end_offset = last_offset + 1
+
+    def roll(self, new_offset):
+        """Start a new active segment at ``new_offset``; returns it (the old one when it is
+        empty and already starts there)."""
+        old = self.active_segment
+        if old.base_offset == new_offset and old.size == 0:
+            return old                     # rolling an empty segment would only rename it
+        old.on_becoming_inactive_segment()
+        old.flush()
+        segment = self.new_segment(new_offset)
+        segment.resize_indexes(self.config.max_index_size)
+        checkpoint.fsync_dir(self.directory)
+        self.segments = self.segments.replace(add=[segment])
+        # Everything below the new segment is flushed now (older segments at their own roll).
+        self.recovery_point = max(self.recovery_point, new_offset)
+        return segment
+
+    def flush(self):
+        """fsync every segment from the one holding the recovery point; the recovery point
+        becomes the log end offset."""
+        first = self.segments.floor(self.recovery_point)
+        start = first.base_offset if first is not None else 0
+        for segment in self.segments:
+            if segment.base_offset >= start:
+                segment.flush()
+        self.recovery_point = self.log_end_offset
+
+    # ------------------------------------------------------------------------------ read
+    def read(self, start_offset, max_bytes, max_offset, min_one_message=True):
+        """Batches from the first holding ``start_offset`` up to ``max_bytes``, nothing at or
+        past ``max_offset``. Returns (FetchDataInfo, the segment read, the segment list read)
+        or (empty FetchDataInfo, None, list)."""
+        segments = self.segments
+        empty = FetchDataInfo(LogOffsetMetadata(start_offset, -1, -1), b"")
+        if start_offset >= max_offset:
+            return empty, None, segments
+        segment = segments.floor(start_offset)
+        while segment is not None and segment.base_offset < max_offset:
+            nxt = segments.higher(segment.base_offset)
+            max_position = segment.size
+            if nxt is None or nxt.base_offset > max_offset:
+                found = segment.translate_offset(max_offset)
+                if found is not None:
+                    max_position = found[0]
+            info = segment.read(start_offset, max_bytes, max_position, min_one_message)
+            if info is not None and (info.records or info.first_entry_incomplete):
+                return info, segment, segments
+            segment = nxt
+        return empty, None, segments
+
+    @staticmethod
+    def collect_aborted_transactions(segments, start_offset, upper_offset, first=None):
+        """The ``AbortedTxn`` entries of the transaction indexes that overlap
+        [start_offset, upper_offset), from the segment holding ``start_offset`` on."""
+        found = []
+        segment = first if first is not None else segments.floor(start_offset)
+        while segment is not None:
+            result = segment.collect_aborted_txns(start_offset, upper_offset)
+            found.extend(result.aborted_transactions)
+            if result.is_complete:
+                break
+            segment = segments.higher(segment.base_offset)
+        return found
+
+    # ------------------------------------------------------------------------------ truncate
+    def truncate_to(self, offset):
+        """Remove every record at or above ``offset``: later segments go, the one holding it
+        is cut. The log end offset becomes ``offset`` (as Kafka's LocalLog.truncateTo does,
+        even when compaction left a gap below it). Returns the deleted segments."""
+        doomed = [s for s in self.segments if s.base_offset > offset]
+        self.segments = self.segments.replace(remove=doomed)
+        self.delete_segment_files(doomed)
+        self.active_segment.truncate_to(offset)
+        self.log_end_offset = offset
+        self.recovery_point = min(self.recovery_point, offset)
+        return doomed
+
+    def truncate_fully_and_start_at(self, new_offset):
+        """Delete every segment and start an empty one at ``new_offset``."""
+        doomed = list(self.segments)
+        fresh = None
+        for segment in doomed:
+            if segment.base_offset == new_offset:
+                segment.truncate_to(new_offset)
+                fresh = segment
+        if fresh is None:
+            fresh = self.new_segment(new_offset)
+        self.segments = LogSegments([fresh])
+        self.delete_segment_files([s for s in doomed if s is not fresh])
+        self.log_end_offset = new_offset
+        self.recovery_point = min(self.recovery_point, new_offset)
+        return doomed
+
+    # ------------------------------------------------------------------------------ delete
+    def delete_segments(self, segments):
+        """Take ``segments`` out of the list and delete their files (see
+        ``delete_segment_files``); rolls first when that would leave no segment."""
+        if len(segments) == len(self.segments):
+            self.roll(self.log_end_offset)
+        self.segments = self.segments.replace(remove=segments)
+        self.delete_segment_files(segments)
+
+    def delete_segment_files(self, segments):
+        """Rename to ``.deleted`` now; remove after ``file.delete.delay.ms`` in the
+        background. Readers holding the segments keep reading them until then."""
+        segments = list(segments)
+        if not segments:
+            return
+        for segment in segments:
+            segment.mark_deleted()
+            segment.change_file_suffixes("", DELETED_SUFFIX)
+        delay = self.config["file.delete.delay.ms"] / 1000.0
+        self._scheduler.schedule_once(delay, lambda: [s.delete_files() for s in segments])
+
+    def replace_segments(self, new_segments, old_segments):
+        """Swap closed ``.cleaned`` segments in for ``old_segments`` (all still in the list)
+        through the crash-safe protocol; returns the new segments, opened."""
+        opened = replace_segments(self.directory, new_segments, old_segments,
+                                  self.delete_segment_files, self.new_segment)
+        self.segments = self.segments.replace(remove=old_segments, add=opened)
+        return opened
+
+    def close(self):
+        for segment in self.segments:
+            segment.close()

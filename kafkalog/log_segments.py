@@ -1,0 +1,96 @@
+"""``LogSegments``: an immutable, sorted list of a log's segments (Kafka's ``LogSegments``).
+
+Every change builds a new list, so a reader holding one sees a consistent log while appends,
+rolls, cleaning and deletions go on; the log swaps its list under its lock.
+"""
+import bisect
+
+
+class LogSegments:
+    """The segments of a log by base offset, with the floor/higher/range queries readers need.
+
+    The last segment is the active one. Offsets held by a segment run from its base offset to
+    the next segment's base offset (the log end offset for the last).
+    """
+    __slots__ = ("_segments", "_bases")
+
+    def __init__(self, segments=()):
+        self._segments = tuple(sorted(segments, key=lambda s: s.base_offset))
+        self._bases = [s.base_offset for s in self._segments]
+
+    def __len__(self):
+        return len(self._segments)
+
+    def __iter__(self):
+        return iter(self._segments)
+
+    def __getitem__(self, i):
+        return self._segments[i]
+
+    def __contains__(self, segment):
+        i = bisect.bisect_left(self._bases, segment.base_offset)
+        return i < len(self._segments) and self._segments[i] is segment
+
+    @property
+    def bases(self):
+        """Base offsets, ascending (a list; do not change it)."""
+        return self._bases
+
+    @property
+    def first(self):
+        return self._segments[0] if self._segments else None
+
+    @property
+    def active(self):
+        """The last segment (the one appends go to)."""
+        return self._segments[-1] if self._segments else None
+
+    @property
+    def size(self):
+        """Bytes in all ``.log`` files."""
+        return sum(s.size for s in self._segments)
+
+    def index_of(self, segment):
+        i = bisect.bisect_left(self._bases, segment.base_offset)
+        if i < len(self._segments) and self._segments[i] is segment:
+            return i
+        raise ValueError(f"{segment!r} is not in this segment list")
+
+    def floor(self, offset):
+        """The segment with the largest base offset <= ``offset`` (the one that would hold
+        it), or None."""
+        i = bisect.bisect_right(self._bases, offset) - 1
+        return self._segments[i] if i >= 0 else None
+
+    def higher(self, base_offset):
+        """The first segment whose base offset is > ``base_offset``, or None."""
+        i = bisect.bisect_right(self._bases, base_offset)
+        return self._segments[i] if i < len(self._segments) else None
+
+    def next_base(self, segment, log_end_offset):
+        """Where ``segment``'s offsets end: the next segment's base offset, or
+        ``log_end_offset`` for the last."""
+        nxt = self.higher(segment.base_offset)
+        return nxt.base_offset if nxt is not None else log_end_offset
+
+    def with_bounds(self, log_end_offset):
+        """[(segment, end offset)]: each segment with the offset its successor starts at
+        (``log_end_offset`` for the last)."""
+        ends = self._bases[1:] + [log_end_offset]
+        return list(zip(self._segments, ends))
+
+    def range(self, from_offset, to_offset=None):
+        """The segments that may hold offsets in [from_offset, to_offset) (to the end when
+        ``to_offset`` is None), in order."""
+        lo = max(bisect.bisect_right(self._bases, from_offset) - 1, 0)
+        hi = len(self._segments) if to_offset is None else \
+            bisect.bisect_left(self._bases, to_offset)
+        return self._segments[lo:max(hi, lo)]
+
+    def replace(self, remove=(), add=()):
+        """A new list without the segments in ``remove`` (by identity) and with ``add``."""
+        gone = {id(s) for s in remove}
+        return LogSegments([s for s in self._segments if id(s) not in gone] + list(add))
+
+    def __repr__(self):
+        return f"LogSegments({self._bases!r})"
