@@ -6,10 +6,11 @@ from kafkalog._kernels import COMPILED as _COMPILED  # noqa: E402
 from kafkalog.index import (  # noqa: E402
     AbortedTxn, OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset, TransactionIndex,
 )
+from kafkalog._kernels import Record  # noqa: E402
 from kafkalog.records import (  # noqa: E402
-    ControlType, Record, RecordBatch, RecordTable, TimestampType, build_batch,
-    build_control_batch, decode_batches, iter_batches,
+    ControlType, RecordBatch, RecordTable, TimestampType, decode_batches, iter_batches,
 )
+from kafkalog.builder import build_batch, build_control_batch  # noqa: E402
 from kafkalog.config import LogConfig  # noqa: E402
 from kafkalog.segment import FetchDataInfo, LogSegment  # noqa: E402
 from kafkalog.log import Log, LogAppendInfo, LogOffsetSnapshot  # noqa: E402

@@ -5,9 +5,17 @@ Offset checkpoints (``recovery-point-offset-checkpoint``, ``log-start-offset-che
 ``topic partition offset`` lines. ``leader-epoch-checkpoint``: version, count, ``epoch offset``
 lines. Written to ``<name>.tmp``, fsynced, then renamed into place.
 """
+import collections
+import logging
 import os
 
 from kafkalog.errors import CorruptCheckpointError
+from kafkalog.files import (
+    CLEAN_SHUTDOWN_FILE, CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
+    PARTITION_METADATA, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
+)
+
+log = logging.getLogger(__name__)
 
 CHECKPOINT_VERSION = 0
 
@@ -94,3 +102,76 @@ def write_offset_checkpoint(path, offsets):
     lines = [str(CHECKPOINT_VERSION), str(len(offsets))]
     lines += [f"{topic} {partition} {offset}" for (topic, partition), offset in offsets.items()]
     write_atomically(path, "\n".join(lines) + "\n")
+
+
+def read_partition_metadata(directory):
+    """The topic id in a partition's ``partition.metadata`` (``version: 0`` /
+    ``topic_id: <id>``), or None when there is no such file."""
+    path = os.path.join(directory, PARTITION_METADATA)
+    try:
+        with open(path, "rb") as f:
+            lines = f.read().decode("utf-8").splitlines()
+    except FileNotFoundError:
+        return None
+    except UnicodeDecodeError:
+        raise CorruptCheckpointError(f"malformed {path}: not UTF-8 text") from None
+    fields = dict(line.split(":", 1) for line in lines if ":" in line)
+    if fields.get("version", "").strip() != "0" or "topic_id" not in fields:
+        raise CorruptCheckpointError(f"malformed {path}: {lines!r}")
+    return fields["topic_id"].strip()
+
+
+def write_partition_metadata(directory, topic_id):
+    write_atomically(os.path.join(directory, PARTITION_METADATA),
+                     f"version: 0\ntopic_id: {topic_id}")
+
+
+PartitionCheckpoints = collections.namedtuple(
+    "PartitionCheckpoints", "recovery_point log_start_offset high_watermark cleaner_offset "
+                            "clean_shutdown")
+PartitionCheckpoints.__doc__ = """What a log dir's checkpoint files say of one partition;
+an offset is None when no file holds it."""
+
+
+class LogDirCheckpoints:
+    """A log dir's offset checkpoints and clean-shutdown marker, read once.
+
+    The one policy for damaged checkpoint files, everywhere (``Log.open``, ``LogManager``,
+    ``verify``): a corrupt or unreadable file is logged at WARNING and read as empty, so each
+    of its offsets takes the safe default of its reader (recover from offset 0, the log start at
+    the first segment), as Kafka's LogManager resets a checkpoint it cannot read. ``problems``
+    lists what was wrong, for reports.
+    """
+    NAMES = {"recovery_point": RECOVERY_POINT_CHECKPOINT,
+             "log_start_offset": LOG_START_OFFSET_CHECKPOINT,
+             "high_watermark": REPLICATION_OFFSET_CHECKPOINT,
+             "cleaner_offset": CLEANER_OFFSET_CHECKPOINT}
+
+    def __init__(self, log_dir):
+        self.log_dir = os.fspath(log_dir)
+        self.problems = []
+        self.offsets = {field: self._read(name) for field, name in self.NAMES.items()}
+        self.clean_shutdown = os.path.exists(os.path.join(self.log_dir, CLEAN_SHUTDOWN_FILE))
+
+    def _read(self, name):
+        path = os.path.join(self.log_dir, name)
+        try:
+            return read_offset_checkpoint(path)
+        except FileNotFoundError:
+            return {}
+        except (CorruptCheckpointError, OSError) as e:
+            self.problems.append(str(e))
+            log.warning("ignoring %s (its offsets default as if it were missing): %s", path, e)
+            return {}
+
+    def for_partition(self, key):
+        """A ``PartitionCheckpoints`` for ``key`` ((topic, partition), or None for a
+        directory that is not named like a partition: nothing is known of it)."""
+        values = {field: (offsets.get(key) if key is not None else None)
+                  for field, offsets in self.offsets.items()}
+        return PartitionCheckpoints(clean_shutdown=self.clean_shutdown, **values)
+
+    def write(self, field, offsets):
+        """Replace one of the offset checkpoint files with ``offsets``."""
+        write_offset_checkpoint(os.path.join(self.log_dir, self.NAMES[field]), offsets)
+        self.offsets[field] = dict(offsets)

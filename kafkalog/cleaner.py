@@ -14,19 +14,26 @@ Each group is written as ``.cleaned``, renamed ``.swap`` once whole, and swapped
 old segments; a crash at any step is finished or undone by the next load (``Log.open``).
 """
 import collections
+import contextlib
+import logging
+import threading
 import time
 
 import numpy as np
 
 from kafkalog._kernels import walk_batches
+from kafkalog.codecs import CODEC_NAMES
+from kafkalog.errors import CleaningAbortedError
+from kafkalog.isolation import AbortedTxnFilter
+from kafkalog._kernels import Record
+from kafkalog.builder import build_batch
 from kafkalog.records import (
     CONTROL_MASK, COMPRESSION_MASK, DELETE_HORIZON_MASK, TIMESTAMP_TYPE_MASK,
-    TRANSACTIONAL_MASK, Record, build_batch, decode_batches,
+    TRANSACTIONAL_MASK, decode_batches,
 )
-from kafkalog.codecs import CODEC_NAMES
 
-CLEANED_SUFFIX = ".cleaned"
-SWAP_SUFFIX = ".swap"
+log = logging.getLogger(__name__)
+
 DEFAULT_MAP_MEMORY = 128 * 1024 * 1024
 # Memory charged per key in the map: the key's bytes plus what a Python dict entry, the
 # bytes object and the int offset cost (measured on CPython 3.11: ~100 bytes).
@@ -35,19 +42,67 @@ MAP_ENTRY_OVERHEAD = 100
 CleanerStats = collections.namedtuple(
     "CleanerStats", "first_dirty_offset first_uncleanable_offset segments_cleaned bytes_read "
                     "bytes_written records_read records_retained map_keys map_memory_bytes "
-                    "elapsed_s partial")
+                    "elapsed_s partial aborted")
+
+CleaningSnapshot = collections.namedtuple(
+    "CleaningSnapshot", "segments log_start_offset log_end_offset high_watermark "
+                        "first_dirty_offset first_unstable_offset producer_last_offsets config")
+CleaningSnapshot.__doc__ = """What a cleaner pass needs of a log, taken together under the
+log's lock (``Log.cleaning_snapshot``): the cleaner never reads a log's live state."""
 
 
-def cleanable_range(log, now_ms):
-    """(first dirty offset, first uncleanable offset) of a log now."""
-    segments = log.segments
-    first_dirty = max(log.first_dirty_offset, log.log_start_offset)
-    uncleanable = segments[-1].base_offset                 # the active segment
-    first_unstable = log._producer_state.first_unstable_offset()
-    if first_unstable is not None:
-        uncleanable = min(uncleanable, first_unstable)
-    uncleanable = min(uncleanable, log.high_watermark)
-    lag = log.config["min.compaction.lag.ms"]
+class CleaningCoordinator:
+    """One log's cleaning state, kept as Kafka's ``LogCleanerManager`` keeps it: in progress,
+    aborted, paused. Every method is called with the log's lock held.
+
+    Operations that would invalidate a pass (truncation, ``truncate_fully_and_start_at``,
+    ``delete_records``, close) run inside ``paused()``: it marks a running pass aborted and
+    waits (releasing the lock) until the pass has stopped and removed its files; no pass starts
+    while paused.
+    """
+
+    def __init__(self, lock):
+        self._cond = threading.Condition(lock)
+        self._in_progress = False
+        self._aborted = False
+        self._paused = 0
+
+    def try_begin(self):
+        if self._paused or self._in_progress:
+            return False
+        self._in_progress, self._aborted = True, False
+        return True
+
+    def check_aborted(self):
+        if self._aborted:
+            raise CleaningAbortedError("log cleaning was aborted")
+
+    def end(self):
+        self._in_progress = self._aborted = False
+        self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def paused(self):
+        self._paused += 1
+        try:
+            if self._in_progress:
+                self._aborted = True
+                while self._in_progress:
+                    self._cond.wait()
+            yield
+        finally:
+            self._paused -= 1
+
+
+def cleanable_range(snapshot, now_ms):
+    """(first dirty offset, first uncleanable offset) of a log's ``CleaningSnapshot``."""
+    segments = snapshot.segments
+    first_dirty = max(snapshot.first_dirty_offset, snapshot.log_start_offset)
+    uncleanable = segments.active.base_offset
+    if snapshot.first_unstable_offset is not None:
+        uncleanable = min(uncleanable, snapshot.first_unstable_offset)
+    uncleanable = min(uncleanable, snapshot.high_watermark)
+    lag = snapshot.config["min.compaction.lag.ms"]
     if lag > 0:
         for s in segments:
             if s.largest_timestamp > now_ms - lag:
@@ -56,13 +111,11 @@ def cleanable_range(log, now_ms):
     return first_dirty, uncleanable
 
 
-def dirty_ratio(log, now_ms):
+def dirty_ratio(snapshot, now_ms):
     """Dirty bytes / (clean + dirty bytes) below the first uncleanable offset."""
-    first_dirty, uncleanable = cleanable_range(log, now_ms)
+    first_dirty, uncleanable = cleanable_range(snapshot, now_ms)
     clean = dirty = 0
-    segments = log.segments
-    for i, s in enumerate(segments):
-        end = segments[i + 1].base_offset if i + 1 < len(segments) else log.log_end_offset
+    for s, end in snapshot.segments.with_bounds(snapshot.log_end_offset):
         if end <= uncleanable:
             if end <= first_dirty:
                 clean += s.size
@@ -71,36 +124,29 @@ def dirty_ratio(log, now_ms):
     return dirty / (clean + dirty) if clean + dirty else 0.0
 
 
-def _aborted_ranges(log):
-    """{producer id: [(first offset, last offset)]} of the aborted transactions in the log."""
-    out = collections.defaultdict(list)
-    for s in log.segments:
-        for a in s.txn_index.all_aborted_txns():
-            out[a.producer_id].append((a.first_offset, a.last_offset))
-    return out
-
-
-def _aborted_batch_mask(batches, aborted):
-    mask = np.zeros(len(batches), dtype=bool)
-    if not aborted:
-        return mask
-    transactional = (batches["attributes"] & TRANSACTIONAL_MASK) != 0
-    control = (batches["attributes"] & CONTROL_MASK) != 0
-    for pid, ranges in aborted.items():
-        of_pid = transactional & ~control & (batches["producer_id"] == pid)
-        for first, last in ranges:
-            mask |= of_pid & (batches["base_offset"] >= first) & (batches["base_offset"] <= last)
-    return mask
+def needs_cleaning(snapshot, now_ms):
+    """Kafka's should-we-clean policy: the dirty ratio reaches ``min.cleanable.dirty.ratio``,
+    or the oldest dirty data is older than ``max.compaction.lag.ms``."""
+    config = snapshot.config
+    if dirty_ratio(snapshot, now_ms) >= config["min.cleanable.dirty.ratio"]:
+        return True
+    first_dirty, _ = cleanable_range(snapshot, now_ms)
+    for s in snapshot.segments:
+        if s.base_offset >= first_dirty:
+            return now_ms - s.largest_timestamp > config["max.compaction.lag.ms"]
+    return False
 
 
 class _Segment:
     """A segment's batches and records, decoded once for the map and the rewrite."""
 
-    def __init__(self, segment):
+    def __init__(self, segment, aborted_filter):
         self.segment = segment
         self.buf = segment.buffer()
         self.batches = walk_batches(self.buf, validate_crc=False)[0]
         self.table = decode_batches(self.buf, self.batches, segment.log_path)
+        # Batches of aborted transactions (fed in offset order, segment after segment).
+        self.aborted = aborted_filter.aborted_mask(self.batches)
         self._keys = None
 
     def keys(self):
@@ -109,7 +155,7 @@ class _Segment:
         return self._keys
 
 
-def build_offset_map(log, dirty, first_dirty, uncleanable, memory_budget, aborted):
+def build_offset_map(dirty, first_dirty, uncleanable, memory_budget):
     """key -> latest offset over [first_dirty, uncleanable); returns (map, end offset, memory):
     the end is where a full map stopped (a partial clean) or ``uncleanable``."""
     offset_map = {}
@@ -118,7 +164,7 @@ def build_offset_map(log, dirty, first_dirty, uncleanable, memory_budget, aborte
         recs = item.table.records
         batch_rows = item.batches[item.table.batch]
         control = (batch_rows["attributes"] & CONTROL_MASK) != 0
-        aborted_rows = _aborted_batch_mask(item.batches, aborted)[item.table.batch]
+        aborted_rows = item.aborted[item.table.batch]
         usable = ((recs["offset"] >= first_dirty) & (recs["offset"] < uncleanable) & ~control
                   & ~aborted_rows & (recs["key_len"] >= 0))
         keys = item.keys()
@@ -133,40 +179,43 @@ def build_offset_map(log, dirty, first_dirty, uncleanable, memory_budget, aborte
     return offset_map, uncleanable, memory
 
 
-def clean(log, now_ms=None, memory_budget=DEFAULT_MAP_MEMORY):
-    """One cleaner pass over ``log`` (a ``Log`` with ``cleanup.policy`` including compact);
-    returns ``CleanerStats``. Called by ``Log.compact``."""
+def clean(snapshot, now_ms, memory_budget, replace, check_aborted):
+    """One cleaner pass over a log's ``CleaningSnapshot``; returns ``CleanerStats``.
+
+    ``replace(group, data)`` swaps the rewritten bytes of a group of segments in (``Log``
+    does it under its lock, raising CleaningAbortedError when the pass was aborted or the
+    group changed); ``check_aborted()`` raises CleaningAbortedError between segments. Called
+    by ``Log.compact``.
+    """
     started = time.perf_counter()
-    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-    first_dirty, uncleanable = cleanable_range(log, now_ms)
-    segments = log.segments
-    bounds = [(s, segments[i + 1].base_offset if i + 1 < len(segments) else log.log_end_offset)
-              for i, s in enumerate(segments)]
-    bounds = bounds[:-1]                   # the active segment is never cleaned
+    first_dirty, uncleanable = cleanable_range(snapshot, now_ms)
+    bounds = snapshot.segments.with_bounds(snapshot.log_end_offset)[:-1]   # never the active
     cleanable = [s for s, end in bounds if end <= uncleanable]
     if first_dirty >= uncleanable or not cleanable:
         return CleanerStats(first_dirty, uncleanable, 0, 0, 0, 0, 0, 0, 0,
-                            time.perf_counter() - started, False)
-    aborted = _aborted_ranges(log)
-    decoded = {id(s): _Segment(s) for s in cleanable}
-    dirty = [decoded[id(s)] for s, end in bounds if end > first_dirty and end <= uncleanable]
-    offset_map, end, memory = build_offset_map(log, dirty, first_dirty, uncleanable,
-                                               memory_budget, aborted)
+                            time.perf_counter() - started, False, False)
+    aborted = AbortedTxnFilter(t for s in snapshot.segments
+                               for t in s.txn_index.all_aborted_txns())
+    decoded = {}
+    for s in cleanable:
+        check_aborted()
+        decoded[id(s)] = _Segment(s, aborted)
+    dirty = [decoded[id(s)] for s, end in bounds if first_dirty < end <= uncleanable]
+    offset_map, end, memory = build_offset_map(dirty, first_dirty, uncleanable, memory_budget)
     partial = end < uncleanable
     to_clean = [s for s, e in bounds if e <= end]
-    last_batch_of = {pid: e.last_offset for pid, e in log._producer_state.producers.items()}
-    horizon = now_ms + log.config["delete.retention.ms"]
+    horizon = now_ms + snapshot.config["delete.retention.ms"]
     stats = collections.Counter()
-    for group in _groups(to_clean, log.config["segment.bytes"]):
-        data = b"".join(_rewrite(decoded[id(s)], offset_map, aborted, last_batch_of, now_ms,
-                                 horizon, stats) for s in group)
+    for group in _groups(to_clean, snapshot.config["segment.bytes"]):
+        check_aborted()
+        data = b"".join(_rewrite(decoded[id(s)], offset_map, snapshot.producer_last_offsets,
+                                 now_ms, horizon, stats) for s in group)
         stats["bytes_read"] += sum(s.size for s in group)
         stats["bytes_written"] += len(data)
-        log._swap_in_cleaned(group, data)
-    log.first_dirty_offset = end
+        replace(group, data)
     return CleanerStats(first_dirty, end, len(to_clean), stats["bytes_read"],
                         stats["bytes_written"], stats["records_read"], stats["records_retained"],
-                        len(offset_map), memory, time.perf_counter() - started, partial)
+                        len(offset_map), memory, time.perf_counter() - started, partial, False)
 
 
 def _groups(segments, max_bytes):
@@ -184,11 +233,11 @@ def _groups(segments, max_bytes):
         yield group
 
 
-def _rewrite(item, offset_map, aborted, last_batch_of, now_ms, horizon, stats):
+def _rewrite(item, offset_map, last_batch_of, now_ms, horizon, stats):
     """The retained bytes of one segment."""
     out = []
     batches, table, buf = item.batches, item.table, item.buf
-    aborted_mask = _aborted_batch_mask(batches, aborted)
+    aborted_mask = item.aborted
     starts = np.searchsorted(table.batch, np.arange(len(batches) + 1))
     recs = table.records
     keys = item.keys()

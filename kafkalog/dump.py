@@ -5,7 +5,6 @@
 import base64
 import hashlib
 import os
-import re
 import stat
 
 import numpy as np
@@ -13,30 +12,26 @@ import numpy as np
 from kafkalog import codecs
 from kafkalog.checkpoint import read_leader_epoch_checkpoint
 from kafkalog.errors import KafkaLogError
+from kafkalog.files import (
+    INDEX_SUFFIX, INDEX_SUFFIXES, LEADER_EPOCH_CHECKPOINT, LOG_SUFFIX, SNAPSHOT_SUFFIX,
+    TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, file_name, file_path, offset_from_file_name,
+    offsets_of, parse_file_name, topic_partition_or_none,
+)
 from kafkalog.index import OffsetIndex, TimeIndex, TransactionIndex
 from kafkalog.producer_state import read_snapshot
 from kafkalog.records import (
     COMPRESSION_MASK, CONTROL_MASK, DELETE_HORIZON_MASK, TRANSACTIONAL_MASK, NO_SEQUENCE,
-    TimestampType, _timestamp_type_of, decode_batches, increment_sequence,
+    TimestampType, timestamp_type_of, decode_batches, increment_sequence,
     RecordTable, open_buffer, parse_control_record,
 )
 from kafkalog._kernels import walk_batches
 from kafkalog._layout import WALK_CORRUPT
 
 RECORD_MODES = ("full", "digest", "none")
-_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex|snapshot)$")
 
 
 def _b64(data):
     return None if data is None else base64.b64encode(data).decode("ascii")
-
-
-def parse_partition_dir_name(name):
-    """(topic, partition) of a ``topic-partition`` directory name, or (name, None)."""
-    topic, sep, partition = name.rpartition("-")
-    if sep and partition.isdigit() and topic:
-        return topic, int(partition)
-    return name, None
 
 
 def dump_partition(path, records_mode="full"):
@@ -45,18 +40,19 @@ def dump_partition(path, records_mode="full"):
         raise ValueError(f"records mode must be one of {RECORD_MODES}")
     path = os.path.abspath(path)
     name = os.path.basename(path)
-    topic, partition = parse_partition_dir_name(name)
+    topic, partition = topic_partition_or_none(name) or (name, None)
     names = sorted(os.listdir(path))
     doc = {
         "dir": name, "topic": topic, "partition": partition, "records_mode": records_mode,
         "files": _file_sizes(path, names),
     }
-    logs = sorted(n for n in names if n.endswith(".log") and _SEGMENT_FILE.match(n))
-    doc["segments"] = [dump_segment(os.path.join(path, n), records_mode) for n in logs]
+    doc["segments"] = [dump_segment(file_path(path, base, LOG_SUFFIX), records_mode)
+                       for base in offsets_of(names, LOG_SUFFIX)]
     doc["producer_snapshots"] = [
-        {"file": n, "entries": dump_snapshot(os.path.join(path, n))}
-        for n in names if n.endswith(".snapshot") and _SEGMENT_FILE.match(n)]
-    checkpoint = os.path.join(path, "leader-epoch-checkpoint")
+        {"file": file_name(o, SNAPSHOT_SUFFIX),
+         "entries": dump_snapshot(file_path(path, o, SNAPSHOT_SUFFIX))}
+        for o in offsets_of(names, SNAPSHOT_SUFFIX)]
+    checkpoint = os.path.join(path, LEADER_EPOCH_CHECKPOINT)
     doc["leader_epoch_checkpoint"] = (
         [{"epoch": e, "start_offset": o} for e, o in read_leader_epoch_checkpoint(checkpoint)]
         if os.path.exists(checkpoint) else None)
@@ -79,8 +75,7 @@ def _file_sizes(path, names):
 
 def dump_segment(log_path, records_mode="full"):
     """The ``segments[]`` entry for one ``.log`` file and its index files."""
-    base_name = os.path.basename(log_path)[:-len(".log")]
-    base_offset = int(base_name)
+    base_offset = offset_from_file_name(os.path.basename(log_path))
     directory = os.path.dirname(log_path)
     buf = open_buffer(log_path)
     batches, status, stop, message = walk_batches(buf, validate_crc=True)
@@ -98,11 +93,11 @@ def dump_segment(log_path, records_mode="full"):
         "record_count": _record_count(batches, table),
         "records_sha256": records_sha256(table) if table is not None else None,
     }
-    seg["offset_index"] = dump_offset_index(os.path.join(directory, base_name + ".index"),
+    seg["offset_index"] = dump_offset_index(file_path(directory, base_offset, INDEX_SUFFIX),
                                             base_offset)
-    seg["time_index"] = dump_time_index(os.path.join(directory, base_name + ".timeindex"),
+    seg["time_index"] = dump_time_index(file_path(directory, base_offset, TIME_INDEX_SUFFIX),
                                         base_offset)
-    seg["txn_index"] = dump_txn_index(os.path.join(directory, base_name + ".txnindex"),
+    seg["txn_index"] = dump_txn_index(file_path(directory, base_offset, TXN_INDEX_SUFFIX),
                                       base_offset)
     return seg
 
@@ -162,7 +157,7 @@ def _batches(batches, table, with_records):
             "crc_valid": bool(b["crc_valid"] == 1),
             "compression": codecs.CODEC_NAMES.get(attributes & COMPRESSION_MASK,
                                                   str(attributes & COMPRESSION_MASK)),
-            "timestamp_type": _timestamp_type_of(magic, attributes).name,
+            "timestamp_type": timestamp_type_of(magic, attributes).name,
             "max_timestamp": int(b["max_timestamp"]),
             "producer_id": int(b["producer_id"]),
             "producer_epoch": int(b["producer_epoch"]),
@@ -295,21 +290,22 @@ def dump_path(path, records_mode="full"):
     if os.path.isdir(path):
         return dump_partition(path, records_mode)
     name = os.path.basename(path)
-    m = _SEGMENT_FILE.match(name)
-    if name == "leader-epoch-checkpoint":
+    if name == LEADER_EPOCH_CHECKPOINT:
         return {"file": name, "leader_epoch_checkpoint": [
             {"epoch": e, "start_offset": o} for e, o in read_leader_epoch_checkpoint(path)]}
-    if not m:
+    parsed = parse_file_name(name)
+    kind = parsed[1] if parsed is not None and not parsed[2] else None
+    if kind not in (LOG_SUFFIX, SNAPSHOT_SUFFIX) + INDEX_SUFFIXES:
         raise ValueError(f"{path}: not a partition directory or a Kafka segment, index, "
                          f"snapshot or checkpoint file")
-    base_offset, kind = int(m.group(1)), m.group(2)
-    if kind == "log":
+    base_offset = parsed[0]
+    if kind == LOG_SUFFIX:
         return {"file": name, "segment": dump_segment(path, records_mode)}
-    if kind == "index":
+    if kind == INDEX_SUFFIX:
         return {"file": name, "offset_index": dump_offset_index(path, base_offset)}
-    if kind == "timeindex":
+    if kind == TIME_INDEX_SUFFIX:
         return {"file": name, "time_index": dump_time_index(path, base_offset)}
-    if kind == "txnindex":
+    if kind == TXN_INDEX_SUFFIX:
         return {"file": name, "txn_index": dump_txn_index(path, base_offset)}
     return {"file": name, "entries": dump_snapshot(path)}
 

@@ -46,7 +46,8 @@ class IndexOffsetOverflowError(InvalidOffsetError):
 
 
 class InvalidTimestampError(KafkaLogError):
-    """A time index entry whose timestamp is lower than the last one."""
+    """A timestamp out of order in a time index, or a record timestamp outside the
+    ``message.timestamp.before/after.max.ms`` bounds of an append."""
 
 
 class LogDirFailureError(KafkaLogError):
@@ -104,6 +105,10 @@ class CorruptSnapshotError(KafkaLogError):
     """A producer snapshot whose version, CRC or length is wrong."""
 
 
+class CleaningAbortedError(KafkaLogError):
+    """A cleaner pass was aborted (by a truncation, a deletion or close) before its swap."""
+
+
 class InvalidConfigError(KafkaLogError, ValueError):
     """An unknown setting, or a value of the wrong type or outside its range."""
 
@@ -127,4 +132,5 @@ __all__ = [
     "CorruptCheckpointError",
     "CorruptSnapshotError",
     "InvalidConfigError",
+    "CleaningAbortedError",
 ]

@@ -83,7 +83,7 @@ class _MappedIndex:
         tail a crash leaves in a preallocated index is left out); released on exit."""
         index = cls(path, base_offset, writable=False)
         try:
-            index._truncate_to_entries(index.valid_entries())
+            index.drop_zero_tail()
             yield index
         finally:
             index.close_handler()
@@ -156,9 +156,6 @@ class _MappedIndex:
                 f"{self.base_offset})")
         return relative
 
-    def can_append_offset(self, offset):
-        return 0 <= offset - self.base_offset <= _INT32_MAX
-
     def _search(self, target, field, upper=False):
         return index_search(self._buffer, self._entries, field, target, upper)
 
@@ -207,6 +204,15 @@ class _MappedIndex:
             self.truncate()
             self.resize(self.max_index_size)
 
+    def drop_zero_tail(self):
+        """Forget the all-zero entries a crash leaves at the end of a preallocated index (the
+        file is not changed); returns how many there were."""
+        valid = self.valid_entries()
+        dropped = self._entries - valid
+        if dropped:
+            self._truncate_to_entries(valid)
+        return dropped
+
     def _truncate_to_entries(self, entries):
         with self._lock:
             self._entries = entries
@@ -251,14 +257,6 @@ class _MappedIndex:
     def close_handler(self):
         """Release the mapping without trimming."""
         self._unmap()
-
-    def delete_if_exists(self):
-        self.close_handler()
-        try:
-            os.remove(self.path)
-            return True
-        except FileNotFoundError:
-            return False
 
     def rename_to(self, path):
         os.replace(self.path, path)
@@ -625,9 +623,6 @@ class TransactionIndex:
                 f"last offset of aborted transaction {tuple(int(x) for x in e)} in index "
                 f"{self.path} is less than start offset {self.base_offset}")
 
-    def is_empty(self):
-        return not os.path.exists(self.path) or os.path.getsize(self.path) == 0
-
     def flush(self):
         if os.path.exists(self.path):
             fd = os.open(self.path, os.O_RDONLY)
@@ -638,13 +633,6 @@ class TransactionIndex:
 
     def close(self):
         pass
-
-    def delete_if_exists(self):
-        try:
-            os.remove(self.path)
-            return True
-        except FileNotFoundError:
-            return False
 
     def rename_to(self, path):
         if os.path.exists(self.path):

@@ -45,9 +45,13 @@ def create_cleaned_segment(directory, base_offset, data, config, time_fn, leader
 
 
 def _rename_files(segment, old_suffix, new_suffix):
+    """Rename the files of a closed segment from ``<name><old_suffix>`` to
+    ``<name><new_suffix>`` (those that exist)."""
+    cut = len(segment.file_suffix)
     for path in segment.files():
-        if path.endswith(old_suffix) and os.path.exists(path):
-            os.replace(path, path[:-len(old_suffix)] + new_suffix)
+        stem = path[:-cut] if cut else path
+        if os.path.exists(stem + old_suffix):
+            os.replace(stem + old_suffix, stem + new_suffix)
 
 
 def replace_segments(directory, new_segments, old_segments, delete, open_segment):
@@ -57,7 +61,9 @@ def replace_segments(directory, new_segments, old_segments, delete, open_segment
     ``delete(segments)`` removes the old ones (step 3); ``open_segment(base_offset)`` opens a
     new one under its final name. Returns the new segments, opened.
     """
-    for segment in new_segments:
+    # Last first: a crash part-way leaves a .cleaned file below every .swap one, and a load
+    # then drops them all (a .swap at or above the lowest .cleaned is an unfinished write).
+    for segment in reversed(new_segments):
         if segment.file_suffix == CLEANED_SUFFIX:
             _rename_files(segment, CLEANED_SUFFIX, SWAP_SUFFIX)
     checkpoint.fsync_dir(directory)

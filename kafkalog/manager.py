@@ -3,44 +3,27 @@ import base64
 import concurrent.futures
 import fcntl
 import json
+import logging
 import os
-import re
 import shutil
 import threading
 import time
 import uuid
 
 from kafkalog import checkpoint
+from kafkalog.cleaner import needs_cleaning
 from kafkalog.config import LogConfig
 from kafkalog.errors import InvalidTopicError, KafkaLogError, LogDirLockedError
-from kafkalog.log import (
-    CLEAN_SHUTDOWN_FILE, CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
-    REPLICATION_OFFSET_CHECKPOINT, Log, parse_topic_partition,
+from kafkalog.files import (
+    CLEAN_SHUTDOWN_FILE, DELETED_SUFFIX, LOCK_FILE, META_PROPERTIES, parse_partition_dir_name,
+    partition_dir_name, validate_topic,
 )
+from kafkalog.log import Log
 from kafkalog.scheduler import Scheduler
 
-LOCK_FILE = ".lock"
-META_PROPERTIES = "meta.properties"
-DELETE_DIR_SUFFIX = "-delete"
-FUTURE_DIR_SUFFIX = "-future"
-STRAY_DIR_SUFFIX = "-stray"
+log = logging.getLogger(__name__)
+
 MOVE_MARKER = ".kafkalog-move"
-_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
-_MAX_TOPIC_LENGTH = 249
-
-
-def validate_topic(topic):
-    """Kafka's topic name rules; raises InvalidTopicError (so no name can escape the log dir)."""
-    if not isinstance(topic, str) or not topic:
-        raise InvalidTopicError("topic name is empty")
-    if topic in (".", ".."):
-        raise InvalidTopicError(f"topic name cannot be {topic!r}")
-    if len(topic) > _MAX_TOPIC_LENGTH:
-        raise InvalidTopicError(f"topic name is longer than {_MAX_TOPIC_LENGTH} characters")
-    if not _TOPIC.match(topic):
-        raise InvalidTopicError(f"topic name {topic!r} has characters other than ASCII "
-                                f"alphanumerics, '.', '_' and '-'")
-    return topic
 
 
 def _validate_partition(partition):
@@ -142,55 +125,51 @@ class LogManager:
         incomplete, so it is dropped; with the live one renamed ``<name>.<token>-delete`` the
         copy was complete, so it is renamed into place. A ``-future`` directory without the
         marker is another tool's (a broker's replica move) and is left alone, never loaded."""
-        names = {d: [n for n in os.listdir(d) if os.path.isdir(os.path.join(d, n))]
-                 for d in self.log_dirs}
-        live = {n for d in names for n in names[d]
-                if not n.endswith((FUTURE_DIR_SUFFIX, DELETE_DIR_SUFFIX, STRAY_DIR_SUFFIX))}
-        deleting = {n[:-len(DELETE_DIR_SUFFIX)] for d in names for n in names[d]
-                    if n.endswith(DELETE_DIR_SUFFIX)}
-        for d in self.log_dirs:
-            for name in names[d]:
+        dirs = {d: {n: _parsed(n) for n in os.listdir(d) if os.path.isdir(os.path.join(d, n))}
+                for d in self.log_dirs}
+        live = {n for d in dirs for n, p in dirs[d].items() if p is not None and not p.state}
+        deleting = {_token_stem(n) for d in dirs for n, p in dirs[d].items()
+                    if p is not None and p.state == "delete"}
+        for d, names in dirs.items():
+            for name, parsed in names.items():
                 path = os.path.join(d, name)
-                if name in live and os.path.exists(os.path.join(path, MOVE_MARKER)):
+                marked = os.path.exists(os.path.join(path, MOVE_MARKER))
+                if name in live and marked:
                     os.remove(os.path.join(path, MOVE_MARKER))     # moved; marker left
-                if not name.endswith(FUTURE_DIR_SUFFIX) or \
-                        not os.path.exists(os.path.join(path, MOVE_MARKER)):
+                if parsed is None or parsed.state != "future" or not marked:
                     continue
-                stem = name[:-len(FUTURE_DIR_SUFFIX)]               # <topic>-<p>.<token>
-                partition_name = stem.rsplit(".", 1)[0]
-                if partition_name in live or stem not in deleting:
+                partition_name = partition_dir_name(parsed.topic, parsed.partition)
+                if partition_name in live or _token_stem(name) not in deleting:
+                    log.warning("dropping the unfinished move %s", path)
                     shutil.rmtree(path, ignore_errors=True)
                 else:
                     final = os.path.join(d, partition_name)
+                    log.warning("finishing the interrupted move of %s", final)
                     os.replace(path, final)
                     os.remove(os.path.join(final, MOVE_MARKER))
                     checkpoint.fsync_dir(d)
 
     def _load_logs(self, threads):
         self._finish_or_drop_moves()
+        self._checkpoints = {}
         jobs = []
         for d in self.log_dirs:
-            marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
-            clean = os.path.exists(marker)
-            recovery_points = self._read_checkpoint(d, RECOVERY_POINT_CHECKPOINT)
-            start_offsets = self._read_checkpoint(d, LOG_START_OFFSET_CHECKPOINT)
-            high_watermarks = self._read_checkpoint(d, REPLICATION_OFFSET_CHECKPOINT)
+            saved = checkpoint.LogDirCheckpoints(d)
+            self._checkpoints[d] = saved
             for name in sorted(os.listdir(d)):
                 path = os.path.join(d, name)
                 if not os.path.isdir(path):
                     continue
-                if name.endswith(DELETE_DIR_SUFFIX):
+                parsed = _parsed(name)
+                if parsed is None:
+                    continue                                      # not a partition directory
+                if parsed.state == "delete":
                     shutil.rmtree(path, ignore_errors=True)     # a deletion left unfinished
                     continue
-                if name.endswith(FUTURE_DIR_SUFFIX) or name.endswith(STRAY_DIR_SUFFIX):
-                    continue                                      # never loaded as live logs
-                try:
-                    key = parse_topic_partition(name)
-                    validate_topic(key[0])
-                except KafkaLogError:
-                    continue                                      # not a partition directory
-                jobs.append((d, path, key, clean, recovery_points.get(key, 0),
-                             start_offsets.get(key, 0), high_watermarks.get(key, 0)))
+                if parsed.state:
+                    continue                          # -future, -stray: never loaded as live
+                key = (parsed.topic, parsed.partition)
+                jobs.append((d, path, key, saved.for_partition(key)))
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
             futures = {pool.submit(self._open_log, *job): job for job in jobs}
             for future in concurrent.futures.as_completed(futures):
@@ -205,19 +184,15 @@ class LogManager:
             if os.path.exists(marker):
                 os.remove(marker)       # from now on a crash must be seen as unclean
 
-    def _open_log(self, d, path, key, clean, recovery_point, log_start_offset, high_watermark):
-        return Log.open(path, self._config_for(key[0]), recovery_point=recovery_point,
-                        log_start_offset=log_start_offset, clean_shutdown=clean,
-                        high_watermark=high_watermark if self.replicated else None,
+    def _open_log(self, d, path, key, saved):
+        return Log.open(path, self._config_for(key[0]),
+                        recovery_point=saved.recovery_point or 0,
+                        log_start_offset=saved.log_start_offset or 0,
+                        clean_shutdown=saved.clean_shutdown,
+                        first_dirty_offset=saved.cleaner_offset or 0,
+                        high_watermark=(saved.high_watermark or 0) if self.replicated else None,
                         replicated=self.replicated, scheduler=self.scheduler,
                         time_fn=self._time_fn)
-
-    @staticmethod
-    def _read_checkpoint(d, name):
-        path = os.path.join(d, name)
-        if not os.path.exists(path):
-            return {}
-        return checkpoint.read_offset_checkpoint(path)
 
     # ------------------------------------------------------------------------------ logs
     def get_log(self, topic, partition):
@@ -237,11 +212,11 @@ class LogManager:
             for d in self._log_dir_of.values():
                 counts[d] += 1
             d = min(self.log_dirs, key=lambda x: (counts[x], self.log_dirs.index(x)))
-            path = os.path.join(d, f"{topic}-{partition}")
+            path = os.path.join(d, partition_dir_name(topic, partition))
             if os.path.realpath(os.path.dirname(path)) != os.path.realpath(d):
                 raise InvalidTopicError(f"{topic}-{partition} would escape log dir {d}")
             log = Log.open(path, self._config_for(topic, config), recovery_point=0,
-                           log_start_offset=0, clean_shutdown=True,
+                           log_start_offset=0, clean_shutdown=True, first_dirty_offset=0,
                            replicated=self.replicated, scheduler=self.scheduler,
                            time_fn=self._time_fn)
             self._logs[key] = log
@@ -258,7 +233,8 @@ class LogManager:
                 return False
             d = self._log_dir_of.pop(key)
             log.close()
-            target = os.path.join(d, f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+            target = os.path.join(d, partition_dir_name(topic, partition, "delete",
+                                                        uuid.uuid4().hex))
             os.replace(log.path, target)
             checkpoint.fsync_dir(d)
             delay = log.config["file.delete.delay.ms"] / 1000.0
@@ -283,15 +259,16 @@ class LogManager:
             source_dir = self._log_dir_of[key]
             if source_dir == target_dir:
                 return log
-            name = f"{topic}-{partition}"
+            name = partition_dir_name(topic, partition)
             token = uuid.uuid4().hex
-            future = os.path.join(target_dir, f"{name}.{token}{FUTURE_DIR_SUFFIX}")
-            with log._lock:
+            future = os.path.join(target_dir,
+                                  partition_dir_name(topic, partition, "future", token))
+            with log.exclusive():
                 log.flush()
                 os.makedirs(future)
                 open(os.path.join(future, MOVE_MARKER), "wb").close()
                 for entry in sorted(os.scandir(log.path), key=lambda e: e.name):
-                    if entry.is_file() and not entry.name.endswith(".deleted") and \
+                    if entry.is_file() and not entry.name.endswith(DELETED_SUFFIX) and \
                             entry.name != MOVE_MARKER:
                         copied = os.path.join(future, entry.name)
                         shutil.copy2(entry.path, copied)
@@ -301,7 +278,8 @@ class LogManager:
                 checkpoint.fsync_dir(target_dir)
                 config = log.config
                 log.close()
-                doomed = os.path.join(source_dir, f"{name}.{token}{DELETE_DIR_SUFFIX}")
+                doomed = os.path.join(source_dir,
+                                      partition_dir_name(topic, partition, "delete", token))
                 os.replace(log.path, doomed)
                 checkpoint.fsync_dir(source_dir)
                 final = os.path.join(target_dir, name)
@@ -310,6 +288,7 @@ class LogManager:
                 os.remove(os.path.join(final, MOVE_MARKER))
             moved = Log.open(final, config, recovery_point=log.recovery_point,
                              log_start_offset=log.log_start_offset, clean_shutdown=True,
+                             first_dirty_offset=log.first_dirty_offset,
                              high_watermark=log.high_watermark if self.replicated else None,
                              replicated=self.replicated, scheduler=self.scheduler,
                              time_fn=self._time_fn)
@@ -333,62 +312,45 @@ class LogManager:
         """Apply retention to every log and forget expired producers
         (``producer_id_expiration_ms``); returns the number of segments deleted."""
         deleted = 0
-        for log in list(self._logs.values()):
-            if not log._closed and log.failed is None:
-                deleted += log.delete_old_segments()
-                log.remove_expired_producers(self.producer_id_expiration_ms)
+        for log_ in list(self._logs.values()):
+            if log_.usable:
+                deleted += log_.delete_old_segments()
+                log_.remove_expired_producers(self.producer_id_expiration_ms)
         return deleted
 
     def compact_logs(self, now_ms=None):
-        """One cleaner pass over every log with ``cleanup.policy`` compact whose dirty ratio
-        reaches ``min.cleanable.dirty.ratio`` (or whose oldest dirty data is older than
-        ``max.compaction.lag.ms``); returns {(topic, partition): CleanerStats}."""
-        from kafkalog import cleaner
+        """One cleaner pass over every log with ``cleanup.policy`` compact that the cleaner's
+        policy says needs one (``cleaner.needs_cleaning``); returns {(topic, partition):
+        CleanerStats}."""
         now_ms = int(self._time_fn() * 1000) if now_ms is None else now_ms
         done = {}
-        for key, log in list(self._logs.items()):
-            if log._closed or log.failed is not None or not log.config.compact_enabled:
-                continue
-            ratio = cleaner.dirty_ratio(log, now_ms)
-            overdue = False
-            max_lag = log.config["max.compaction.lag.ms"]
-            first_dirty, _ = cleaner.cleanable_range(log, now_ms)
-            for s in log.segments:
-                if s.base_offset >= first_dirty:
-                    overdue = now_ms - s.largest_timestamp > max_lag
-                    break
-            if ratio >= log.config["min.cleanable.dirty.ratio"] or overdue:
-                done[key] = log.compact(now_ms)
+        for key, log_ in list(self._logs.items()):
+            if log_.usable and log_.config.compact_enabled and \
+                    needs_cleaning(log_.cleaning_snapshot(), now_ms):
+                done[key] = log_.compact(now_ms)
         return done
 
     def flush_dirty_logs(self):
         now = int(self._time_fn() * 1000)
-        for log in list(self._logs.values()):
-            if not log._closed and log.failed is None and \
-                    now - log._last_flush_ms >= log.config["flush.ms"]:
-                log.flush()
+        for log_ in list(self._logs.values()):
+            log_.flush_if_due(now)
 
     def checkpoint(self):
-        """Write the recovery-point, log-start-offset and replication-offset checkpoints of
-        every log dir (atomically: ``.tmp``, fsync, rename)."""
+        """Write the recovery-point, log-start-offset, replication-offset and (for compacted
+        logs) cleaner-offset checkpoints of every log dir (atomically: ``.tmp``, fsync,
+        rename)."""
         with self._lock:
             for d in self.log_dirs:
-                keys = [k for k, v in self._log_dir_of.items() if v == d]
-                logs = {k: self._logs[k] for k in keys}
-                checkpoint.write_offset_checkpoint(
-                    os.path.join(d, RECOVERY_POINT_CHECKPOINT),
-                    {k: log.recovery_point for k, log in logs.items()})
-                checkpoint.write_offset_checkpoint(
-                    os.path.join(d, LOG_START_OFFSET_CHECKPOINT),
-                    {k: log.log_start_offset for k, log in logs.items()})
-                checkpoint.write_offset_checkpoint(
-                    os.path.join(d, REPLICATION_OFFSET_CHECKPOINT),
-                    {k: log.high_watermark for k, log in logs.items()})
-                compacted = {k: log.first_dirty_offset for k, log in logs.items()
-                             if log.config.compact_enabled}
-                if compacted or os.path.exists(os.path.join(d, CLEANER_OFFSET_CHECKPOINT)):
-                    checkpoint.write_offset_checkpoint(
-                        os.path.join(d, CLEANER_OFFSET_CHECKPOINT), compacted)
+                logs = {k: self._logs[k] for k, v in self._log_dir_of.items() if v == d}
+                saved = self._checkpoints[d]
+                saved.write("recovery_point", {k: x.recovery_point for k, x in logs.items()})
+                saved.write("log_start_offset",
+                            {k: x.log_start_offset for k, x in logs.items()})
+                saved.write("high_watermark", {k: x.high_watermark for k, x in logs.items()})
+                compacted = {k: x.first_dirty_offset for k, x in logs.items()
+                             if x.config.compact_enabled}
+                if compacted or saved.offsets["cleaner_offset"]:
+                    saved.write("cleaner_offset", compacted)
 
     def shutdown(self):
         """Flush and close every log, write the checkpoints and the clean-shutdown marker."""
@@ -416,3 +378,18 @@ class LogManager:
 
     def __exit__(self, *exc):
         self.shutdown()
+
+
+def _parsed(name):
+    """The ``TopicPartitionDir`` of a directory name with a valid topic, or None."""
+    try:
+        parsed = parse_partition_dir_name(name)
+        validate_topic(parsed.topic)
+        return parsed
+    except KafkaLogError:
+        return None
+
+
+def _token_stem(name):
+    """``<topic>-<p>.<token>`` of a ``-delete`` / ``-future`` directory name."""
+    return name.rsplit("-", 1)[0]

@@ -10,21 +10,14 @@ import weakref
 import numpy as np
 
 from kafkalog._kernels import find_batch, index_entries_for, walk_batches
-from kafkalog.errors import (
-    CorruptIndexError, IndexOffsetOverflowError,
+from kafkalog.errors import CorruptIndexError, IndexOffsetOverflowError
+from kafkalog.files import (
+    INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, file_path,
 )
 from kafkalog.index import OffsetIndex, TimeIndex, TimestampOffset, TransactionIndex
-from kafkalog.records import (
-    CONTROL_MASK, decode_batches, parse_control_record,
-)
+from kafkalog.producer_state import ProducerStateManager
+from kafkalog.records import decode_batches
 
-LOG_SUFFIX = ".log"
-INDEX_SUFFIX = ".index"
-TIME_INDEX_SUFFIX = ".timeindex"
-TXN_INDEX_SUFFIX = ".txnindex"
-DELETED_SUFFIX = ".deleted"
-CLEANED_SUFFIX = ".cleaned"
-SWAP_SUFFIX = ".swap"
 _INT32_MAX = 2**31 - 1
 _RNG = random.Random()
 
@@ -51,10 +44,6 @@ class FetchDataInfo:
                 f"aborted={self.aborted_transactions})")
 
 
-def segment_file_name(base_offset, suffix):
-    return f"{base_offset:020d}{suffix}"
-
-
 class LogSegment:
     """A segment of a partition's log: the ``.log`` file of batches from ``base_offset`` on, a
     sparse offset index, a time index and a transaction index.
@@ -68,7 +57,7 @@ class LogSegment:
                  time_fn=time.time, rng=None, size=None):
         self.directory = os.fspath(directory)
         self.base_offset = base_offset
-        self._stem = os.path.join(self.directory, f"{base_offset:020d}")
+        self._stem = file_path(self.directory, base_offset, "")
         self.config = config
         self.file_suffix = file_suffix
         self.read_only = read_only
@@ -146,10 +135,9 @@ class LogSegment:
             raise FileNotFoundError(path)
         index = cls(path, self.base_offset, max_index_size=self.config.max_index_size,
                     writable=not self.read_only)
-        if index.entries and index.valid_entries() < index.entries:
-            # Left at its preallocated size by a crash: the written entries end before the
-            # all-zero tail.
-            index._truncate_to_entries(index.valid_entries())
+        # Left at its preallocated size by a crash: the written entries end before the
+        # all-zero tail.
+        index.drop_zero_tail()
         try:
             index.sanity_check()
         except CorruptIndexError:
@@ -396,7 +384,6 @@ class LogSegment:
         ``leader_epochs`` (a LeaderEpochCache) learns the epochs of the valid batches.
         """
         if producer_state is None:
-            from kafkalog.producer_state import ProducerStateManager
             producer_state = ProducerStateManager(self.directory)
             producer_state.load_latest_snapshot(self.base_offset)
         with self._scan_lock:
@@ -422,7 +409,7 @@ class LogSegment:
             self.offset_index.append_many(offset_entries[:, 0], offset_entries[:, 1])
             self.time_index.append_many(time_entries[:, 0], time_entries[:, 1])
             self._max_timestamp_and_offset = TimestampOffset(max_ts, max_ts_offset)
-            self._rebuild_txn_index(buf, batches, producer_state)
+            producer_state.apply_batches(buf, batches, self.log_path, self.txn_index)
             if leader_epochs is not None:
                 leader_epochs.assign_from_batches(batches)
             truncated = self._size - valid_bytes
@@ -432,20 +419,6 @@ class LogSegment:
             self.time_index.maybe_append(max_ts, max_ts_offset, skip_full_check=True)
             self.time_index.trim_to_valid_size()
             return truncated
-
-    def _rebuild_txn_index(self, buf, batches, producer_state):
-        if producer_state is None or len(batches) == 0:
-            return
-        with_pid = batches[(batches["magic"] == 2) & (batches["producer_id"] >= 0)]
-        for row in with_pid:
-            control_type, coordinator_epoch = None, -1
-            if int(row["attributes"]) & CONTROL_MASK:
-                control_type, coordinator_epoch = control_of(buf, row, self.log_path)
-            completed = producer_state.update(row, control_type, coordinator_epoch)
-            if completed is not None and completed.is_aborted:
-                self.txn_index.append(producer_state.aborted_txn(completed))
-        if len(batches):
-            producer_state.map_end_offset = int(batches["last_offset"][-1]) + 1
 
     # ------------------------------------------------------------------------------ truncate
     def truncate_to(self, offset):
@@ -587,11 +560,3 @@ def _close_fd(box):
         os.close(box[0])
         box[0] = -1
 
-
-def control_of(buf, row, path=None):
-    """(control type, coordinator epoch) of a control batch's first record."""
-    table = decode_batches(buf, row.reshape(1), path)
-    if len(table) == 0:
-        return None, -1
-    kind, epoch = parse_control_record(table.key(0), table.value(0))
-    return int(kind), (epoch if epoch is not None else -1)

@@ -1,19 +1,20 @@
 """``kafkalog verify`` and ``kafkalog recover``: Kafka's checks and Kafka's recovery, offline."""
 import os
-import re
 
 import numpy as np
 
 from kafkalog import checkpoint
 from kafkalog._kernels import walk_batches
 from kafkalog._layout import WALK_CORRUPT, WALK_PARTIAL
-from kafkalog.errors import CorruptIndexError, KafkaLogError
+from kafkalog.errors import CorruptIndexError, CorruptSnapshotError, KafkaLogError
+from kafkalog.files import (
+    INDEX_SUFFIX, LEADER_EPOCH_CHECKPOINT, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX,
+    file_name, file_path, holds_segments, offsets_of, topic_partition_or_none,
+)
 from kafkalog.index import OffsetIndex, TimeIndex, TransactionIndex
-from kafkalog.log import Log, LOG_START_OFFSET_CHECKPOINT, parse_topic_partition
-from kafkalog.producer_state import CorruptSnapshotError, list_snapshots, read_snapshot
+from kafkalog.log import Log
+from kafkalog.producer_state import list_snapshots, read_snapshot
 from kafkalog.records import open_buffer
-
-_LOG_NAME = re.compile(r"^(\d{20})\.log$")
 
 
 def partition_dirs(path):
@@ -21,12 +22,12 @@ def partition_dirs(path):
     path = os.path.abspath(os.fspath(path))
     if not os.path.isdir(path):
         raise FileNotFoundError(f"{path}: no such directory")
-    if any(_LOG_NAME.match(n) for n in os.listdir(path)):
+    if holds_segments(path):
         return [path]
     found = []
     for name in sorted(os.listdir(path)):
         full = os.path.join(path, name)
-        if os.path.isdir(full) and any(_LOG_NAME.match(n) for n in os.listdir(full)):
+        if os.path.isdir(full) and holds_segments(full):
             found.append(full)
     if not found:
         raise KafkaLogError(f"{path}: neither a partition directory nor a log dir holding any")
@@ -36,15 +37,15 @@ def partition_dirs(path):
 def verify_partition(path):
     """Check every batch (structure, CRC, offsets), index and snapshot of a partition.
 
-    Returns ``{"dir", "ok", "segments": [...], "problems": [...]}``; each problem is a string
-    naming the file and position.
+    Returns ``{"dir", "ok", "offsets", "segments": [...], "problems": [...]}``; each problem
+    is a string naming the file and position. ``offsets`` is what the engine's read-only view
+    of the partition says (log start and end offsets, high watermark, last stable offset),
+    or None when it cannot be opened.
     """
-    names = sorted(os.listdir(path))
-    logs = [n for n in names if _LOG_NAME.match(n)]
-    report = {"dir": path, "segments": [], "problems": []}
+    report = {"dir": path, "offsets": None, "segments": [], "problems": []}
     previous_last = None
-    for name in logs:
-        seg = _verify_segment(path, name, previous_last)
+    for base in offsets_of(os.listdir(path), LOG_SUFFIX):
+        seg = _verify_segment(path, file_name(base, LOG_SUFFIX), base, previous_last)
         report["segments"].append(seg)
         report["problems"].extend(seg["problems"])
         if seg["last_offset"] is not None:
@@ -54,18 +55,24 @@ def verify_partition(path):
             read_snapshot(snap)
         except CorruptSnapshotError as e:
             report["problems"].append(str(e))
-    epochs = os.path.join(path, "leader-epoch-checkpoint")
+    epochs = os.path.join(path, LEADER_EPOCH_CHECKPOINT)
     if os.path.exists(epochs):
         try:
             checkpoint.read_leader_epoch_checkpoint(epochs)
         except KafkaLogError as e:
             report["problems"].append(str(e))
+    saved = checkpoint.LogDirCheckpoints(os.path.dirname(path))
+    report["problems"].extend(saved.problems)
+    try:
+        with Log.open(path, read_only=True) as view:
+            report["offsets"] = view.offsets()._asdict()
+    except (KafkaLogError, OSError) as e:
+        report["problems"].append(f"{path}: cannot be opened read-only: {e}")
     report["ok"] = not report["problems"]
     return report
 
 
-def _verify_segment(directory, name, previous_last):
-    base = int(name[:20])
+def _verify_segment(directory, name, base, previous_last):
     log_path = os.path.join(directory, name)
     buf = open_buffer(log_path)
     batches, status, stop, message = walk_batches(buf, validate_crc=True)
@@ -103,21 +110,20 @@ def _verify_segment(directory, name, previous_last):
 
 def _verify_indexes(directory, base, batches):
     problems = []
-    stem = os.path.join(directory, f"{base:020d}")
     starts = set(batches["position"].tolist())
     by_position = {int(p): (int(b), int(l)) for p, b, l in
                    zip(batches["position"], batches["base_offset"], batches["last_offset"])}
     last_offset = int(batches["last_offset"][-1]) if len(batches) else base
-    if not os.path.exists(stem + ".index"):
-        problems.append(f"{stem}.index: missing (Kafka rebuilds it by recovering the segment)")
+    index_path = file_path(directory, base, INDEX_SUFFIX)
+    if not os.path.exists(index_path):
+        problems.append(f"{index_path}: missing (Kafka rebuilds it by recovering the segment)")
     else:
-        idx = OffsetIndex(stem + ".index", base, writable=False)
+        idx = OffsetIndex(index_path, base, writable=False)
         try:
-            zero_tail = idx.entries - idx.valid_entries()
+            zero_tail = idx.drop_zero_tail()
             if zero_tail:
                 problems.append(f"{idx.path}: {zero_tail} all-zero entries at the end (left at "
                                 f"its preallocated size: not closed cleanly)")
-            idx._truncate_to_entries(idx.valid_entries())
             idx.sanity_check()
             offsets, positions = idx.entries_array()
             for o, p in zip(offsets.tolist(), positions.tolist()):
@@ -132,14 +138,15 @@ def _verify_indexes(directory, base, batches):
             problems.append(str(e))
         finally:
             idx.close_handler()
-    if os.path.exists(stem + ".timeindex"):
+    time_index_path = file_path(directory, base, TIME_INDEX_SUFFIX)
+    if os.path.exists(time_index_path):
         try:
-            with TimeIndex.reading(stem + ".timeindex", base) as tidx:
+            with TimeIndex.reading(time_index_path, base) as tidx:
                 problems += _check_time_index(tidx, batches, last_offset)
         except CorruptIndexError as e:
             problems.append(str(e))
     try:
-        TransactionIndex(stem + ".txnindex", base).sanity_check()
+        TransactionIndex(file_path(directory, base, TXN_INDEX_SUFFIX), base).sanity_check()
     except CorruptIndexError as e:
         problems.append(str(e))
     return problems
@@ -162,10 +169,10 @@ def _check_time_index(tidx, batches, last_offset):
 def plan_recovery(path):
     """What recovery would do to a partition, without changing it: per segment the bytes it
     would cut, and the segments after the first cut that would be deleted."""
-    names = sorted(n for n in os.listdir(path) if _LOG_NAME.match(n))
     plan = {"dir": path, "segments": [], "log_end_offset": None}
     cut = False
-    for name in names:
+    for base in offsets_of(os.listdir(path), LOG_SUFFIX):
+        name = file_name(base, LOG_SUFFIX)
         buf = open_buffer(os.path.join(path, name))
         if cut:
             plan["segments"].append({"file": name, "action": "delete", "bytes": len(buf)})
@@ -183,7 +190,7 @@ def plan_recovery(path):
         if len(batches):
             plan["log_end_offset"] = int(batches["last_offset"][-1]) + 1
         elif plan["log_end_offset"] is None:
-            plan["log_end_offset"] = int(name[:20])
+            plan["log_end_offset"] = base
         if truncated:
             cut = True
     return plan
@@ -193,16 +200,10 @@ def recover_partition(path):
     """Kafka's recovery of a partition (from offset 0, as after an unclean shutdown);
     returns the plan it carried out and the offsets afterwards."""
     plan = plan_recovery(path)
-    log_dir = os.path.dirname(path)
-    start = 0
-    try:
-        key = parse_topic_partition(os.path.basename(path))
-        cp = os.path.join(log_dir, LOG_START_OFFSET_CHECKPOINT)
-        if os.path.exists(cp):
-            start = checkpoint.read_offset_checkpoint(cp).get(key, 0)
-    except KafkaLogError:
-        pass
-    log = Log.open(path, recovery_point=0, clean_shutdown=False, log_start_offset=start)
+    saved = checkpoint.LogDirCheckpoints(os.path.dirname(path)).for_partition(
+        topic_partition_or_none(os.path.basename(path)))
+    log = Log.open(path, recovery_point=0, clean_shutdown=False,
+                   log_start_offset=saved.log_start_offset or 0)
     try:
         plan["log_end_offset"] = log.log_end_offset
         plan["log_start_offset"] = log.log_start_offset

@@ -12,7 +12,7 @@ from kafkalog.errors import (
     CorruptIndexError, CorruptRecordError, KafkaLogError, RecordTooLargeError,
     UnsupportedCompressionError,
 )
-from kafkalog.records import _varint
+from kafkalog.builder import _varint
 
 
 def records(n=5):

@@ -11,7 +11,8 @@ from kafkalog.config import LogConfig
 from kafkalog.errors import IndexOffsetOverflowError
 from kafkalog.producer_state import ProducerStateManager
 from kafkalog.records import open_buffer
-from kafkalog.segment import DELETED_SUFFIX, LogSegment
+from kafkalog.files import DELETED_SUFFIX
+from kafkalog.segment import LogSegment
 
 from conftest import FIXTURES, fixture_names, verify
 

@@ -1,0 +1,164 @@
+"""Building record batches (magic 2) and legacy message sets (magic 0/1): the bytes a producer
+or a broker writes. ``records`` reads them."""
+import struct
+import time
+import zlib
+
+from crc32c import crc32c
+
+from kafkalog import codecs
+from kafkalog._kernels import Record
+from kafkalog._layout import LOG_OVERHEAD, V2_CRC_START, V2_HEADER_SIZE
+from kafkalog.records import (
+    CONTROL_MASK, DELETE_HORIZON_MASK, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK,
+    ControlType, TimestampType,
+)
+
+
+def _varint(value):
+    v = (value << 1) ^ (value >> 63)
+    v &= 0xFFFFFFFFFFFFFFFF
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def _encode_bytes(value):
+    if value is None:
+        return _varint(-1)
+    return _varint(len(value)) + bytes(value)
+
+
+def _encode_record(record, offset_delta, timestamp_delta):
+    body = [b"\x00", _varint(timestamp_delta), _varint(offset_delta),
+            _encode_bytes(record.key), _encode_bytes(record.value), _varint(len(record.headers))]
+    for key, value in record.headers:
+        body.append(_encode_bytes(key.encode("utf-8") if isinstance(key, str) else key))
+        body.append(_encode_bytes(value))
+    body = b"".join(body)
+    return _varint(len(body)) + body
+
+
+def _as_record(r):
+    if isinstance(r, Record):
+        return r
+    if isinstance(r, tuple):
+        return Record(*r)
+    if isinstance(r, dict):
+        return Record(**r)
+    raise TypeError(f"expected a Record, a (key, value, ...) tuple or a dict, not {type(r)}")
+
+
+_V2_HEADER = struct.Struct(">qiibIhiqqqhii")
+
+
+def build_batch(records, *, base_offset=0, compression="none", magic=2, producer_id=-1,
+                producer_epoch=-1, base_sequence=-1, transactional=False,
+                timestamp_type="create_time", partition_leader_epoch=-1, is_control=False,
+                log_append_time=None, delete_horizon_ms=None, last_offset=None,
+                max_timestamp=None):
+    """Build one record batch (magic 2) or message set (magic 0/1); returns bytes.
+
+    Offsets: a record's own ``offset`` if set, else ``base_offset`` + its index. Timestamps: a
+    record's ``timestamp`` if set, else now (ms). With ``timestamp_type="log_append_time"`` the
+    max timestamp is ``log_append_time`` (default now), as a broker would set it.
+    ``last_offset`` / ``max_timestamp`` keep a batch's original header values when records
+    were taken out of it (compaction keeps the producer's sequence range that way).
+    """
+    records = [_as_record(r) for r in records]
+    codec = codecs.codec_id(compression)
+    ts_type = TimestampType.of(timestamp_type)
+    now = int(time.time() * 1000)
+    if magic in (0, 1):
+        return _build_legacy(records, base_offset, codec, magic, ts_type, now, log_append_time)
+    if magic != 2:
+        raise ValueError(f"unsupported magic {magic}")
+    offsets = [r.offset if r.offset is not None else base_offset + i
+               for i, r in enumerate(records)]
+    timestamps = [r.timestamp if r.timestamp is not None else now for r in records]
+    if delete_horizon_ms is not None:
+        base_timestamp = delete_horizon_ms
+    else:
+        base_timestamp = timestamps[0] if timestamps else -1
+    batch_max_ts = max(timestamps) if timestamps else -1
+    if ts_type == TimestampType.LOG_APPEND_TIME:
+        batch_max_ts = log_append_time if log_append_time is not None else now
+    if max_timestamp is not None:
+        batch_max_ts = max_timestamp
+    body = b"".join(_encode_record(r, off - base_offset, ts - base_timestamp)
+                    for r, off, ts in zip(records, offsets, timestamps))
+    body = codecs.compress(codec, body)
+    attributes = codec
+    if ts_type == TimestampType.LOG_APPEND_TIME:
+        attributes |= TIMESTAMP_TYPE_MASK
+    if transactional:
+        attributes |= TRANSACTIONAL_MASK
+    if is_control:
+        attributes |= CONTROL_MASK
+    if delete_horizon_ms is not None:
+        attributes |= DELETE_HORIZON_MASK
+    last_offset_delta = (offsets[-1] - base_offset) if offsets else 0
+    if last_offset is not None:
+        last_offset_delta = last_offset - base_offset
+    length = V2_HEADER_SIZE - LOG_OVERHEAD + len(body)
+    header = bytearray(_V2_HEADER.pack(
+        base_offset, length, partition_leader_epoch, 2, 0, attributes, last_offset_delta,
+        base_timestamp, batch_max_ts, producer_id, producer_epoch, base_sequence,
+        len(records)))
+    out = header + body
+    struct.pack_into(">I", out, 17, crc32c(memoryview(out)[V2_CRC_START:]))
+    return bytes(out)
+
+
+def build_control_batch(control_type, *, producer_id, producer_epoch, coordinator_epoch=0,
+                        base_offset=0, timestamp=None, partition_leader_epoch=-1):
+    """An end-transaction marker batch (``control_type`` "commit" / "abort" or a ControlType).
+
+    Returns bytes: a transactional control batch holding one record whose key is
+    (version 0, type) and whose value is (version 0, coordinator epoch).
+    """
+    if isinstance(control_type, str):
+        control_type = ControlType[control_type.upper()]
+    key = struct.pack(">hh", 0, int(control_type))
+    value = struct.pack(">hi", 0, coordinator_epoch)
+    return build_batch([Record(key=key, value=value, timestamp=timestamp)],
+                       base_offset=base_offset, producer_id=producer_id,
+                       producer_epoch=producer_epoch, transactional=True, is_control=True,
+                       partition_leader_epoch=partition_leader_epoch)
+
+
+def _legacy_message(magic, attributes, timestamp, key, value):
+    body = struct.pack(">bb", magic, attributes)
+    if magic == 1:
+        body += struct.pack(">q", timestamp)
+    for part in (key, value):
+        body += struct.pack(">i", -1) if part is None else struct.pack(">i", len(part)) + part
+    return struct.pack(">I", zlib.crc32(body)) + body
+
+
+def _build_legacy(records, base_offset, codec, magic, ts_type, now, log_append_time):
+    ts_attr = TIMESTAMP_TYPE_MASK if (magic == 1 and ts_type == TimestampType.LOG_APPEND_TIME) \
+        else 0
+    timestamps = [(r.timestamp if r.timestamp is not None else now) for r in records]
+    offsets = [r.offset if r.offset is not None else base_offset + i
+               for i, r in enumerate(records)]
+    if codec == codecs.NONE:
+        out = []
+        for r, off, ts in zip(records, offsets, timestamps):
+            msg = _legacy_message(magic, ts_attr, ts, r.key, r.value)
+            out.append(struct.pack(">qi", off, len(msg)) + msg)
+        return b"".join(out)
+    # A wrapper: inner offsets relative (v1) or absolute (v0); the wrapper carries the last one.
+    inner = []
+    for i, (r, off, ts) in enumerate(zip(records, offsets, timestamps)):
+        msg = _legacy_message(magic, 0, ts, r.key, r.value)
+        inner.append(struct.pack(">qi", i if magic == 1 else off, len(msg)) + msg)
+    wrapper_ts = max(timestamps) if timestamps else -1
+    if ts_attr:
+        wrapper_ts = log_append_time if log_append_time is not None else now
+    msg = _legacy_message(magic, codec | ts_attr, wrapper_ts, None,
+                          codecs.compress(codec, b"".join(inner)))
+    return struct.pack(">qi", offsets[-1], len(msg)) + msg

@@ -1,0 +1,265 @@
+"""``LogLoader``: a partition directory loaded as Kafka's LogLoader does (FORMAT.md "Log load"):
+temporary files dropped and interrupted replacements finished, segments opened, orphan and
+damaged indexes dealt with, recovery from the recovery point after an unclean shutdown, the log
+start offset, producer state and leader epochs. The recovery point, log start offset and
+clean-shutdown state come in as arguments (the manager, or ``Log.open``, reads them from the
+log dir's checkpoint files).
+"""
+import collections
+import logging
+import os
+
+import numpy as np
+
+from kafkalog._kernels import walk_batches
+from kafkalog.errors import (
+    CorruptIndexError, IndexOffsetOverflowError, InvalidOffsetError, KafkaLogError,
+)
+from kafkalog.files import (
+    CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIXES, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX,
+    file_name, parse_file_name,
+)
+from kafkalog.leader_epoch import LeaderEpochCache
+from kafkalog.local_log import create_cleaned_segment, delete_segments_now, replace_segments
+from kafkalog.log_segments import LogSegments
+from kafkalog.producer_state import ProducerStateManager, list_snapshots
+from kafkalog.records import RecordBatch
+from kafkalog.segment import LogSegment
+
+log = logging.getLogger(__name__)
+
+LoadedLog = collections.namedtuple(
+    "LoadedLog", "segments log_start_offset log_end_offset recovery_point producer_state "
+                 "leader_epochs")
+
+
+def rebuild_producer_state(directory, segments, log_end_offset, state=None):
+    """Producer state at ``log_end_offset``: the newest snapshot at or below it, then every
+    batch after the snapshot (Kafka's ``rebuildProducerState``)."""
+    state = state or ProducerStateManager(directory)
+    loaded = state.load_latest_snapshot(log_end_offset)
+    start = loaded if loaded is not None else (segments[0].base_offset if len(segments) else 0)
+    for segment in segments.range(start):
+        if segment.size == 0:
+            continue
+        buf = segment.buffer()
+        batches = walk_batches(buf, 0, validate_crc=False)[0]
+        batches = batches[(batches["last_offset"] >= start)
+                          & (batches["last_offset"] < log_end_offset)]
+        state.apply_batches(buf, batches, segment.log_path)
+    state.map_end_offset = log_end_offset
+    return state
+
+
+def _remove_quietly(path):
+    """Remove a file that a concurrent deletion (a ``.deleted`` segment's timer) may have
+    removed first."""
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+
+
+class LogLoader:
+    """Loads one partition directory; ``load()`` returns a ``LoadedLog``.
+
+    ``read_only`` loads without changing anything (no recovery, no file removed or created);
+    ``clean_shutdown`` trusts the files (no recovery).
+    """
+
+    def __init__(self, directory, config, *, recovery_point, log_start_offset, clean_shutdown,
+                 read_only, time_fn):
+        self.directory = directory
+        self.config = config
+        self.recovery_point = recovery_point
+        self.log_start_offset = log_start_offset
+        self.clean_shutdown = clean_shutdown or read_only
+        self.read_only = read_only
+        self.time_fn = time_fn
+        self._snapshots = None
+
+    def load(self):
+        if not self.read_only:
+            self._remove_temp_files_and_complete_swaps()
+        # The epoch cache is kept for logs of record batch v2 (Kafka deletes it for older
+        # message formats); recovery below teaches it the epochs of the batches it keeps.
+        self.leader_epochs = LeaderEpochCache.load(
+            self.directory, create=not self.read_only and not self._legacy_format())
+        segments = self._load_segments()
+        if not self.clean_shutdown:
+            segments = self._recover(segments)
+        if segments:
+            log_end = segments[-1].read_next_offset()
+            if log_end < self.log_start_offset and not self.read_only:
+                log.warning("%s: log end offset %d is below the log start offset %d; deleting "
+                            "every segment", self.directory, log_end, self.log_start_offset)
+                delete_segments_now(segments)
+                segments = []
+        if not segments:
+            if self.read_only:
+                raise KafkaLogError(f"{self.directory} holds no segment")
+            segments = [self._open_segment(self.log_start_offset)]
+        segments = LogSegments(segments)
+        log_end = segments.active.read_next_offset()
+        if not self.read_only:
+            segments.active.resize_indexes(self.config.max_index_size)
+        recovery_point = log_end if self.clean_shutdown else min(self.recovery_point, log_end)
+        log_start = max(self.log_start_offset, segments.first.base_offset)
+        state = rebuild_producer_state(self.directory, segments, log_end)
+        self.leader_epochs.truncate_from_end(log_end)
+        self.leader_epochs.truncate_from_start(log_start)
+        return LoadedLog(segments, log_start, log_end, recovery_point, state, self.leader_epochs)
+
+    def _open_segment(self, base_offset, **kwargs):
+        return LogSegment(self.directory, base_offset, self.config, time_fn=self.time_fn,
+                          **kwargs)
+
+    def _legacy_format(self):
+        logs = sorted(n for n in os.listdir(self.directory) if n.endswith(LOG_SUFFIX))
+        if not logs:
+            return False
+        with open(os.path.join(self.directory, logs[-1]), "rb") as f:
+            head = f.read(17)
+        return len(head) == 17 and head[16] < 2
+
+    def _remove_temp_files_and_complete_swaps(self):
+        """Drop ``.deleted`` and ``.cleaned`` files (and ``.swap`` files of a cleaning that
+        had not finished writing), then finish every replacement whose ``.swap`` files are
+        complete (``local_log.replace_segments``)."""
+        names = os.listdir(self.directory)
+        parsed = {n: parse_file_name(n) for n in names}
+        if not any(p is not None and p[2] in (DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX)
+                   for p in parsed.values()):
+            return
+        cleaned = [p[0] for p in parsed.values() if p is not None and p[2] == CLEANED_SUFFIX]
+        min_cleaned = min(cleaned, default=None)
+        swaps = []
+        for name, p in parsed.items():
+            if p is None or p[2] not in (DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX):
+                continue
+            if p[2] == SWAP_SUFFIX and (min_cleaned is None or p[0] < min_cleaned):
+                swaps.append((name, p))
+                continue
+            # .deleted, .cleaned, and .swap files of an unfinished cleaning
+            log.info("%s: removing %s left by an interrupted operation", self.directory, name)
+            _remove_quietly(os.path.join(self.directory, name))
+        log_swaps = sorted(p[0] for _, p in swaps if p[1] == LOG_SUFFIX)
+        if not log_swaps:
+            for name, _ in swaps:       # index swaps without their log: the log was renamed
+                os.replace(os.path.join(self.directory, name),
+                           os.path.join(self.directory, name[:-len(SWAP_SUFFIX)]))
+            return
+        new = [self._open_segment(base, file_suffix=SWAP_SUFFIX) for base in log_swaps]
+        low = new[0].base_offset
+        high = max(s.read_next_offset() for s in new)
+        for s in new:
+            s.close_handlers()
+        old = [self._open_segment(p[0]) for p in parsed.values()
+               if p is not None and p[1:] == (LOG_SUFFIX, "") and low <= p[0] < high]
+        log.warning("%s: finishing an interrupted segment replacement: %s replace %s",
+                    self.directory, [file_name(s.base_offset, LOG_SUFFIX) for s in new],
+                    [file_name(s.base_offset, LOG_SUFFIX) for s in old])
+        for s in replace_segments(self.directory, new, old, delete_segments_now,
+                                  self._open_segment):
+            s.close_handlers()
+
+    def _load_segments(self):
+        entries = {e.name: e for e in os.scandir(self.directory)}
+        names = set(entries)
+        parsed = {n: parse_file_name(n) for n in names}
+        logs = {p[0] for p in parsed.values() if p is not None and p[1:] == (LOG_SUFFIX, "")}
+        segments = []
+        for name in sorted(names):
+            p = parsed[name]
+            if p is None or p[2]:
+                continue
+            if p[1] in INDEX_SUFFIXES:
+                if p[0] not in logs and not self.read_only:
+                    log.info("%s: removing orphan index %s", self.directory, name)
+                    _remove_quietly(os.path.join(self.directory, name))
+                continue
+            if p[1] != LOG_SUFFIX:
+                continue
+            segment = LogSegment(self.directory, p[0], self.config, read_only=self.read_only,
+                                 time_fn=self.time_fn, size=entries[name].stat().st_size)
+            if not self.read_only:
+                try:
+                    segment.sanity_check(file_name(p[0], TIME_INDEX_SUFFIX) not in names, names)
+                except (FileNotFoundError, CorruptIndexError) as e:
+                    log.warning("%s: %s; recovering the segment", self.directory, e)
+                    pieces, _ = self._recover_or_split(segment)
+                    segments.extend(pieces)
+                    continue
+            segments.append(segment)
+        return segments
+
+    def _recover_segment(self, segment):
+        if self._snapshots is None:
+            self._snapshots = list_snapshots(self.directory)
+        state = ProducerStateManager(self.directory)
+        state.load_latest_snapshot(segment.base_offset, self._snapshots)
+        return segment.recover(state, self.leader_epochs)
+
+    def _recover(self, segments):
+        """Recover every segment from the one holding the recovery point; the first that
+        truncates makes every later segment go."""
+        start = 0
+        for i, s in enumerate(segments):
+            if s.base_offset <= self.recovery_point:
+                start = i
+        kept = list(segments[:start])
+        truncated = False
+        for segment in segments[start:]:
+            if truncated:
+                log.warning("%s: deleting segment %s after the truncated one", self.directory,
+                            segment.log_path)
+                delete_segments_now([segment])
+                continue
+            pieces, truncated_bytes = self._recover_or_split(segment)
+            kept.extend(pieces)
+            if truncated_bytes > 0:
+                log.warning("%s: recovery truncated %d bytes of %s", self.directory,
+                            truncated_bytes, segment.log_path)
+                truncated = True
+        return kept
+
+    def _recover_or_split(self, segment):
+        """Recover a segment; returns (the segments it became, bytes truncated)."""
+        try:
+            return [segment], self._recover_segment(segment)
+        except IndexOffsetOverflowError:
+            # A legacy segment whose offsets do not fit its base: split, as Kafka does.
+            return self._split_overflowed(segment)
+        except InvalidOffsetError:
+            segment.truncate_to(segment.base_offset)
+            return [segment], 1
+
+    def _split_overflowed(self, segment):
+        """Split a segment into segments whose offsets fit (Kafka's splitOverflowedSegment),
+        through the crash-safe replacement. Returns (new segments, bytes their recovery
+        truncated)."""
+        buf = segment.buffer()
+        batches = walk_batches(buf, validate_crc=False)[0]
+        groups = []
+        i = 0
+        while i < len(batches):
+            base = RecordBatch(buf, batches[i], segment.log_path).base_offset
+            last = batches["last_offset"][i:]
+            fits = (last >= base) & (last - base <= 2**31 - 1)
+            j = i + (int(np.argmin(fits)) if not fits.all() else len(fits))
+            if j == i:
+                raise KafkaLogError(f"{segment.log_path}: offsets at position "
+                                    f"{int(batches['position'][i])} cannot be split to fit")
+            end = int(batches["position"][j - 1] + batches["size"][j - 1])
+            groups.append((base, int(batches["position"][i]), end))
+            i = j
+        log.warning("%s: splitting %s, whose offsets overflow its base offset, into %d "
+                    "segments", self.directory, segment.log_path, len(groups))
+        pieces, truncated = [], 0
+        for base, start, end in groups:
+            piece, cut = create_cleaned_segment(self.directory, base, buf[start:end],
+                                                self.config, self.time_fn, self.leader_epochs)
+            pieces.append(piece)
+            truncated += cut
+        return replace_segments(self.directory, pieces, [segment], delete_segments_now,
+                                self._open_segment), truncated
