@@ -5,8 +5,10 @@ Kafka's consumer (``CompletedFetch.abortedProducerIds``): the aborted transactio
 come from the transaction indexes as (producer id, first offset); walking batches in offset
 order, a producer enters "aborted" when a batch at or past its transaction's first offset is
 reached, its transactional data batches are dropped while it is there, and its next control
-batch (the ABORT marker) takes it out. A range may start inside a transaction: the
-transaction's first offset is then already passed at the first batch.
+batch (the ABORT marker) takes it out. A range may start inside a transaction (its first offset
+is then already passed at the first batch) or after it (its marker's offset, the entry's last
+offset, is then below the batch: it is over and ignored), so one list serves every task of a
+partition.
 """
 import numpy as np
 
@@ -18,14 +20,14 @@ ISOLATIONS = ("log_end", "high_watermark", "committed")
 class AbortedTxnFilter:
     """Marks the data batches of aborted transactions, batch by batch in offset order.
 
-    ``aborted``: ``AbortedTxn`` entries (or ``(producer_id, first_offset, ...)`` tuples) that
-    may affect the batches to come; more may be added with ``add`` as a read goes on. Feed
+    ``aborted``: ``AbortedTxn`` entries (or ``(producer_id, first_offset, last_offset, ...)``
+    tuples) that may affect the batches to come; more may be added with ``add`` as a read goes on. Feed
     every batch of the range, in order, to ``aborted_mask`` (several calls continue where
     the last stopped).
     """
 
     def __init__(self, aborted=()):
-        self._pending = []       # (first offset, producer id) not yet reached
+        self._pending = []       # (first offset, producer id, last offset) not yet reached
         self._seen = set()
         self._active = set()     # producer ids inside an aborted transaction
         self.add(aborted)
@@ -35,7 +37,7 @@ class AbortedTxnFilter:
             key = (int(txn[0]), int(txn[1]))
             if key not in self._seen:
                 self._seen.add(key)
-                self._pending.append((key[1], key[0]))
+                self._pending.append((key[1], key[0], int(txn[2])))
         self._pending.sort(reverse=True)           # the next to reach is popped from the end
 
     def aborted_mask(self, batches):
@@ -46,10 +48,13 @@ class AbortedTxnFilter:
             return out
         attributes = batches["attributes"]
         pids = batches["producer_id"]
+        base = batches["base_offset"]
         last = batches["last_offset"]
         for i in range(len(batches)):
             while self._pending and self._pending[-1][0] <= last[i]:
-                self._active.add(self._pending.pop()[1])
+                _, pid, marker = self._pending.pop()
+                if marker >= base[i]:
+                    self._active.add(pid)
             if not self._active:
                 if not self._pending:
                     break

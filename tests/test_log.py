@@ -525,15 +525,21 @@ def test_readers_run_while_writer_appends_and_retention_deletes(tmp_path):
         except Exception as e:  # noqa: BLE001
             errors.append(e)
 
-    def reader():
+    read = [0, 0]                       # records read by each reader
+
+    def reader(i):
         try:
             while not stop.is_set():
                 start = log.log_start_offset
-                offsets = [r.offset for r in log.records(start)]
+                offsets = []
+                try:
+                    for r in log.records(start):
+                        offsets.append(r.offset)
+                except OffsetOutOfRangeError:
+                    pass                # retention moved the log start past the reader: again
                 if offsets:
                     assert offsets == list(range(offsets[0], offsets[0] + len(offsets)))
-        except OffsetOutOfRangeError:
-            pass                        # retention moved the log start past the reader
+                read[i] += len(offsets)
         except Exception as e:  # noqa: BLE001
             errors.append(e)
 
@@ -545,7 +551,8 @@ def test_readers_run_while_writer_appends_and_retention_deletes(tmp_path):
         except Exception as e:  # noqa: BLE001
             errors.append(e)
 
-    threads = [threading.Thread(target=f) for f in [writer, reader, reader, retention]]
+    threads = [threading.Thread(target=writer), threading.Thread(target=reader, args=(0,)),
+               threading.Thread(target=reader, args=(1,)), threading.Thread(target=retention)]
     for t in threads:
         t.start()
     time.sleep(1.5)
@@ -554,4 +561,7 @@ def test_readers_run_while_writer_appends_and_retention_deletes(tmp_path):
         t.join()
     assert not errors, errors
     assert log.log_end_offset > 30 and log.log_start_offset > 0     # it wrote and it deleted
+    # Each reader read while the others ran (typically 4,000-17,000 records each in 1.5 s
+    # with the pure-Python kernels, 40,000-120,000 compiled), not just a pass or two.
+    assert min(read) >= 500, read
     log.close()
