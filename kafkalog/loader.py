@@ -33,10 +33,10 @@ LoadedLog = collections.namedtuple(
                  "leader_epochs")
 
 
-def rebuild_producer_state(directory, segments, log_end_offset, state=None):
+def rebuild_producer_state(directory, segments, log_end_offset):
     """Producer state at ``log_end_offset``: the newest snapshot at or below it, then every
     batch after the snapshot (Kafka's ``rebuildProducerState``)."""
-    state = state or ProducerStateManager(directory)
+    state = ProducerStateManager(directory)
     loaded = state.load_latest_snapshot(log_end_offset)
     start = loaded if loaded is not None else (segments[0].base_offset if len(segments) else 0)
     for segment in segments.range(start):

@@ -82,6 +82,8 @@ class LogSegments:
     def range(self, from_offset, to_offset=None):
         """The segments that may hold offsets in [from_offset, to_offset) (to the end when
         ``to_offset`` is None), in order."""
+        if to_offset is not None and to_offset <= from_offset:
+            return ()
         lo = max(bisect.bisect_right(self._bases, from_offset) - 1, 0)
         hi = len(self._segments) if to_offset is None else \
             bisect.bisect_left(self._bases, to_offset)

@@ -565,3 +565,30 @@ def test_readers_run_while_writer_appends_and_retention_deletes(tmp_path):
     # with the pure-Python kernels, 40,000-120,000 compiled), not just a pass or two.
     assert min(read) >= 500, read
     log.close()
+
+
+# --- settings applied on append --------------------------------------------------------------
+
+def test_timestamp_bounds_are_checked_on_leader_appends(tmp_path):
+    from kafkalog.errors import InvalidTimestampError
+    now = 1_700_000_000_000
+    log = Log.open(tmp_path / "t-0", {"message.timestamp.before.max.ms": 60_000,
+                                      "message.timestamp.after.max.ms": 1_000},
+                   time_fn=lambda: now / 1000)
+    log.append([Record(value=b"ok", timestamp=now - 59_000)])
+    with pytest.raises(InvalidTimestampError):
+        log.append([Record(value=b"old", timestamp=now - 61_000)])
+    with pytest.raises(InvalidTimestampError):    # one late record fails the whole batch
+        log.append([Record(value=b"a", timestamp=now), Record(value=b"b", timestamp=now + 2_000)])
+    log.append_as_follower(build_batch([Record(value=b"old", timestamp=1)], base_offset=1))
+    assert log.log_end_offset == 2                 # followers copy what the leader accepted
+    log.close()
+
+
+def test_compression_type_applies_to_built_batches(tmp_path):
+    log = Log.open(tmp_path / "t-0", {"compression.type": "zstd"})
+    log.append([Record(value=b"v" * 100)])
+    log.append(build_batch([Record(value=b"raw")]))       # bytes keep their codec
+    log.flush()
+    assert [b.compression for b in iter_batches(log.segments[0].log_path)] == ["zstd", "none"]
+    log.close()
