@@ -530,6 +530,7 @@ class LogSegment:
         """Prepare for deletion while readers may still hold the segment: the indexes are
         opened now (never lazily from a renamed or removed file), and from here on the files
         are only unlinked, not closed; the mappings and descriptor go with the object."""
+        self._fd        # opened now too: opened lazily later, it would create an empty file
         self.offset_index
         self.time_index
         self.deleted = True
