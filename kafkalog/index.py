@@ -207,6 +207,8 @@ class _MappedIndex:
     def drop_zero_tail(self):
         """Forget the all-zero entries a crash leaves at the end of a preallocated index (the
         file is not changed); returns how many there were."""
+        if not self._entries:
+            return 0
         valid = self.valid_entries()
         dropped = self._entries - valid
         if dropped:

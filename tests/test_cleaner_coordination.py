@@ -15,12 +15,16 @@ random; what is asserted is the same for every interleaving:
   record written is ``key_of(offset)`` -> ``b"<offset>"``, so the model is: only records that
   were written, at their offsets; the latest value of every key in the range the operation
   leaves is there (compaction may drop superseded records, nothing else); the log end offset
-  the operation sets.
+  the operation sets;
+* for close, no segment file changes once ``close()`` has returned (the cleaning was stopped
+  first, as Kafka stops the cleaner before it closes a log).
 
-Truncation uses keys that each own a block of 60 consecutive offsets and truncation points at
-block boundaries: a compaction that finishes before the truncation may legitimately drop a
-record superseded by a record at or above the truncation point (Kafka loses those too), so a
-model that must hold for every interleaving needs no key to straddle the truncation point.
+Each key owns a block of 60 consecutive offsets (key-00: 0-59, key-01: 60-119, ...), so the
+latest value of every key (59, 119, ..., 2999) lies in a different segment: losing any of
+them is seen. Truncation points are block boundaries: a compaction that finishes before the
+truncation may legitimately drop a record superseded by a record at or above the truncation
+point (Kafka loses those too), so a model that holds for every interleaving needs no key to
+straddle the truncation point.
 """
 import os
 import random
@@ -35,9 +39,9 @@ from kafkalog.errors import KafkaLogError, LogDirFailureError
 
 RECORDS = 3000
 KEYS = 50
-BLOCK = RECORDS // KEYS                  # offsets per key in the "blocks" layout
+BLOCK = RECORDS // KEYS                  # consecutive offsets per key
 TIMESTAMP = 1_700_000_000_000
-SEEDS = range(12)
+SEEDS = range(10)
 SHORT_DELAY_S = 0.005                    # "a few milliseconds later"
 JOIN_TIMEOUT_S = 60
 
@@ -47,33 +51,31 @@ RETENTION = dict(COMPACTING, **{"cleanup.policy": "compact,delete", "retention.b
                                 "retention.ms": -1})
 
 
-def key_of(offset, layout):
-    """The key written at ``offset``: ``round_robin`` cycles through the 50 keys, ``blocks``
-    gives each key 60 consecutive offsets."""
-    index = offset % KEYS if layout == "round_robin" else offset // BLOCK
-    return b"key-%02d" % index
+def key_of(offset):
+    """The key written at ``offset``: each of the 50 keys takes 60 consecutive offsets."""
+    return b"key-%02d" % (offset // BLOCK)
 
 
 def value_of(offset):
     return b"%d" % offset
 
 
-def build_compacting_log(path, layout="round_robin", records=RECORDS, **overrides):
+def build_compacting_log(path, records=RECORDS, **overrides):
     """A compacting log (cleanup.policy=compact, segment.bytes=4096) of ``records``
     one-record appends over 50 keys, value = the offset; returned open."""
     log = Log.open(path, dict(COMPACTING, **overrides))
     for offset in range(records):
-        info = log.append([Record(key=key_of(offset, layout), value=value_of(offset),
+        info = log.append([Record(key=key_of(offset), value=value_of(offset),
                                   timestamp=TIMESTAMP)])
         assert info.first_offset == offset
     return log
 
 
-def latest_offsets(layout, lo, hi):
+def latest_offsets(lo, hi):
     """{key: latest offset} over the records written at offsets [lo, hi)."""
     latest = {}
     for offset in range(max(lo, 0), min(hi, RECORDS)):
-        latest[key_of(offset, layout)] = offset
+        latest[key_of(offset)] = offset
     return latest
 
 
@@ -81,16 +83,16 @@ def contents(log):
     return [(r.offset, r.key, r.value) for r in log.records()]
 
 
-def assert_model(records, layout, lo, hi, where):
+def assert_model(records, lo, hi, where):
     """Only written records, in [lo, hi), offsets increasing, and every key's latest value
     in [lo, hi) present."""
     offsets = [o for o, _, _ in records]
     assert offsets == sorted(set(offsets)), f"{where}: offsets out of order"
     outside = [o for o in offsets if not lo <= o < hi]
     assert not outside, f"{where}: records outside [{lo}, {hi}): {outside[:10]}"
-    wrong = [(o, k, v) for o, k, v in records if (k, v) != (key_of(o, layout), value_of(o))]
+    wrong = [(o, k, v) for o, k, v in records if (k, v) != (key_of(o), value_of(o))]
     assert not wrong, f"{where}: records that were never written: {wrong[:5]}"
-    missing = sorted(set(latest_offsets(layout, lo, hi).values()) - set(offsets))
+    missing = sorted(set(latest_offsets(lo, hi).values()) - set(offsets))
     assert not missing, f"{where}: the latest value of these keys is gone (offsets " \
                         f"{missing[:10]}, {len(missing)} keys)"
 
@@ -122,35 +124,32 @@ def documented_compaction_error(error):
 
 
 @pytest.fixture(scope="module")
-def templates(tmp_path_factory):
-    """Closed template logs for each key layout (copied for every race), and how long one
-    compaction of them takes here (to spread the longer delays over a whole compaction)."""
-    root = tmp_path_factory.mktemp("templates")
-    paths = {}
-    for layout in ("round_robin", "blocks"):
-        log = build_compacting_log(root / layout / "c-0", layout)
-        log.close()
-        paths[layout] = root / layout / "c-0"
-    shutil.copytree(paths["round_robin"], root / "timing" / "c-0")
+def template(tmp_path_factory):
+    """A closed compacting log (copied for every race), and how long one compaction of it
+    takes here (to spread the longer delays over a whole compaction)."""
+    root = tmp_path_factory.mktemp("template")
+    path = root / "built" / "c-0"
+    build_compacting_log(path).close()
+    shutil.copytree(path, root / "timing" / "c-0")
     log = Log.open(root / "timing" / "c-0", COMPACTING, clean_shutdown=True)
     started = time.perf_counter()
     assert log.compact().segments_cleaned > 0
     elapsed = time.perf_counter() - started
     log.close()
-    return paths, elapsed
+    return path, elapsed
 
 
 # --- the operations raced against compaction ---------------------------------------------------
-# Each: (layout, config, choose(rng) -> argument, check(log_before_close, reopen, arg, where)).
+# name: (config, choose(rng) -> argument, check(race, argument)); a check reads the
+# live log's offsets recorded when both threads were done, then reopens the log.
 
 def _check_truncate_to(ctx, k):
     assert ctx.live_end == k, f"{ctx.where}: log end offset {ctx.live_end} after " \
                               f"truncate_to({k})"
     reopened = ctx.reopen()
-    assert_model(contents(reopened), "blocks", 0, k, ctx.where + " after reopen")
+    assert_model(contents(reopened), 0, k, ctx.where + " after reopen")
     assert reopened.log_end_offset == k, \
         f"{ctx.where}: log end offset {reopened.log_end_offset} after reopen, truncated to {k}"
-    return reopened
 
 
 def _check_truncate_fully(ctx, n):
@@ -161,7 +160,6 @@ def _check_truncate_fully(ctx, n):
     assert (reopened.log_start_offset, reopened.log_end_offset) == (n, n), \
         f"{ctx.where}: after reopen log start {reopened.log_start_offset}, log end " \
         f"{reopened.log_end_offset}; want an empty log at {n}"
-    return reopened
 
 
 def _check_delete_records(ctx, n):
@@ -170,9 +168,8 @@ def _check_delete_records(ctx, n):
     # A broker gives the log start offset back from its log-start-offset-checkpoint.
     reopened = ctx.reopen(log_start_offset=n)
     assert reopened.log_start_offset >= n, ctx.where
-    assert_model(contents(reopened), "round_robin", n, RECORDS, ctx.where + " after reopen")
+    assert_model(contents(reopened), n, RECORDS, ctx.where + " after reopen")
     assert reopened.log_end_offset == RECORDS, ctx.where
-    return reopened
 
 
 def _check_retention(ctx, _):
@@ -182,31 +179,30 @@ def _check_retention(ctx, _):
     assert start == ctx.live_start, \
         f"{ctx.where}: log start offset {start} after reopen, {ctx.live_start} before: " \
         f"deleted segments came back"
-    assert_model(contents(reopened), "round_robin", start, RECORDS, ctx.where + " after reopen")
+    assert_model(contents(reopened), start, RECORDS, ctx.where + " after reopen")
     assert reopened.log_end_offset == RECORDS, ctx.where
-    return reopened
 
 
 def _check_close(ctx, _):
+    reopened = ctx.reopen()
+    assert_model(contents(reopened), 0, RECORDS, ctx.where + " after reopen")
+    assert reopened.log_end_offset == RECORDS, ctx.where
+    # Kafka stops (aborts) a cleaning before the log closes: once close() has returned, no
+    # segment file may appear, disappear or change size.
     assert ctx.files_after_join == ctx.files_at_close, \
         f"{ctx.where}: the compaction changed the log's files after close() returned: " \
         f"{sorted(set(ctx.files_after_join) ^ set(ctx.files_at_close))[:6]}"
-    reopened = ctx.reopen()
-    assert_model(contents(reopened), "round_robin", 0, RECORDS, ctx.where + " after reopen")
-    assert reopened.log_end_offset == RECORDS, ctx.where
-    return reopened
 
 
 OPERATIONS = {
-    "truncate_to": ("blocks", COMPACTING,
-                    lambda rng: BLOCK * rng.randrange(10, KEYS), _check_truncate_to),
-    "truncate_fully_and_start_at": ("round_robin", COMPACTING,
-                                    lambda rng: rng.randrange(0, 2 * RECORDS),
+    "truncate_to": (COMPACTING, lambda rng: BLOCK * rng.randrange(10, KEYS),
+                    _check_truncate_to),
+    "truncate_fully_and_start_at": (COMPACTING, lambda rng: rng.randrange(0, 2 * RECORDS),
                                     _check_truncate_fully),
-    "delete_records": ("round_robin", COMPACTING, lambda rng: rng.randrange(1, RECORDS + 1),
+    "delete_records": (COMPACTING, lambda rng: rng.randrange(1, RECORDS + 1),
                        _check_delete_records),
-    "delete_old_segments": ("round_robin", RETENTION, lambda rng: None, _check_retention),
-    "close": ("round_robin", COMPACTING, lambda rng: None, _check_close),
+    "delete_old_segments": (RETENTION, lambda rng: None, _check_retention),
+    "close": (COMPACTING, lambda rng: None, _check_close),
 }
 
 
@@ -275,9 +271,9 @@ class _Race:
 
 
 @pytest.mark.parametrize("op", sorted(OPERATIONS))
-def test_compaction_racing(tmp_path, templates, op):
-    paths, compaction_s = templates
-    layout, config, choose, check = OPERATIONS[op]
+def test_compaction_racing(tmp_path, template, op):
+    template_path, compaction_s = template
+    config, choose, check = OPERATIONS[op]
     for seed in SEEDS:
         rng = random.Random(f"{op}/{seed}")
         arg = choose(rng)
@@ -286,7 +282,7 @@ def test_compaction_racing(tmp_path, templates, op):
         where = f"{op}({'' if arg is None else arg}) {delay_s * 1000:.2f} ms into " \
                 f"compaction (seed {seed})"
         path = tmp_path / f"seed-{seed}" / "c-0"
-        shutil.copytree(paths[layout], path)
+        shutil.copytree(template_path, path)
         race = _Race(path, config, op, arg, delay_s, where)
         try:
             log = race.run()
@@ -306,12 +302,14 @@ def test_compaction_racing(tmp_path, templates, op):
 # --- truncation's log end offset ---------------------------------------------------------------
 
 @pytest.mark.parametrize("target", [2229, 1300])
-def test_truncate_to_sets_the_log_end_offset_to_the_target_after_compaction(tmp_path, target):
+def test_truncate_to_sets_the_log_end_offset_to_the_target_after_compaction(tmp_path, template,
+                                                                            target):
     """Kafka's LocalLog.truncateTo: the log end offset becomes the target offset even when
     compaction removed the records just below it (2229: 2220-2228 are gone, the last record
     left below it is 2219; 1300: 1260-1299 are gone, 1259 is left), not the end of the data
     left below it; the next append takes the target offset."""
-    log = build_compacting_log(tmp_path / "c-0", "blocks")
+    shutil.copytree(template[0], tmp_path / "c-0")
+    log = Log.open(tmp_path / "c-0", COMPACTING, clean_shutdown=True)
     stats = log.compact()
     assert stats.first_uncleanable_offset > target
     retained = [o for o, _, _ in contents(log) if o < target]

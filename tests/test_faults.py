@@ -303,7 +303,7 @@ def test_one_writer_four_readers_retention_and_roller(tmp_path):
     log = Log.open(tmp_path / "busy-0", {"segment.bytes": 8192, "retention.bytes": 10_000,
                                          "retention.ms": -1, "file.delete.delay.ms": 0})
     stop = threading.Event()
-    errors, reads = [], [0]
+    errors, records_read = [], [0, 0, 0, 0]          # by each reader
 
     def guarded(fn):
         def run():
@@ -319,20 +319,26 @@ def test_one_writer_four_readers_retention_and_roller(tmp_path):
         log.append([Record(key=b"%d" % (start + i), value=value_for(start + i),
                            timestamp=1_700_000_000_000) for i in range(5)])
 
-    def read():
-        start = log.log_start_offset
-        try:
-            info = log.read(start, max_bytes=20_000)
-        except OffsetOutOfRangeError:
-            return                       # retention moved the start meanwhile: ask again
-        expected = None
-        for batch in iter_batches(info.records, validate_crc=True):
-            assert batch.is_valid()
-            for r in batch:
-                assert expected is None or r.offset == expected
-                assert r.value == value_for(r.offset)
-                expected = r.offset + 1
-        reads[0] += 1
+    def reader(i):
+        def read():
+            start = log.log_start_offset
+            try:
+                info = log.read(start, max_bytes=20_000)
+            except OffsetOutOfRangeError:
+                return                   # retention moved the start meanwhile: ask again
+            first = expected = None
+            for batch in iter_batches(info.records, validate_crc=True):
+                assert batch.is_valid()
+                for r in batch:
+                    if expected is None:
+                        first = r.offset
+                    else:
+                        assert r.offset == expected
+                    assert r.value == value_for(r.offset)
+                    expected = r.offset + 1
+            if expected is not None:
+                records_read[i] += expected - first      # a contiguous run of offsets
+        return read
 
     def retain():
         log.delete_old_segments()
@@ -343,7 +349,7 @@ def test_one_writer_four_readers_retention_and_roller(tmp_path):
         time.sleep(0.02)
 
     threads = [threading.Thread(target=guarded(f))
-               for f in [write, read, read, read, read, retain, roll]]
+               for f in [write, reader(0), reader(1), reader(2), reader(3), retain, roll]]
     for t in threads:
         t.start()
     time.sleep(2.0)
@@ -351,7 +357,10 @@ def test_one_writer_four_readers_retention_and_roller(tmp_path):
     for t in threads:
         t.join()
     assert not errors, errors[:3]
-    assert reads[0] > 50 and log.log_start_offset > 0 and log.log_end_offset > 100
+    assert log.log_start_offset > 0 and log.log_end_offset > 100
+    # Every reader read all along (typically 6,000-12,000 records each in 2 s with the
+    # pure-Python kernels, 18,000-31,000 compiled), not a few empty fetches.
+    assert min(records_read) >= 500, records_read
     log.close()
 
 
