@@ -6,8 +6,8 @@ import os
 import threading
 
 from kafkalog.checkpoint import read_leader_epoch_checkpoint, write_leader_epoch_checkpoint
+from kafkalog.files import LEADER_EPOCH_CHECKPOINT
 
-LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
 

@@ -47,7 +47,6 @@ def rebuild_producer_state(directory, segments, log_end_offset):
         batches = batches[(batches["last_offset"] >= start)
                           & (batches["last_offset"] < log_end_offset)]
         state.apply_batches(buf, batches, segment.log_path)
-    state.map_end_offset = log_end_offset
     return state
 
 

@@ -342,7 +342,6 @@ class Log:
                     self._producer_state.apply_batches(data, batches,
                                                        txn_index=segment.txn_index)
                 self._update_leader_epochs(data, batches, n_batches, first)
-            self._producer_state.map_end_offset = last + 1
             if not self._replicated:
                 self._high_watermark = last + 1
             self._unflushed_messages += count
@@ -583,7 +582,7 @@ class Log:
             self._local.truncate_fully_and_start_at(new_offset)
             self._log_start_offset = new_offset
             self._leader_epochs.clear()
-            self._producer_state.clear(new_offset)
+            self._producer_state.clear()
             self._producer_state.delete_snapshots_above(-1)
             self._after_truncation()
 

@@ -32,11 +32,6 @@ class LogSegments:
         return i < len(self._segments) and self._segments[i] is segment
 
     @property
-    def bases(self):
-        """Base offsets, ascending (a list; do not change it)."""
-        return self._bases
-
-    @property
     def first(self):
         return self._segments[0] if self._segments else None
 
@@ -49,12 +44,6 @@ class LogSegments:
     def size(self):
         """Bytes in all ``.log`` files."""
         return sum(s.size for s in self._segments)
-
-    def index_of(self, segment):
-        i = bisect.bisect_left(self._bases, segment.base_offset)
-        if i < len(self._segments) and self._segments[i] is segment:
-            return i
-        raise ValueError(f"{segment!r} is not in this segment list")
 
     def floor(self, offset):
         """The segment with the largest base offset <= ``offset`` (the one that would hold

@@ -125,13 +125,11 @@ class ProducerStateManager:
         self.producers = {}       # producer id -> ProducerSnapshotEntry
         self.ongoing = {}         # producer id -> first offset of its open transaction
         self.recent = {}          # producer id -> its last batches, for duplicate detection
-        self.map_end_offset = 0
 
-    def clear(self, offset=0):
+    def clear(self):
         self.producers.clear()
         self.ongoing.clear()
         self.recent.clear()
-        self.map_end_offset = offset
 
     def load_latest_snapshot(self, upper_offset, snapshots=None):
         """Load the newest valid snapshot at or below ``upper_offset``; returns its offset, or
@@ -156,7 +154,6 @@ class ProducerStateManager:
                 self.producers[entry.producer_id] = entry
                 if entry.current_txn_first_offset >= 0:
                     self.ongoing[entry.producer_id] = entry.current_txn_first_offset
-            self.map_end_offset = offset
             return offset
         return None
 
@@ -164,8 +161,6 @@ class ProducerStateManager:
         """Apply the batches (``BATCH_DTYPE`` rows over ``buf``) in offset order: the one
         loop by which appends, recovery and load teach the state. Each aborted transaction
         completed on the way is appended to ``txn_index`` when given."""
-        if len(batches) == 0:
-            return
         with_pid = batches[(batches["magic"] == 2) & (batches["producer_id"] >= 0)]
         for row in with_pid:
             control_type, coordinator_epoch = None, -1
@@ -174,14 +169,12 @@ class ProducerStateManager:
             completed = self.update(row, control_type, coordinator_epoch)
             if completed is not None and completed.is_aborted and txn_index is not None:
                 txn_index.append(self.aborted_txn(completed))
-        self.map_end_offset = int(batches["last_offset"][-1]) + 1
 
     def update(self, batch_row, control_type=None, coordinator_epoch=-1):
         """Apply one v2 batch (a ``BATCH_DTYPE`` row); returns a CompletedTxn for an
         end-transaction marker, else None."""
         pid = int(batch_row["producer_id"])
         last_offset = int(batch_row["last_offset"])
-        self.map_end_offset = last_offset + 1
         if pid < 0:
             return None
         attributes = int(batch_row["attributes"])
