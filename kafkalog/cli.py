@@ -85,7 +85,7 @@ def _verify(args):
 
 
 def _recover(args):
-    from kafkalog.verify import plan_recovery, recover_partition
+    from kafkalog.recovery import plan_recovery, recover_partition
     dirs, errors = _partitions(args.paths)
     progress = _Progress(len(dirs), "recovering", args.progress or sys.stderr.isatty())
     status = 1 if errors else 0
