@@ -19,16 +19,21 @@ class CorruptRecordError(KafkaLogError):
         at fault.
     path : str or None
         The file the bytes came from, when known.
+    base_offset : int or None
+        The base offset of the batch at fault, when known.
     """
 
-    def __init__(self, message, position=None, path=None):
+    def __init__(self, message, position=None, path=None, base_offset=None):
         self.position = position
         self.path = path
+        self.base_offset = base_offset
         where = []
         if path is not None:
             where.append(str(path))
         if position is not None:
             where.append(f"position {position}")
+        if base_offset is not None:
+            where.append(f"base offset {base_offset}")
         super().__init__(f"{message} ({', '.join(where)})" if where else message)
         self.reason = message
 

@@ -28,12 +28,13 @@ from kafkalog.errors import (
     CorruptRecordError, InvalidOffsetError, InvalidTimestampError, KafkaLogError,
     LogDirFailureError, OffsetOutOfRangeError, OutOfOrderSequenceError,
 )
-from kafkalog.files import parse_topic_partition, topic_partition_or_none
+from kafkalog._layout import WALK_CORRUPT, WALK_INVALID
+from kafkalog.files import LOG_SUFFIX, file_path, parse_topic_partition, topic_partition_or_none
 from kafkalog.isolation import ISOLATIONS, AbortedTxnFilter
 from kafkalog.loader import LogLoader, rebuild_producer_state
 from kafkalog.local_log import LocalLog, create_cleaned_segment
 from kafkalog.builder import build_batch
-from kafkalog.records import CONTROL_MASK, decode_batches
+from kafkalog.records import CONTROL_MASK, decode_batches, raise_walk_error
 from kafkalog.retention import KAFKA_POLICIES, LogStartOffsetRetention
 from kafkalog.scheduler import default_scheduler
 
@@ -499,18 +500,21 @@ class Log:
         return LocalLog.collect_aborted_transactions(self.segments, start_offset, end_offset)
 
     def records(self, start_offset=None, end_offset=None, isolation="log_end",
-                include_control=False):
+                include_control=False, validate_crc=True):
         """Iterate ``Record`` objects in offset order over [start_offset, end_offset).
 
         Control records (transaction markers) are left out, as a consumer leaves them out,
         unless ``include_control``. With ``isolation="committed"`` the records of aborted
-        transactions are left out too, as a read_committed consumer does.
+        transactions are left out too, as a read_committed consumer does. Every batch's CRC
+        is checked first (a failure raises CorruptRecordError, before any of its records);
+        ``validate_crc=False`` skips that on trusted data.
         """
-        for table in self.record_tables(start_offset, end_offset, isolation, include_control):
+        for table in self.record_tables(start_offset, end_offset, isolation, include_control,
+                                        validate_crc=validate_crc):
             yield from table.to_records()
 
     def record_tables(self, start_offset=None, end_offset=None, isolation="log_end",
-                      include_control=False, max_bytes=16 * 1024 * 1024):
+                      include_control=False, max_bytes=16 * 1024 * 1024, validate_crc=True):
         """Like ``records`` but yields columnar ``RecordTable`` chunks."""
         offset = self._log_start_offset if start_offset is None else start_offset
         limit = self._max_offset(isolation)
@@ -521,20 +525,27 @@ class Log:
             if not info.records:
                 break
             data = info.records
-            batches, _, _, _ = walk_batches(data, validate_crc=False)
+            batches, status, stop, message = walk_batches(data, validate_crc=validate_crc,
+                                                          stop_on_invalid=validate_crc)
+            if len(batches):
+                table = decode_batches(data, batches)
+                keep = (table.records["offset"] >= offset) & (table.records["offset"] < end)
+                if not include_control:
+                    keep &= (batches["attributes"][table.batch] & CONTROL_MASK) == 0
+                if aborted is not None:
+                    aborted.add(info.aborted_transactions)
+                    keep &= ~aborted.aborted_mask(batches)[table.batch]
+                if keep.any():
+                    yield table.slice(keep)
+            if status == WALK_INVALID or status == WALK_CORRUPT:
+                # the batches before the bad one are returned, none of its records
+                meta = info.fetch_offset_metadata
+                raise_walk_error(data, status, stop, message,
+                                 file_path(self.path, meta.segment_base_offset, LOG_SUFFIX),
+                                 position_base=meta.relative_position_in_segment)
             if len(batches) == 0:
                 break
-            table = decode_batches(data, batches)
-            keep = (table.records["offset"] >= offset) & (table.records["offset"] < end)
-            if not include_control:
-                keep &= (batches["attributes"][table.batch] & CONTROL_MASK) == 0
-            if aborted is not None:
-                aborted.add(info.aborted_transactions)
-                keep &= ~aborted.aborted_mask(batches)[table.batch]
-            next_offset = int(batches["last_offset"][-1]) + 1
-            if keep.any():
-                yield table.slice(keep)
-            offset = next_offset
+            offset = int(batches["last_offset"][-1]) + 1
 
     def offset_for_timestamp(self, timestamp):
         """(offset, timestamp) of the first record with a timestamp >= ``timestamp``; -2 gives

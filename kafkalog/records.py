@@ -19,7 +19,7 @@ from kafkalog._kernels import (
 )
 from kafkalog._layout import (
     BATCH_DTYPE, RECORD_DTYPE, HEADER_DTYPE, V2_HEADER_SIZE, LOG_OVERHEAD,
-    WALK_CORRUPT, WALK_PARTIAL,
+    WALK_CORRUPT, WALK_INVALID, WALK_PARTIAL,
 )
 from kafkalog.errors import CorruptRecordError, KafkaLogError
 
@@ -197,23 +197,36 @@ def open_buffer(buffer_or_path):
     return buffer_or_path
 
 
-def iter_batches(buffer_or_path, validate_crc=False, strict=False):
+def iter_batches(buffer_or_path, validate_crc=True, strict=False):
     """Yield a ``RecordBatch`` for every batch of a ``.log`` file or a buffer of batches.
 
-    Stops silently at a partial tail, like Kafka's file iterator, unless ``strict`` (for
-    buffers that must hold whole batches only, such as data to append); raises
-    CorruptRecordError (after yielding the batches before it) at a structural error. With
-    ``validate_crc`` the CRCs are checked during the walk (``is_valid()`` then costs nothing).
+    Every batch's CRC is checked, as Kafka's consumer does with ``check.crcs=true``: a batch
+    that fails raises CorruptRecordError (path, position, base offset) after the batches
+    before it and before any of its records; ``validate_crc=False`` skips the check, for speed
+    on trusted data. Stops silently at a partial tail, like Kafka's file iterator, unless
+    ``strict`` (for buffers that must hold whole batches only, such as data to append); raises
+    CorruptRecordError (after yielding the batches before it) at a structural error.
     """
     path = buffer_or_path if isinstance(buffer_or_path, (str, os.PathLike)) else None
     buf = open_buffer(buffer_or_path)
-    batches, status, stop, message = walk_batches(buf, validate_crc=validate_crc)
+    batches, status, stop, message = walk_batches(buf, validate_crc=validate_crc,
+                                                  stop_on_invalid=validate_crc)
     for row in batches:
         yield RecordBatch(buf, row, path)
-    if status == WALK_CORRUPT:
-        raise CorruptRecordError(message, position=stop, path=path)
+    raise_walk_error(buf, status, stop, message, path, strict)
+
+
+def raise_walk_error(buf, status, stop, message, path=None, strict=False, position_base=0):
+    """Raise CorruptRecordError for a walk that stopped at a corrupt batch or a failed CRC
+    (and, when ``strict``, at a partial tail); ``position_base``: where ``buf`` starts in
+    the file."""
+    if status == WALK_INVALID or status == WALK_CORRUPT:
+        base = struct.unpack_from(">q", buf, stop)[0] if len(buf) - stop >= 8 else None
+        raise CorruptRecordError(message, position=position_base + stop, path=path,
+                                 base_offset=base)
     if strict and status == WALK_PARTIAL:
-        raise CorruptRecordError(partial_tail_message(buf, stop), position=stop, path=path)
+        raise CorruptRecordError(partial_tail_message(buf, stop),
+                                 position=position_base + stop, path=path)
 
 
 def partial_tail_message(buf, position):
@@ -379,7 +392,8 @@ def _finish_v2(data, records, headers, batches, batch_index):
     # Per-batch facts are spread to records only where a batch needs it: the common case
     # (CreateTime, no producer id) costs two fills, not a gather of whole batch rows.
     n = len(records)
-    counts = np.bincount(batch_index, minlength=len(batches)) if n else np.zeros(0, np.int64)
+    # per-batch record counts (an empty batch, kept by Kafka's cleaner for a producer, has 0)
+    counts = np.bincount(batch_index, minlength=len(batches))
     log_append = (batches["attributes"] & TIMESTAMP_TYPE_MASK) != 0
     ts_type = np.full(n, TimestampType.CREATE_TIME, np.int8)
     if log_append.any():

@@ -59,6 +59,17 @@ def test_clean_open_reads_every_record(fixture_copy, name):
             for r in b.get("records", [])]
     if name in ("crashed-0",):
         want = [w for w in want if w[0] < 639]
+    if name == "corrupt_flip-0":
+        # Every reader checks CRCs: the flipped batch raises before any of its records.
+        got = []
+        with pytest.raises(CorruptRecordError) as e:
+            got.extend(r.offset for r in log.records(include_control=True))
+        assert e.value.base_offset == 1890 and e.value.position == 38490
+        assert got == [o for o, _ in want if o < 1890]
+        want_all = log.records(include_control=True, validate_crc=False)    # the opt-out
+        assert [(r.offset, r.timestamp) for r in want_all][:len(want)] == want
+        log.close()
+        return
     assert [(r.offset, r.timestamp) for r in log.records(include_control=True)][:len(want)] \
         == want
     log.close()

@@ -60,7 +60,14 @@ def test_large_fixture_dump_equals_kafka(name):
 
 def test_corrupt_flip_batch_is_reported_invalid():
     log = FIXTURES / "corrupt_flip-0" / "00000000000000001470.log"
-    batches = list(iter_batches(log))
+    # By default the walk raises at the bad batch, before any of its records.
+    seen = []
+    with pytest.raises(CorruptRecordError) as e:
+        for b in iter_batches(log):
+            seen.append(b.base_offset)
+    assert (e.value.position, e.value.base_offset, e.value.path) == (38490, 1890, log)
+    assert seen and seen[-1] < 1890
+    batches = list(iter_batches(log, validate_crc=False))          # the opt-out
     bad = [b for b in batches if not b.is_valid()]
     assert [(b.base_offset, b.position, b.size_in_bytes) for b in bad] == [(1890, 38490, 1314)]
     with pytest.raises(CorruptRecordError) as e:
