@@ -110,6 +110,10 @@ class CorruptSnapshotError(KafkaLogError):
     """A producer snapshot whose version, CRC or length is wrong."""
 
 
+class LogNotFoundError(KafkaLogError, FileNotFoundError):
+    """A read-only open of a partition directory that does not exist (or holds no segment)."""
+
+
 class CleaningAbortedError(KafkaLogError):
     """A cleaner pass was aborted (by a truncation, a deletion or close) before its swap."""
 
@@ -138,4 +142,5 @@ __all__ = [
     "CorruptSnapshotError",
     "InvalidConfigError",
     "CleaningAbortedError",
+    "LogNotFoundError",
 ]

@@ -49,26 +49,35 @@ class _MappedIndex:
     _key_field = _value_field = 0
     _result_type = None
 
-    def __init__(self, path, base_offset, max_index_size=DEFAULT_MAX_INDEX_SIZE, writable=True):
+    def __init__(self, path, base_offset, max_index_size=DEFAULT_MAX_INDEX_SIZE, writable=True,
+                 empty=False):
+        """``empty``: read-only, no entries, the file not even opened (for readers of a
+        directory whose index is missing or damaged: a lookup then scans from the segment's
+        start)."""
         self.path = os.fspath(path)
         self.base_offset = base_offset
         self.max_index_size = max_index_size
-        self.writable = writable
+        self.writable = writable and not empty
         self._lock = threading.RLock()
         self._mmap = None
         self._view = None
         self._n = 0
-        newly_created = not os.path.exists(self.path)
-        if newly_created and not writable:
-            raise FileNotFoundError(self.path)
-        fd = os.open(self.path, (os.O_RDWR | os.O_CREAT) if writable else os.O_RDONLY, 0o644)
-        try:
-            if newly_created:
-                os.ftruncate(fd, self._round_down(max_index_size))
-            self._length = os.fstat(fd).st_size
-            self._map(fd)
-        finally:
-            os.close(fd)
+        newly_created = empty or not os.path.exists(self.path)
+        if empty:
+            self._length = 0
+            self._map(None)
+        else:
+            if newly_created and not writable:
+                raise FileNotFoundError(self.path)
+            fd = os.open(self.path, (os.O_RDWR | os.O_CREAT) if writable else os.O_RDONLY,
+                         0o644)
+            try:
+                if newly_created:
+                    os.ftruncate(fd, self._round_down(max_index_size))
+                self._length = os.fstat(fd).st_size
+                self._map(fd)
+            finally:
+                os.close(fd)
         # An index opened from disk is assumed full of valid entries, as Kafka assumes.
         self._entries = 0 if newly_created else self._length // self.entry_size
         self._after_open()

@@ -24,12 +24,12 @@ class LeaderEpochCache:
         self._lock = threading.RLock()
 
     @classmethod
-    def load(cls, directory, create=True):
+    def load(cls, directory, create=True, read_only=False):
         """The cache of a partition directory, from its checkpoint file (created empty when
-        missing and ``create``)."""
+        missing and ``create``); ``read_only``: changes stay in memory, never written."""
         path = os.path.join(directory, LEADER_EPOCH_CHECKPOINT)
         if os.path.exists(path):
-            return cls(path, read_leader_epoch_checkpoint(path))
+            return cls(None if read_only else path, read_leader_epoch_checkpoint(path))
         cache = cls(path if create else None)
         if create:
             cache._write()

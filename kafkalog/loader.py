@@ -14,6 +14,7 @@ import numpy as np
 from kafkalog._kernels import walk_batches
 from kafkalog.errors import (
     CorruptIndexError, IndexOffsetOverflowError, InvalidOffsetError, KafkaLogError,
+    LogNotFoundError,
 )
 from kafkalog.files import (
     CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIXES, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX,
@@ -33,11 +34,12 @@ LoadedLog = collections.namedtuple(
                  "leader_epochs")
 
 
-def rebuild_producer_state(directory, segments, log_end_offset):
+def rebuild_producer_state(directory, segments, log_end_offset, read_only=False):
     """Producer state at ``log_end_offset``: the newest snapshot at or below it, then every
-    batch after the snapshot (Kafka's ``rebuildProducerState``)."""
+    batch after the snapshot (Kafka's ``rebuildProducerState``). ``read_only``: a corrupt
+    snapshot is skipped, not deleted."""
     state = ProducerStateManager(directory)
-    loaded = state.load_latest_snapshot(log_end_offset)
+    loaded = state.load_latest_snapshot(log_end_offset, delete_corrupt=not read_only)
     start = loaded if loaded is not None else (segments[0].base_offset if len(segments) else 0)
     for segment in segments.range(start):
         if segment.size == 0:
@@ -83,7 +85,8 @@ class LogLoader:
         # The epoch cache is kept for logs of record batch v2 (Kafka deletes it for older
         # message formats); recovery below teaches it the epochs of the batches it keeps.
         self.leader_epochs = LeaderEpochCache.load(
-            self.directory, create=not self.read_only and not self._legacy_format())
+            self.directory, create=not self.read_only and not self._legacy_format(),
+            read_only=self.read_only)
         segments = self._load_segments()
         if not self.clean_shutdown:
             segments = self._recover(segments)
@@ -96,7 +99,7 @@ class LogLoader:
                 segments = []
         if not segments:
             if self.read_only:
-                raise KafkaLogError(f"{self.directory} holds no segment")
+                raise LogNotFoundError(f"{self.directory} holds no segment")
             segments = [self._open_segment(self.log_start_offset)]
         segments = LogSegments(segments)
         log_end = segments.active.read_next_offset()
@@ -104,7 +107,7 @@ class LogLoader:
             segments.active.resize_indexes(self.config.max_index_size)
         recovery_point = log_end if self.clean_shutdown else min(self.recovery_point, log_end)
         log_start = max(self.log_start_offset, segments.first.base_offset)
-        state = rebuild_producer_state(self.directory, segments, log_end)
+        state = rebuild_producer_state(self.directory, segments, log_end, self.read_only)
         self.leader_epochs.truncate_from_end(log_end)
         self.leader_epochs.truncate_from_start(log_start)
         return LoadedLog(segments, log_start, log_end, recovery_point, state, self.leader_epochs)

@@ -26,7 +26,7 @@ from kafkalog.cleaner import (
 from kafkalog.config import LONG_MAX, LogConfig
 from kafkalog.errors import (
     CorruptRecordError, InvalidOffsetError, InvalidTimestampError, KafkaLogError,
-    LogDirFailureError, OffsetOutOfRangeError, OutOfOrderSequenceError,
+    LogDirFailureError, LogNotFoundError, OffsetOutOfRangeError, OutOfOrderSequenceError,
 )
 from kafkalog._layout import WALK_CORRUPT, WALK_INVALID
 from kafkalog.files import LOG_SUFFIX, file_path, parse_topic_partition, topic_partition_or_none
@@ -63,7 +63,7 @@ class Log:
     """
 
     def __init__(self, path, config, loaded, *, high_watermark, replicated, read_only,
-                 scheduler, time_fn, first_dirty_offset=0):
+                 scheduler, time_fn, first_dirty_offset=0, managed=False):
         self.path = path
         self.dir_name = os.path.basename(path)
         self.config = config
@@ -79,6 +79,7 @@ class Log:
         self._retention_policies = []
         self.first_dirty_offset = max(first_dirty_offset, loaded.log_start_offset)
         self._replicated = replicated
+        self._managed = managed
         self.read_only = read_only
         self._time_fn = time_fn
         log_end = loaded.log_end_offset
@@ -93,13 +94,18 @@ class Log:
     @classmethod
     def open(cls, path, config=None, *, recovery_point=None, log_start_offset=None,
              clean_shutdown=None, high_watermark=None, replicated=False, read_only=False,
-             scheduler=None, time_fn=time.time, topic_id=None, first_dirty_offset=None):
+             scheduler=None, time_fn=time.time, topic_id=None, first_dirty_offset=None,
+             managed=False):
         """Load a partition directory (created when missing) as Kafka's LogLoader does.
 
         Where not given, the recovery point, log start offset, high watermark, cleaner offset
         and whether the broker shut down cleanly are read from the parent log dir's checkpoint
         files and clean-shutdown marker (``checkpoint.LogDirCheckpoints``), as a broker would;
-        with none there, the whole log is recovered. ``read_only`` opens without recovery or
+        with none there, the whole log is recovered. A high watermark found there is kept
+        (loading never raises it to the log end); a standalone log moves it with its next
+        append. ``managed``: a ``LogManager`` writes the log dir's checkpoints; a standalone log
+        records a log start offset moved by ``delete_records`` in the parent dir's
+        ``log-start-offset-checkpoint`` itself, so it survives reopening. ``read_only`` opens without recovery or
         any write (for backups and inspection): the view every reader uses.
         ``replicated=False`` (one copy, the embedded case) moves the high watermark with
         every append; with ``True`` it moves only through ``update_high_watermark``.
@@ -109,23 +115,24 @@ class Log:
         config = config if isinstance(config, LogConfig) else LogConfig(config)
         path = os.path.abspath(os.fspath(path))
         if not os.path.isdir(path) and read_only:
-            raise FileNotFoundError(path)
+            raise LogNotFoundError(f"{path}: no such partition directory")
         try:
             return cls._open(path, config, recovery_point, log_start_offset, clean_shutdown,
                              high_watermark, replicated, read_only, scheduler, time_fn,
-                             topic_id, first_dirty_offset)
+                             topic_id, first_dirty_offset, managed)
         except OSError as e:
             raise LogDirFailureError(f"loading {path} failed: {e}", errno=e.errno) from e
 
     @classmethod
     def _open(cls, path, config, recovery_point, log_start_offset, clean_shutdown,
               high_watermark, replicated, read_only, scheduler, time_fn, topic_id,
-              first_dirty_offset):
+              first_dirty_offset, managed):
         if not os.path.isdir(path):
             os.makedirs(path)
             checkpoint.fsync_dir(os.path.dirname(path))
-        known = (recovery_point, log_start_offset, clean_shutdown, first_dirty_offset)
-        if any(v is None for v in known) or (replicated and high_watermark is None):
+        known = (recovery_point, log_start_offset, clean_shutdown, first_dirty_offset,
+                 high_watermark)
+        if any(v is None for v in known):
             saved = checkpoint.LogDirCheckpoints(os.path.dirname(path)).for_partition(
                 topic_partition_or_none(os.path.basename(path)))
             if clean_shutdown is None:
@@ -133,14 +140,15 @@ class Log:
             recovery_point = _first_known(recovery_point, saved.recovery_point, 0)
             log_start_offset = _first_known(log_start_offset, saved.log_start_offset, 0)
             first_dirty_offset = _first_known(first_dirty_offset, saved.cleaner_offset, 0)
-            if replicated:
-                high_watermark = _first_known(high_watermark, saved.high_watermark, 0)
+            if high_watermark is None:
+                high_watermark = _first_known(saved.high_watermark, 0) if replicated else \
+                    saved.high_watermark
         loaded = LogLoader(path, config, recovery_point=recovery_point,
                            log_start_offset=log_start_offset, clean_shutdown=clean_shutdown,
                            read_only=read_only, time_fn=time_fn).load()
         log_ = cls(path, config, loaded, high_watermark=high_watermark, replicated=replicated,
                    read_only=read_only, scheduler=scheduler or default_scheduler(),
-                   time_fn=time_fn, first_dirty_offset=first_dirty_offset)
+                   time_fn=time_fn, first_dirty_offset=first_dirty_offset, managed=managed)
         if topic_id is not None:
             log_.assign_topic_id(topic_id)
         return log_
@@ -670,7 +678,19 @@ class Log:
                 with self._io("retention"):
                     retention = LogStartOffsetRetention()
                     self._delete_by(retention.predicate(self, 0), retention.reason)
+                    self._checkpoint_log_start_offset()
             return self._log_start_offset
+
+    def _checkpoint_log_start_offset(self):
+        """A standalone log's log start offset, recorded in the parent dir's checkpoint (a
+        managed log's is written by its LogManager)."""
+        key = topic_partition_or_none(self.dir_name)
+        if self._managed or key is None:
+            return
+        saved = checkpoint.LogDirCheckpoints(os.path.dirname(self.path))
+        offsets = dict(saved.offsets["log_start_offset"])
+        offsets[key] = self._log_start_offset
+        saved.write("log_start_offset", offsets)
 
     # ------------------------------------------------------------------------------ compaction
     def cleaning_snapshot(self):

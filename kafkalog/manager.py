@@ -13,7 +13,7 @@ import uuid
 from kafkalog import checkpoint
 from kafkalog.cleaner import needs_cleaning
 from kafkalog.config import LogConfig
-from kafkalog.errors import InvalidTopicError, KafkaLogError, LogDirLockedError
+from kafkalog.errors import InvalidTopicError, KafkaLogError, LogDirLockedError, LogNotFoundError
 from kafkalog.files import (
     CLEAN_SHUTDOWN_FILE, DELETED_SUFFIX, LOCK_FILE, META_PROPERTIES, parse_partition_dir_name,
     partition_dir_name, validate_topic,
@@ -42,13 +42,17 @@ class LogManager:
     topic_configs : {topic: dict} of per-topic overrides
     background : start the periodic retention, flush and checkpoint tasks
     recovery_threads : logs loaded in parallel
+    read_only : load every log read-only (no recovery) and write nothing: no lock file, no
+        ``meta.properties``, no checkpoint, no marker removed or written, no interrupted
+        move or deletion finished; for backups and a dead broker's disk
     """
 
     def __init__(self, log_dirs, config=None, *, topic_configs=None, background=True,
                  retention_check_interval_ms=300_000, flush_check_interval_ms=1_000,
                  cleaner_backoff_ms=15_000,
                  checkpoint_interval_ms=60_000, recovery_threads=2, broker_epoch=0,
-                 replicated=False, producer_id_expiration_ms=86_400_000, time_fn=time.time):
+                 replicated=False, producer_id_expiration_ms=86_400_000, time_fn=time.time,
+                 read_only=False):
         if isinstance(log_dirs, (str, os.PathLike)):
             log_dirs = [log_dirs]
         self.log_dirs = [os.path.abspath(os.fspath(d)) for d in log_dirs]
@@ -56,6 +60,7 @@ class LogManager:
         self.topic_configs = dict(topic_configs or {})
         self.broker_epoch = broker_epoch
         self.replicated = replicated
+        self.read_only = read_only
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self._time_fn = time_fn
         self._logs = {}
@@ -66,6 +71,10 @@ class LogManager:
         self.scheduler = Scheduler("kafkalog-log-manager")
         try:
             for d in self.log_dirs:
+                if read_only:
+                    if not os.path.isdir(d):
+                        raise LogNotFoundError(f"{d}: no such log dir")
+                    continue
                 os.makedirs(d, exist_ok=True)
                 self._lock_dir(d)
                 self._ensure_meta_properties(d)
@@ -74,7 +83,7 @@ class LogManager:
             self._release_locks()
             self.scheduler.shutdown(run_pending=False)
             raise
-        if background:
+        if background and not read_only:
             self.scheduler.schedule_periodic(retention_check_interval_ms / 1000.0,
                                              self.cleanup_logs)
             self.scheduler.schedule_periodic(flush_check_interval_ms / 1000.0,
@@ -150,7 +159,8 @@ class LogManager:
                     checkpoint.fsync_dir(d)
 
     def _load_logs(self, threads):
-        self._finish_or_drop_moves()
+        if not self.read_only:
+            self._finish_or_drop_moves()
         self._checkpoints = {}
         jobs = []
         for d in self.log_dirs:
@@ -164,7 +174,8 @@ class LogManager:
                 if parsed is None:
                     continue                                      # not a partition directory
                 if parsed.state == "delete":
-                    shutil.rmtree(path, ignore_errors=True)     # a deletion left unfinished
+                    if not self.read_only:
+                        shutil.rmtree(path, ignore_errors=True)  # a deletion left unfinished
                     continue
                 if parsed.state:
                     continue                          # -future, -stray: never loaded as live
@@ -181,7 +192,7 @@ class LogManager:
                 self._log_dir_of[key] = d
         for d in self.log_dirs:
             marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
-            if os.path.exists(marker):
+            if os.path.exists(marker) and not self.read_only:
                 os.remove(marker)       # from now on a crash must be seen as unclean
 
     def _open_log(self, d, path, key, saved):
@@ -190,9 +201,12 @@ class LogManager:
                         log_start_offset=saved.log_start_offset or 0,
                         clean_shutdown=saved.clean_shutdown,
                         first_dirty_offset=saved.cleaner_offset or 0,
-                        high_watermark=(saved.high_watermark or 0) if self.replicated else None,
+                        # The broker's high watermark is kept: loading never raises it to
+                        # the log end (a standalone log moves it with its next append).
+                        high_watermark=(saved.high_watermark or 0) if self.replicated
+                        else saved.high_watermark,
                         replicated=self.replicated, scheduler=self.scheduler,
-                        time_fn=self._time_fn)
+                        time_fn=self._time_fn, read_only=self.read_only, managed=True)
 
     # ------------------------------------------------------------------------------ logs
     def get_log(self, topic, partition):
@@ -205,6 +219,9 @@ class LogManager:
         _validate_partition(partition)
         with self._lock:
             self._check_open()
+            if self.read_only and (topic, partition) not in self._logs:
+                raise KafkaLogError(f"no log for {topic}-{partition}, and this LogManager "
+                                    f"is read-only")
             key = (topic, partition)
             if key in self._logs:
                 return self._logs[key]
@@ -218,7 +235,7 @@ class LogManager:
             log = Log.open(path, self._config_for(topic, config), recovery_point=0,
                            log_start_offset=0, clean_shutdown=True, first_dirty_offset=0,
                            replicated=self.replicated, scheduler=self.scheduler,
-                           time_fn=self._time_fn)
+                           time_fn=self._time_fn, managed=True)
             self._logs[key] = log
             self._log_dir_of[key] = d
             return log
@@ -227,6 +244,7 @@ class LogManager:
         """Close the log, rename its directory ``<topic>-<p>.<uuid>-delete`` and remove it
         after ``file.delete.delay.ms``."""
         with self._lock:
+            self._check_writable()
             key = (topic, partition)
             log = self._logs.pop(key, None)
             if log is None:
@@ -251,7 +269,7 @@ class LogManager:
         if target_dir not in self.log_dirs:
             raise KafkaLogError(f"{target_dir} is not one of this manager's log dirs")
         with self._lock:
-            self._check_open()
+            self._check_writable()
             key = (topic, partition)
             log = self._logs.get(key)
             if log is None:
@@ -288,8 +306,8 @@ class LogManager:
                 os.remove(os.path.join(final, MOVE_MARKER))
             moved = Log.open(final, config, recovery_point=log.recovery_point,
                              log_start_offset=log.log_start_offset, clean_shutdown=True,
-                             first_dirty_offset=log.first_dirty_offset,
-                             high_watermark=log.high_watermark if self.replicated else None,
+                             first_dirty_offset=log.first_dirty_offset, managed=True,
+                             high_watermark=log.high_watermark,
                              replicated=self.replicated, scheduler=self.scheduler,
                              time_fn=self._time_fn)
             self._logs[key] = moved
@@ -306,6 +324,11 @@ class LogManager:
     def _check_open(self):
         if self._closed:
             raise KafkaLogError("LogManager is shut down")
+
+    def _check_writable(self):
+        self._check_open()
+        if self.read_only:
+            raise KafkaLogError("this LogManager is read-only")
 
     # ------------------------------------------------------------------------------ tasks
     def cleanup_logs(self):
@@ -338,8 +361,10 @@ class LogManager:
     def checkpoint(self):
         """Write the recovery-point, log-start-offset, replication-offset and (for compacted
         logs) cleaner-offset checkpoints of every log dir (atomically: ``.tmp``, fsync,
-        rename)."""
+        rename). A read-only manager writes nothing."""
         with self._lock:
+            if self.read_only:
+                return
             for d in self.log_dirs:
                 logs = {k: self._logs[k] for k, v in self._log_dir_of.items() if v == d}
                 saved = self._checkpoints[d]
@@ -365,7 +390,7 @@ class LogManager:
             failed = {self._log_dir_of[k] for k, log in self._logs.items()
                       if log.failed is not None}
             for d in self.log_dirs:
-                if d in failed:
+                if d in failed or self.read_only:
                     continue
                 checkpoint.write_atomically(
                     os.path.join(d, CLEAN_SHUTDOWN_FILE),

@@ -6,6 +6,7 @@ Snapshot layout: int16 version (1), uint32 CRC32C of bytes [6, end), int32 entry
 delta int32, timestamp int64, coordinator epoch int32, current txn first offset int64 (-1 if none).
 """
 import collections
+import logging
 import os
 import struct
 
@@ -21,6 +22,8 @@ from kafkalog.index import AbortedTxn
 from kafkalog.records import (
     CONTROL_MASK, TRANSACTIONAL_MASK, decode_batches, increment_sequence, parse_control_record,
 )
+
+log = logging.getLogger(__name__)
 
 SNAPSHOT_VERSION = 1
 SNAPSHOT_ENTRY_DTYPE = np.dtype([
@@ -131,9 +134,10 @@ class ProducerStateManager:
         self.ongoing.clear()
         self.recent.clear()
 
-    def load_latest_snapshot(self, upper_offset, snapshots=None):
+    def load_latest_snapshot(self, upper_offset, snapshots=None, delete_corrupt=True):
         """Load the newest valid snapshot at or below ``upper_offset``; returns its offset, or
-        None (state empty). A corrupt snapshot is deleted, as Kafka does, and older ones tried.
+        None (state empty). A corrupt snapshot is deleted (logged), as Kafka does, and older
+        ones tried; with ``delete_corrupt=False`` (read-only) it is only skipped.
         ``snapshots``: the directory's ``list_snapshots``, when the caller has it already (a
         loader recovering many segments lists the directory once, not once per segment)."""
         self.clear()
@@ -144,8 +148,10 @@ class ProducerStateManager:
                 continue
             try:
                 entries = read_snapshot(path)
-            except CorruptSnapshotError:
-                os.remove(path)
+            except CorruptSnapshotError as e:
+                log.warning("%s: %s", "deleting" if delete_corrupt else "skipping", e)
+                if delete_corrupt:
+                    os.remove(path)
                 continue
             except FileNotFoundError:
                 continue

@@ -1,5 +1,6 @@
 """``LogSegment``: one ``.log`` file with its offset, time and transaction indexes."""
 import collections
+import logging
 import mmap
 import os
 import random
@@ -17,6 +18,8 @@ from kafkalog.files import (
 from kafkalog.index import OffsetIndex, TimeIndex, TimestampOffset, TransactionIndex
 from kafkalog.producer_state import ProducerStateManager
 from kafkalog.records import decode_batches
+
+log = logging.getLogger(__name__)
 
 _INT32_MAX = 2**31 - 1
 _RNG = random.Random()
@@ -132,7 +135,8 @@ class LogSegment:
 
     def _open_index(self, cls, path):
         if self.read_only and not os.path.exists(path):
-            raise FileNotFoundError(path)
+            log.warning("%s is missing; reading %s without it", path, self.log_path)
+            return self._unindexed(cls, path)
         index = cls(path, self.base_offset, max_index_size=self.config.max_index_size,
                     writable=not self.read_only)
         # Left at its preallocated size by a crash: the written entries end before the
@@ -140,15 +144,28 @@ class LogSegment:
         index.drop_zero_tail()
         try:
             index.sanity_check()
-        except CorruptIndexError:
+        except CorruptIndexError as e:
             if self.read_only:
-                raise
+                log.warning("%s; reading %s without it", e, self.log_path)
+                index.close_handler()
+                return self._unindexed(cls, path)
             # A damaged index is rebuilt from the log, as Kafka's loader does.
             index.close_handler()
             os.remove(path)
             index = cls(path, self.base_offset, max_index_size=self.config.max_index_size)
             self._pending_rebuild = True
         return index
+
+    def _unindexed(self, cls, path):
+        """A read-only segment's stand-in for a missing or damaged index: no entries (lookups
+        scan from the start), nothing written; the largest timestamp comes from the batches."""
+        if cls is TimeIndex:
+            batches = walk_batches(self.buffer(), 0, validate_crc=False)[0]
+            if len(batches):
+                i = int(np.argmax(batches["max_timestamp"]))
+                self._max_timestamp_and_offset = TimestampOffset(
+                    int(batches["max_timestamp"][i]), int(batches["last_offset"][i]))
+        return cls(path, self.base_offset, empty=True)
 
     def _rebuild_if_needed(self):
         if self._pending_rebuild:
@@ -221,7 +238,9 @@ class LogSegment:
 
     def _max_ts(self):
         if self._max_timestamp_and_offset is None:
-            self._max_timestamp_and_offset = self.time_index.last_entry
+            last = self.time_index.last_entry     # opening it may set the value (unindexed)
+            if self._max_timestamp_and_offset is None:
+                self._max_timestamp_and_offset = last
         return self._max_timestamp_and_offset
 
     def append(self, largest_offset, largest_timestamp, shallow_offset_of_max_timestamp, records):
