@@ -8,6 +8,7 @@ log dir's checkpoint files).
 import collections
 import logging
 import os
+import shutil
 
 import numpy as np
 
@@ -29,9 +30,45 @@ from kafkalog.segment import LogSegment
 
 log = logging.getLogger(__name__)
 
+_COPY_CHUNK = 16 * 1024 * 1024
+
 LoadedLog = collections.namedtuple(
     "LoadedLog", "segments log_start_offset log_end_offset recovery_point producer_state "
-                 "leader_epochs")
+                 "leader_epochs report")
+
+
+class RecoveryReport:
+    """What a load did to the files, in order: each action a dict ``{"action", "file",
+    "offset", "bytes", "reason"}`` (``offset``/``bytes`` None where they do not apply).
+    Actions: ``truncated`` (bytes cut from a segment at ``offset``), ``deleted_segment``,
+    ``kept_segment`` / ``kept_bytes`` (moved to the salvage directory instead),
+    ``rebuilt_index``, ``removed_orphan_index``, ``discarded_temp_file``, ``completed_swap``,
+    ``split_segment``, ``deleted_snapshot``. Each is also logged on ``kafkalog.loader`` at
+    WARNING, as Kafka's LogLoader warns."""
+
+    def __init__(self, directory):
+        self.directory = directory
+        self.actions = []
+
+    def add(self, action, file, offset=None, size=None, reason=None):
+        self.actions.append({"action": action, "file": os.path.basename(file),
+                             "offset": offset, "bytes": size, "reason": reason})
+        log.warning("%s: %s %s%s%s%s", self.directory, action.replace("_", " "),
+                    os.path.basename(file), "" if offset is None else f" at offset {offset}",
+                    "" if size is None else f" ({size} bytes)",
+                    "" if reason is None else f": {reason}")
+
+    def __bool__(self):
+        return bool(self.actions)
+
+    def __iter__(self):
+        return iter(self.actions)
+
+    def to_dict(self):
+        return {"dir": self.directory, "actions": list(self.actions)}
+
+    def __repr__(self):
+        return f"RecoveryReport({self.directory!r}, {len(self.actions)} actions)"
 
 
 def rebuild_producer_state(directory, segments, log_end_offset, read_only=False):
@@ -65,11 +102,12 @@ class LogLoader:
     """Loads one partition directory; ``load()`` returns a ``LoadedLog``.
 
     ``read_only`` loads without changing anything (no recovery, no file removed or created);
-    ``clean_shutdown`` trusts the files (no recovery).
+    ``clean_shutdown`` trusts the files (no recovery). ``salvage_dir``: what recovery would
+    delete (bytes cut from a segment, segments after a truncated one) is moved there instead.
     """
 
     def __init__(self, directory, config, *, recovery_point, log_start_offset, clean_shutdown,
-                 read_only, time_fn):
+                 read_only, time_fn, salvage_dir=None):
         self.directory = directory
         self.config = config
         self.recovery_point = recovery_point
@@ -77,6 +115,8 @@ class LogLoader:
         self.clean_shutdown = clean_shutdown or read_only
         self.read_only = read_only
         self.time_fn = time_fn
+        self.salvage_dir = salvage_dir
+        self.report = RecoveryReport(directory)
         self._snapshots = None
 
     def load(self):
@@ -93,9 +133,9 @@ class LogLoader:
         if segments:
             log_end = segments[-1].read_next_offset()
             if log_end < self.log_start_offset and not self.read_only:
-                log.warning("%s: log end offset %d is below the log start offset %d; deleting "
-                            "every segment", self.directory, log_end, self.log_start_offset)
-                delete_segments_now(segments)
+                for s in segments:
+                    self._drop(s, f"the log end offset {log_end} is below the log start "
+                                  f"offset {self.log_start_offset}")
                 segments = []
         if not segments:
             if self.read_only:
@@ -107,10 +147,54 @@ class LogLoader:
             segments.active.resize_indexes(self.config.max_index_size)
         recovery_point = log_end if self.clean_shutdown else min(self.recovery_point, log_end)
         log_start = max(self.log_start_offset, segments.first.base_offset)
+        if not self.read_only:
+            self._delete_snapshots_above(log_end)
         state = rebuild_producer_state(self.directory, segments, log_end, self.read_only)
         self.leader_epochs.truncate_from_end(log_end)
         self.leader_epochs.truncate_from_start(log_start)
-        return LoadedLog(segments, log_start, log_end, recovery_point, state, self.leader_epochs)
+        return LoadedLog(segments, log_start, log_end, recovery_point, state, self.leader_epochs,
+                         self.report)
+
+    def _delete_snapshots_above(self, log_end):
+        """Producer snapshots above the log end describe data that is gone (Kafka's
+        ``truncateAndReload`` deletes them)."""
+        for offset, path in list_snapshots(self.directory):
+            if offset > log_end:
+                self.report.add("deleted_snapshot", path, offset,
+                                reason=f"above the log end offset {log_end}")
+                _remove_quietly(path)
+
+    def _drop(self, segment, reason):
+        """Delete a segment recovery gave up, or move it to the salvage directory."""
+        if self.salvage_dir is None:
+            self.report.add("deleted_segment", segment.log_path, segment.base_offset,
+                            segment.size, reason)
+            delete_segments_now([segment])
+            return
+        os.makedirs(self.salvage_dir, exist_ok=True)
+        segment.close_handlers()
+        for path in segment.files():
+            if os.path.exists(path):
+                shutil.move(path, os.path.join(self.salvage_dir, os.path.basename(path)))
+        self.report.add("kept_segment", segment.log_path, segment.base_offset, segment.size,
+                        f"{reason}; moved to {self.salvage_dir}")
+
+    def _before_truncate(self, segment, valid_bytes, reason):
+        cut = segment.size - valid_bytes
+        if self.salvage_dir is not None:
+            os.makedirs(self.salvage_dir, exist_ok=True)
+            kept = os.path.join(self.salvage_dir, f"{os.path.basename(segment.log_path)}"
+                                                  f".from-{valid_bytes}")
+            with open(kept, "wb") as f:
+                for at in range(valid_bytes, segment.size, _COPY_CHUNK):
+                    f.write(segment.read_bytes(at, min(_COPY_CHUNK, segment.size - at)))
+                f.flush()
+                os.fsync(f.fileno())
+            self.report.add("kept_bytes", kept, None, cut,
+                            f"cut from {os.path.basename(segment.log_path)} at position "
+                            f"{valid_bytes}")
+        self.report.add("truncated", segment.log_path, None, cut,
+                        f"at position {valid_bytes}: {reason}")
 
     def _open_segment(self, base_offset, **kwargs):
         return LogSegment(self.directory, base_offset, self.config, time_fn=self.time_fn,
@@ -143,7 +227,8 @@ class LogLoader:
                 swaps.append((name, p))
                 continue
             # .deleted, .cleaned, and .swap files of an unfinished cleaning
-            log.info("%s: removing %s left by an interrupted operation", self.directory, name)
+            self.report.add("discarded_temp_file", name, p[0],
+                            reason="left by an interrupted operation")
             _remove_quietly(os.path.join(self.directory, name))
         log_swaps = sorted(p[0] for _, p in swaps if p[1] == LOG_SUFFIX)
         if not log_swaps:
@@ -158,9 +243,9 @@ class LogLoader:
             s.close_handlers()
         old = [self._open_segment(p[0]) for p in parsed.values()
                if p is not None and p[1:] == (LOG_SUFFIX, "") and low <= p[0] < high]
-        log.warning("%s: finishing an interrupted segment replacement: %s replace %s",
-                    self.directory, [file_name(s.base_offset, LOG_SUFFIX) for s in new],
-                    [file_name(s.base_offset, LOG_SUFFIX) for s in old])
+        self.report.add("completed_swap", file_name(low, LOG_SUFFIX + SWAP_SUFFIX), low,
+                        reason=f"an interrupted replacement of "
+                               f"{[file_name(s.base_offset, LOG_SUFFIX) for s in old]}")
         for s in replace_segments(self.directory, new, old, delete_segments_now,
                                   self._open_segment):
             s.close_handlers()
@@ -177,7 +262,8 @@ class LogLoader:
                 continue
             if p[1] in INDEX_SUFFIXES:
                 if p[0] not in logs and not self.read_only:
-                    log.info("%s: removing orphan index %s", self.directory, name)
+                    self.report.add("removed_orphan_index", name, p[0],
+                                    reason="its .log is missing")
                     _remove_quietly(os.path.join(self.directory, name))
                 continue
             if p[1] != LOG_SUFFIX:
@@ -188,7 +274,8 @@ class LogLoader:
                 try:
                     segment.sanity_check(file_name(p[0], TIME_INDEX_SUFFIX) not in names, names)
                 except (FileNotFoundError, CorruptIndexError) as e:
-                    log.warning("%s: %s; recovering the segment", self.directory, e)
+                    self.report.add("rebuilt_index", file_name(p[0], LOG_SUFFIX), p[0],
+                                    reason=str(e))
                     pieces, _ = self._recover_or_split(segment)
                     segments.extend(pieces)
                     continue
@@ -200,7 +287,7 @@ class LogLoader:
             self._snapshots = list_snapshots(self.directory)
         state = ProducerStateManager(self.directory)
         state.load_latest_snapshot(segment.base_offset, self._snapshots)
-        return segment.recover(state, self.leader_epochs)
+        return segment.recover(state, self.leader_epochs, self._before_truncate)
 
     def _recover(self, segments):
         """Recover every segment from the one holding the recovery point; the first that
@@ -213,15 +300,11 @@ class LogLoader:
         truncated = False
         for segment in segments[start:]:
             if truncated:
-                log.warning("%s: deleting segment %s after the truncated one", self.directory,
-                            segment.log_path)
-                delete_segments_now([segment])
+                self._drop(segment, "after a truncated segment")
                 continue
             pieces, truncated_bytes = self._recover_or_split(segment)
             kept.extend(pieces)
             if truncated_bytes > 0:
-                log.warning("%s: recovery truncated %d bytes of %s", self.directory,
-                            truncated_bytes, segment.log_path)
                 truncated = True
         return kept
 
@@ -232,7 +315,8 @@ class LogLoader:
         except IndexOffsetOverflowError:
             # A legacy segment whose offsets do not fit its base: split, as Kafka does.
             return self._split_overflowed(segment)
-        except InvalidOffsetError:
+        except InvalidOffsetError as e:
+            self._before_truncate(segment, 0, str(e))
             segment.truncate_to(segment.base_offset)
             return [segment], 1
 
@@ -255,8 +339,8 @@ class LogLoader:
             end = int(batches["position"][j - 1] + batches["size"][j - 1])
             groups.append((base, int(batches["position"][i]), end))
             i = j
-        log.warning("%s: splitting %s, whose offsets overflow its base offset, into %d "
-                    "segments", self.directory, segment.log_path, len(groups))
+        self.report.add("split_segment", segment.log_path, segment.base_offset, segment.size,
+                        f"its offsets overflow its base offset: {len(groups)} segments")
         pieces, truncated = [], 0
         for base, start, end in groups:
             piece, cut = create_cleaned_segment(self.directory, base, buf[start:end],

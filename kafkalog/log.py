@@ -67,6 +67,7 @@ class Log:
         self.path = path
         self.dir_name = os.path.basename(path)
         self.config = config
+        self.recovery_report = loaded.report
         self._local = LocalLog(path, config, loaded.segments,
                                log_end_offset=loaded.log_end_offset,
                                recovery_point=loaded.recovery_point, scheduler=scheduler,
@@ -95,7 +96,7 @@ class Log:
     def open(cls, path, config=None, *, recovery_point=None, log_start_offset=None,
              clean_shutdown=None, high_watermark=None, replicated=False, read_only=False,
              scheduler=None, time_fn=time.time, topic_id=None, first_dirty_offset=None,
-             managed=False):
+             managed=False, salvage_dir=None):
         """Load a partition directory (created when missing) as Kafka's LogLoader does.
 
         Where not given, the recovery point, log start offset, high watermark, cleaner offset
@@ -105,7 +106,11 @@ class Log:
         (loading never raises it to the log end); a standalone log moves it with its next
         append. ``managed``: a ``LogManager`` writes the log dir's checkpoints; a standalone log
         records a log start offset moved by ``delete_records`` in the parent dir's
-        ``log-start-offset-checkpoint`` itself, so it survives reopening. ``read_only`` opens without recovery or
+        ``log-start-offset-checkpoint`` itself, so it survives reopening.
+
+        What loading did to the files (truncations, deleted segments, rebuilt indexes, swaps,
+        snapshots) is logged at WARNING and kept as ``log.recovery_report``; with
+        ``salvage_dir``, what recovery would delete is moved there instead. ``read_only`` opens without recovery or
         any write (for backups and inspection): the view every reader uses.
         ``replicated=False`` (one copy, the embedded case) moves the high watermark with
         every append; with ``True`` it moves only through ``update_high_watermark``.
@@ -119,14 +124,14 @@ class Log:
         try:
             return cls._open(path, config, recovery_point, log_start_offset, clean_shutdown,
                              high_watermark, replicated, read_only, scheduler, time_fn,
-                             topic_id, first_dirty_offset, managed)
+                             topic_id, first_dirty_offset, managed, salvage_dir)
         except OSError as e:
             raise LogDirFailureError(f"loading {path} failed: {e}", errno=e.errno) from e
 
     @classmethod
     def _open(cls, path, config, recovery_point, log_start_offset, clean_shutdown,
               high_watermark, replicated, read_only, scheduler, time_fn, topic_id,
-              first_dirty_offset, managed):
+              first_dirty_offset, managed, salvage_dir):
         if not os.path.isdir(path):
             os.makedirs(path)
             checkpoint.fsync_dir(os.path.dirname(path))
@@ -145,7 +150,8 @@ class Log:
                     saved.high_watermark
         loaded = LogLoader(path, config, recovery_point=recovery_point,
                            log_start_offset=log_start_offset, clean_shutdown=clean_shutdown,
-                           read_only=read_only, time_fn=time_fn).load()
+                           read_only=read_only, time_fn=time_fn,
+                           salvage_dir=salvage_dir).load()
         log_ = cls(path, config, loaded, high_watermark=high_watermark, replicated=replicated,
                    read_only=read_only, scheduler=scheduler or default_scheduler(),
                    time_fn=time_fn, first_dirty_offset=first_dirty_offset, managed=managed)

@@ -1,55 +1,51 @@
-"""``kafkalog recover``: Kafka's recovery of a partition, offline, and what it would do."""
+"""``kafkalog recover``: Kafka's recovery of a partition, offline, and what it did or would do.
+
+Recovery is the engine's own (``Log.open`` after an unclean shutdown, from offset 0); its
+``RecoveryReport`` says what it did to the files. A dry run carries out the same recovery on a
+scratch copy, so its report is exactly what the real run would do.
+"""
 import os
+import shutil
+import tempfile
 
 from kafkalog import checkpoint
-from kafkalog._kernels import walk_batches
-from kafkalog._layout import WALK_PARTIAL
-from kafkalog.files import LOG_SUFFIX, file_name, offsets_of, topic_partition_or_none
+from kafkalog.files import topic_partition_or_none
 from kafkalog.log import Log
-from kafkalog.records import open_buffer
 
 
-def plan_recovery(path):
-    """What recovery would do to a partition, without changing it: per segment the bytes it
-    would cut, and the segments after the first cut that would be deleted."""
-    plan = {"dir": path, "segments": [], "log_end_offset": None}
-    cut = False
-    for base in offsets_of(os.listdir(path), LOG_SUFFIX):
-        name = file_name(base, LOG_SUFFIX)
-        buf = open_buffer(os.path.join(path, name))
-        if cut:
-            plan["segments"].append({"file": name, "action": "delete", "bytes": len(buf)})
-            continue
-        batches, status, stop, message = walk_batches(buf, validate_crc=True,
-                                                      stop_on_invalid=True)
-        valid = int(batches["position"][-1] + batches["size"][-1]) if len(batches) else 0
-        truncated = len(buf) - valid
-        if truncated and message is None:
-            message = "an incomplete batch at the end of the file (a torn write)" \
-                if status == WALK_PARTIAL else "bytes after the last valid batch"
-        plan["segments"].append({"file": name, "action": "truncate" if truncated else "keep",
-                                 "truncated_bytes": truncated, "valid_bytes": valid,
-                                 "reason": message})
-        if len(batches):
-            plan["log_end_offset"] = int(batches["last_offset"][-1]) + 1
-        elif plan["log_end_offset"] is None:
-            plan["log_end_offset"] = base
-        if truncated:
-            cut = True
-    return plan
+def recover_partition(path, dry_run=False, keep=None):
+    """Recover a partition directory as Kafka does after an unclean shutdown (every segment
+    from offset 0). Returns ``{"dir", "dry_run", "log_start_offset", "log_end_offset",
+    "actions"}`` (``actions``: the ``RecoveryReport`` entries).
 
-
-def recover_partition(path):
-    """Kafka's recovery of a partition (from offset 0, as after an unclean shutdown);
-    returns the plan it carried out and the offsets afterwards."""
-    plan = plan_recovery(path)
+    ``keep``: a directory where what recovery would delete (bytes cut from a segment, segments
+    after a truncated one) is moved instead. ``dry_run``: recover a scratch copy (in the
+    system's temporary directory) and leave the partition untouched.
+    """
+    path = os.path.abspath(os.fspath(path))
     saved = checkpoint.LogDirCheckpoints(os.path.dirname(path)).for_partition(
         topic_partition_or_none(os.path.basename(path)))
-    log = Log.open(path, recovery_point=0, clean_shutdown=False,
-                   log_start_offset=saved.log_start_offset or 0)
+    if not dry_run:
+        return _recover(path, saved.log_start_offset or 0, keep, path)
+    with tempfile.TemporaryDirectory(prefix="kafkalog-recover-") as scratch:
+        copy = os.path.join(scratch, os.path.basename(path))
+        shutil.copytree(path, copy)
+        salvage = os.path.join(scratch, "kept") if keep is not None else None
+        result = _recover(copy, saved.log_start_offset or 0, salvage, path)
+    if keep is not None:
+        for action in result["actions"]:
+            if action["reason"]:
+                action["reason"] = action["reason"].replace(salvage, os.path.abspath(keep))
+    return result
+
+
+def _recover(path, log_start_offset, salvage_dir, shown_as):
+    log = Log.open(path, recovery_point=0, clean_shutdown=False, managed=True,
+                   log_start_offset=log_start_offset, salvage_dir=salvage_dir)
     try:
-        plan["log_end_offset"] = log.log_end_offset
-        plan["log_start_offset"] = log.log_start_offset
+        return {"dir": shown_as, "dry_run": path != shown_as,
+                "log_start_offset": log.log_start_offset,
+                "log_end_offset": log.log_end_offset,
+                "actions": list(log.recovery_report)}
     finally:
         log.close()
-    return plan

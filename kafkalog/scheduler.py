@@ -17,6 +17,7 @@ class Scheduler:
         self._counter = itertools.count()
         self._cond = threading.Condition()
         self._stopped = False
+        self._running = 0             # tasks the thread is running now
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -46,13 +47,19 @@ class Scheduler:
                 when, _, fn, period = heapq.heappop(self._queue)
                 if period is not None:
                     heapq.heappush(self._queue, (when + period, next(self._counter), fn, period))
+                self._running += 1
             try:
                 fn()
             except Exception:                 # a failed task must not stop the others
                 log.exception("scheduled task failed")
+            finally:
+                with self._cond:
+                    self._running -= 1
+                    self._cond.notify_all()
 
     def run_pending_now(self):
-        """Run every one-shot task at once (used at shutdown so deletions are not lost)."""
+        """Run every one-shot task at once (used at shutdown so deletions are not lost), and
+        wait for a task the scheduler's thread is running to finish."""
         with self._cond:
             due = [item for item in self._queue if item[3] is None]
             self._queue = [item for item in self._queue if item[3] is not None]
@@ -62,6 +69,10 @@ class Scheduler:
                 fn()
             except Exception:
                 log.exception("scheduled task failed")
+        if threading.current_thread() is not self._thread:
+            # bounded: a running task may wait for a lock the caller holds (as join below)
+            with self._cond:
+                self._cond.wait_for(lambda: not self._running, timeout=5)
 
     def shutdown(self, run_pending=True):
         if run_pending:

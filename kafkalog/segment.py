@@ -150,6 +150,7 @@ class LogSegment:
                 index.close_handler()
                 return self._unindexed(cls, path)
             # A damaged index is rebuilt from the log, as Kafka's loader does.
+            log.warning("%s; rebuilding it from %s", e, self.log_path)
             index.close_handler()
             os.remove(path)
             index = cls(path, self.base_offset, max_index_size=self.config.max_index_size)
@@ -394,13 +395,14 @@ class LogSegment:
         self.time_index.trim_to_valid_size()
 
     # ------------------------------------------------------------------------------ recovery
-    def recover(self, producer_state=None, leader_epochs=None):
+    def recover(self, producer_state=None, leader_epochs=None, before_truncate=None):
         """Rebuild the indexes from the ``.log`` and cut it at the first invalid batch.
 
         Validates structure, CRC and offset range of every batch; returns the bytes truncated.
         ``producer_state`` is the state at this segment's base offset (for the transaction
         index); by default it is loaded from the producer snapshot at or below it.
         ``leader_epochs`` (a LeaderEpochCache) learns the epochs of the valid batches.
+        ``before_truncate(segment, valid_bytes, reason)`` is called before bytes are cut.
         """
         if producer_state is None:
             producer_state = ProducerStateManager(self.directory)
@@ -410,8 +412,8 @@ class LogSegment:
             self.time_index.reset()
             self.txn_index.reset()
             buf = self.buffer()
-            batches, status, stop, _ = walk_batches(buf, 0, validate_crc=True,
-                                                    stop_on_invalid=True)
+            batches, status, stop, reason = walk_batches(buf, 0, validate_crc=True,
+                                                         stop_on_invalid=True)
             if len(batches):
                 out_of_range = (batches["last_offset"] - self.base_offset > _INT32_MAX) | \
                     (batches["last_offset"] < self.base_offset)
@@ -433,6 +435,9 @@ class LogSegment:
                 leader_epochs.assign_from_batches(batches)
             truncated = self._size - valid_bytes
             if truncated > 0:
+                if before_truncate is not None:
+                    before_truncate(self, valid_bytes, reason or "an incomplete batch at the "
+                                    "end of the file (a torn write)")
                 self._truncate_file(valid_bytes)
             self.offset_index.trim_to_valid_size()
             self.time_index.maybe_append(max_ts, max_ts_offset, skip_full_check=True)

@@ -1,0 +1,96 @@
+"""Recovery says what it did: the RecoveryReport of Log.open, `kafkalog recover` (text and
+--json), a dry run that predicts it exactly, and --keep that moves instead of deleting. Damage
+is done to copies of the Kafka-written fixtures."""
+import json
+import logging
+
+import pytest
+
+from kafkalog import Log
+from kafkalog.cli import main
+from kafkalog.recovery import recover_partition
+
+
+
+def torn_backup(fixture_copy):
+    """multiseg-0 with segment 4 torn mid-batch: recovery cuts it and drops the 10 after."""
+    d = fixture_copy("multiseg-0")
+    logs = sorted(d.glob("*.log"))
+    torn = logs[4]
+    size = torn.stat().st_size
+    with open(torn, "r+b") as f:
+        f.truncate(size - 100)
+    return d, logs, torn, size
+
+
+def test_load_reports_and_logs_every_change(fixture_copy, caplog):
+    d, logs, torn, size = torn_backup(fixture_copy)
+    snapshots_before = sorted(p.name for p in d.glob("*.snapshot"))
+    with caplog.at_level(logging.WARNING, logger="kafkalog.loader"):
+        log = Log.open(d, recovery_point=0, clean_shutdown=False)
+    actions = [(a["action"], a["file"]) for a in log.recovery_report]
+    truncated = [a for a in log.recovery_report if a["action"] == "truncated"]
+    assert [a["file"] for a in truncated] == [torn.name]
+    assert 0 < truncated[0]["bytes"] < size
+    deleted = [f for a, f in actions if a == "deleted_segment"]
+    assert deleted == [p.name for p in logs[5:]]
+    # the snapshots above the new log end go, as Kafka's truncateAndReload deletes them
+    gone = {f for a, f in actions if a == "deleted_snapshot"}
+    assert gone and all(int(f[:20]) > log.log_end_offset for f in gone)
+    assert sorted(p.name for p in d.glob("*.snapshot")) == \
+        sorted(set(snapshots_before) - gone)
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    for _, f in actions:
+        assert f in logged
+    log.close()
+    # a clean reopen has nothing to say
+    with Log.open(d) as again:
+        assert not again.recovery_report
+
+
+def test_dry_run_predicts_exactly_and_changes_nothing(fixture_copy):
+    d, _, _, _ = torn_backup(fixture_copy)
+    before = {f.name: f.read_bytes() for f in d.iterdir()}
+    predicted = recover_partition(d, dry_run=True)
+    assert {f.name: f.read_bytes() for f in d.iterdir()} == before
+    done = recover_partition(d)
+    assert predicted["dry_run"] and not done["dry_run"]
+    assert predicted["actions"] == done["actions"] and predicted["actions"]
+    assert (predicted["log_start_offset"], predicted["log_end_offset"]) == \
+        (done["log_start_offset"], done["log_end_offset"])
+    assert recover_partition(d)["actions"] == []
+
+
+def test_recover_keep_moves_instead_of_deleting(fixture_copy, tmp_path, capfd):
+    d, logs, torn, size = torn_backup(fixture_copy)
+    keep = tmp_path / "kept"
+    originals = {p.name: p.read_bytes() for p in logs[5:]}
+    torn_bytes = torn.read_bytes()
+    assert main(["recover", "--keep", str(keep), "--json", str(d)]) == 0
+    doc = json.loads(capfd.readouterr().out)
+    (part,) = doc["partitions"]
+    kinds = {a["action"] for a in part["actions"]}
+    assert {"truncated", "kept_bytes", "kept_segment"} <= kinds
+    assert "deleted_segment" not in kinds
+    kept = keep / d.name
+    for name, data in originals.items():                   # whole segments, moved
+        assert (kept / name).read_bytes() == data
+    (cut,) = list(kept.glob(torn.name + ".from-*"))
+    valid = int(cut.name.rsplit("-", 1)[1])
+    assert torn.read_bytes() + cut.read_bytes() == torn_bytes   # nothing lost
+    assert len(torn.read_bytes()) == valid
+    # and a Kafka-readable partition is left behind
+    with Log.open(d, read_only=True) as log:
+        assert log.log_end_offset == part["log_end_offset"]
+
+
+@pytest.mark.parametrize("name", ["crashed-0", "corrupt_flip-0", "corrupt_garbage-0"])
+def test_recover_cli_text_matches_the_report(fixture_copy, capfd, name):
+    d = fixture_copy(name)
+    assert main(["recover", "--dry-run", "--json", str(d)]) == 0
+    (predicted,) = json.loads(capfd.readouterr().out)["partitions"]
+    assert main(["recover", str(d)]) == 0
+    out = capfd.readouterr().out
+    for a in predicted["actions"]:
+        assert f"did: {a['action'].replace('_', ' ')} {a['file']}" in out
+    assert f"log end offset {predicted['log_end_offset']}" in out
