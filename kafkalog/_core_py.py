@@ -573,3 +573,44 @@ def span_bytes(buf, positions, lengths):
             raise ValueError(f"span {i} lies outside the buffer")
         out.append(bytes(buf[p:p + n]))
     return out
+
+
+def next_valid_batch(buf, start, end=-1, legacy=True):
+    """See ``_core.next_valid_batch``."""
+    buf = memoryview(buf).cast("B")
+    if end < 0 or end > len(buf):
+        end = len(buf)
+    if start < 0 or start > end:
+        raise ValueError(f"start {start} outside the buffer [0, {end}]")
+    room = LOG_OVERHEAD + (LEGACY_OVERHEAD_V0 if legacy else _V2_MIN_SIZE)
+    pos = start
+    while end - pos >= room:
+        magic = _int8(buf[pos + 16])
+        base, size = struct.unpack_from(">qi", buf, pos)
+        crc_start = None
+        if magic == 2 and _V2_MIN_SIZE <= size <= end - pos - LOG_OVERHEAD:
+            attributes, last_delta = struct.unpack_from(">hi", buf, pos + 21)
+            count = struct.unpack_from(">i", buf, pos + 57)[0]
+            if base >= 0 and attributes & 0x07 <= 4 and last_delta >= 0 and count >= 0:
+                crc_start, crc_at, crc = V2_CRC_START, 17, _crc32c
+        elif legacy and magic in (0, 1):
+            minimum = LEGACY_OVERHEAD_V1 if magic == 1 else LEGACY_OVERHEAD_V0
+            if (minimum <= size <= end - pos - LOG_OVERHEAD and base >= 0
+                    and buf[pos + 17] & 0x07 <= 3):
+                crc_start, crc_at, crc = LEGACY_CRC_START, 12, zlib.crc32
+        if crc_start is not None and (size <= _RESYNC_CHAIN_SIZE or
+                                      _chained(buf, pos + LOG_OVERHEAD + size, end)):
+            stored = struct.unpack_from(">I", buf, pos + crc_at)[0]
+            if crc(buf[pos + crc_start:pos + LOG_OVERHEAD + size]) == stored:
+                return (pos, size + LOG_OVERHEAD)
+        pos += 1
+    return (-1, 0)
+
+
+_RESYNC_CHAIN_SIZE = 1 << 20
+
+
+def _chained(buf, pos, end):
+    if end - pos < HEADER_SIZE_UP_TO_MAGIC:
+        return True
+    return buf[pos + 16] <= 2 and struct.unpack_from(">i", buf, pos + 8)[0] >= LEGACY_OVERHEAD_V0

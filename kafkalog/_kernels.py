@@ -6,7 +6,7 @@ KERNEL_NAMES = (
     "walk_batches", "decode_v2_records", "decode_legacy_records", "index_search", "index_lookup",
     "index_search_many", "index_entries", "index_valid_entries", "find_batch",
     "index_entries_for", "prepare_append", "gather_spans", "IndexView", "index_lookup_many",
-    "Record", "make_records", "span_bytes",
+    "Record", "make_records", "span_bytes", "next_valid_batch",
 )
 
 COMPILED = False
@@ -37,5 +37,6 @@ index_lookup_many = _module.index_lookup_many
 Record = _module.Record
 make_records = _module.make_records
 span_bytes = _module.span_bytes
+next_valid_batch = _module.next_valid_batch
 APPEND_HAS_PRODUCER = _module.APPEND_HAS_PRODUCER
 APPEND_HAS_COMPRESSED = _module.APPEND_HAS_COMPRESSED

@@ -1,20 +1,89 @@
-"""``kafkalog verify``: Kafka's checks of a partition, offline."""
+"""``kafkalog verify``: Kafka's checks of a partition, offline, and deeper ones.
+
+By default every record of every batch is decompressed and decoded (a batch can carry a valid
+CRC over records that do not decode: Kafka's recovery only checks the CRC, and consumers fail
+later); ``deep=False`` checks structure, CRCs, offsets, indexes and snapshots only.
+
+Each problem is a dict ``{"code", "file", "position", "offset", "message"}``: ``code`` one of
+``CODES`` (stable identifiers), ``file`` the path at fault, ``position`` a byte position in it
+and ``offset`` the Kafka offset concerned (None when not applicable), ``message`` for people.
+"""
 import os
+import struct
 
 import numpy as np
 
 from kafkalog import checkpoint
-from kafkalog._kernels import walk_batches
-from kafkalog._layout import WALK_CORRUPT, WALK_PARTIAL
 from kafkalog.errors import CorruptIndexError, CorruptSnapshotError, KafkaLogError
 from kafkalog.files import (
-    INDEX_SUFFIX, LEADER_EPOCH_CHECKPOINT, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX,
-    file_name, file_path, holds_segments, offsets_of,
+    INDEX_SUFFIX, LEADER_EPOCH_CHECKPOINT, LOG_SUFFIX, PARTITION_METADATA, TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX, file_path, holds_segments, offsets_of,
 )
 from kafkalog.index import OffsetIndex, TimeIndex, TransactionIndex
 from kafkalog.log import Log
 from kafkalog.producer_state import list_snapshots, read_snapshot
 from kafkalog.records import open_buffer
+from kafkalog.salvage import DECODE_CHUNK_BYTES, iter_decoded, scan_segment
+
+CODES = {
+    # the .log files
+    "crc_mismatch": "a batch's stored CRC does not match its bytes",
+    "corrupt_batch": "bytes where a batch should start are not one (bad size or magic, or a "
+                     "negative offset delta)",
+    "torn_tail": "the file ends inside a batch (a write cut short)",
+    "log_zero_tail": "a segment ends in all-zero bytes (left at its preallocated size with "
+                     "log.preallocate: not closed cleanly)",
+    "undecodable_records": "a batch's records cannot be decompressed or decoded (deep)",
+    "record_count_mismatch": "a batch holds a different number of records than its header "
+                             "declares (deep)",
+    "record_offset_outside_batch": "a record's offset is outside its batch's offsets (deep)",
+    "offsets_not_increasing": "a batch or record offset is not above the one before it "
+                              "(within a segment or across segments)",
+    "offset_below_segment_base": "a segment holds an offset below the one its name carries",
+    "offset_overflow": "an offset is too far above the segment's base to fit the indexes",
+    # the indexes
+    "index_missing": "a segment has no offset or time index (Kafka rebuilds it by recovery)",
+    "index_zero_tail": "an index ends in all-zero entries left at its preallocated size (or "
+                       "is all zeros): it was not closed cleanly",
+    "corrupt_index": "an index fails Kafka's sanity check",
+    "index_out_of_order": "index entries do not increase",
+    "index_entry_not_at_batch": "an offset index entry does not point at the start of a batch "
+                                "at or below its offset",
+    "index_entry_past_end": "an offset index entry is past the segment's last offset",
+    "time_index_mismatch": "a time index entry's timestamp is not the largest timestamp of the "
+                           "segment up to its offset's batch, or its offset is in no batch",
+    # the partition's other files
+    "snapshot_above_log_end": "a producer snapshot is above the log end offset",
+    "corrupt_snapshot": "a producer snapshot cannot be read",
+    "corrupt_checkpoint": "a checkpoint (leader epochs, partition metadata, the log dir's "
+                          "offsets) cannot be read",
+    "leader_epoch_out_of_order": "leader epoch entries do not increase",
+    "leader_epoch_above_log_end": "a leader epoch starts above the log end offset",
+    "leader_epoch_mismatch": "a batch's partition leader epoch is not the one the leader epoch "
+                             "checkpoint gives for its offset",
+    "cannot_open": "the partition cannot be opened, or a file cannot be read",
+}
+
+# Problems of one code in one file listed before the rest are only counted.
+MAX_PER_CODE = 10
+
+
+def problem(code, file, message, position=None, offset=None):
+    """A problem dict (see the module docstring)."""
+    assert code in CODES, code
+    return {"code": code, "file": os.fspath(file),
+            "position": None if position is None else int(position),
+            "offset": None if offset is None else int(offset), "message": message}
+
+
+def render_problem(p, directory=None):
+    """One line for people: code, file (relative to ``directory``), position, offset, message."""
+    name = p["file"]
+    if directory is not None and os.path.dirname(name) == os.fspath(directory):
+        name = os.path.basename(name)
+    where = "".join([f" position {p['position']}" if p["position"] is not None else "",
+                     f" offset {p['offset']}" if p["offset"] is not None else ""])
+    return f"{p['code']}: {name}{where}: {p['message']}"
 
 
 def partition_dirs(path):
@@ -34,133 +103,369 @@ def partition_dirs(path):
     return found
 
 
-def verify_partition(path):
-    """Check every batch (structure, CRC, offsets), index and snapshot of a partition.
+class _Carry:
+    """What one segment's checks pass to the next: offsets must increase across segments."""
 
-    Returns ``{"dir", "ok", "offsets", "segments": [...], "problems": [...]}``; each problem
-    is a string naming the file and position. ``offsets`` is what the engine's read-only view
-    of the partition says (log start and end offsets, high watermark, last stable offset),
-    or None when it cannot be opened.
+    def __init__(self):
+        self.batch_last = None       # last offset of the last intact batch
+        self.record_last = None      # offset of the last record decoded
+        self.epochs = []             # (file, rows) of the v2 batches, for the epoch check
+
+
+def verify_partition(path, deep=True, chunk_bytes=DECODE_CHUNK_BYTES):
+    """Check every batch, record, index, snapshot and checkpoint of a partition.
+
+    With ``deep`` (the default) every record of every batch is decoded, ``chunk_bytes`` of log
+    at a time (memory stays bounded); without it records are not read.
+
+    Returns ``{"dir", "ok", "deep", "offsets", "segments": [...], "problems": [...]}``; each
+    problem is a dict (see the module docstring), each segment ``{"file", "size", "batches",
+    "records" (None unless deep), "valid_bytes", "last_offset", "crc_errors", "problems"}``.
+    ``offsets`` is what the engine's read-only view of the partition says (log start and end
+    offsets, high watermark, last stable offset), or None when it cannot be opened.
     """
-    report = {"dir": path, "offsets": None, "segments": [], "problems": []}
-    previous_last = None
-    for base in offsets_of(os.listdir(path), LOG_SUFFIX):
-        seg = _verify_segment(path, file_name(base, LOG_SUFFIX), base, previous_last)
-        report["segments"].append(seg)
-        report["problems"].extend(seg["problems"])
-        if seg["last_offset"] is not None:
-            previous_last = seg["last_offset"]
-    for offset, snap in list_snapshots(path):
-        try:
-            read_snapshot(snap)
-        except CorruptSnapshotError as e:
-            report["problems"].append(str(e))
-    epochs = os.path.join(path, LEADER_EPOCH_CHECKPOINT)
-    if os.path.exists(epochs):
-        try:
-            checkpoint.read_leader_epoch_checkpoint(epochs)
-        except KafkaLogError as e:
-            report["problems"].append(str(e))
-    saved = checkpoint.LogDirCheckpoints(os.path.dirname(path))
-    report["problems"].extend(saved.problems)
+    path = os.path.abspath(os.fspath(path))
+    report = {"dir": path, "deep": bool(deep), "offsets": None, "segments": [], "problems": []}
+    problems = report["problems"]
     try:
         with Log.open(path, read_only=True) as view:
             report["offsets"] = view.offsets()._asdict()
     except (KafkaLogError, OSError) as e:
-        report["problems"].append(f"{path}: cannot be opened read-only: {e}")
-    report["ok"] = not report["problems"]
+        problems.append(problem("cannot_open", path, f"cannot be opened read-only: {e}"))
+    carry = _Carry()
+    for base in offsets_of(os.listdir(path), LOG_SUFFIX):
+        seg = _verify_segment(path, base, carry, deep, chunk_bytes)
+        report["segments"].append(seg)
+        problems.extend(seg["problems"])
+    log_end = report["offsets"]["log_end_offset"] if report["offsets"] else None
+    problems.extend(_verify_snapshots(path, log_end))
+    problems.extend(_verify_leader_epochs(path, log_end, carry.epochs))
+    problems.extend(_verify_checkpoints(path))
+    report["ok"] = not problems
     return report
 
 
-def _verify_segment(directory, name, base, previous_last):
-    log_path = os.path.join(directory, name)
-    buf = open_buffer(log_path)
-    batches, status, stop, message = walk_batches(buf, validate_crc=True)
-    problems = []
-    where = f"{log_path}"
-    if status == WALK_CORRUPT:
-        problems.append(f"{where}: corrupt batch at position {stop}: {message}")
-    elif status == WALK_PARTIAL:
-        problems.append(f"{where}: incomplete batch at position {stop} "
-                        f"({len(buf) - stop} bytes at the end of the file, a torn write)")
-    for row in batches[batches["crc_valid"] == 0]:
-        problems.append(f"{where}: batch at position {int(row['position'])} (offsets "
-                        f"{int(row['base_offset'])}-{int(row['last_offset'])}) fails its CRC "
-                        f"check (stored {int(row['crc'])})")
+# ------------------------------------------------------------------------------ segments
+def _verify_segment(directory, base, carry, deep, chunk_bytes):
+    log_path = file_path(directory, base, LOG_SUFFIX)
+    try:
+        buf = open_buffer(log_path)
+    except OSError as e:
+        return {"file": os.path.basename(log_path), "size": None, "batches": 0, "records": None,
+                "valid_bytes": 0, "last_offset": None, "crc_errors": 0,
+                "problems": [problem("cannot_open", log_path, f"cannot be read: {e}")]}
+    batches, damages = scan_segment(buf)
+    problems = [problem(d.code, log_path, d.message, d.start, _damage_offset(buf, d))
+                for d in damages]
+    crc_rows = [d.row for d in damages if d.row is not None]
+    flagged = set()
+    problems += _check_batch_offsets(log_path, base, batches, carry, flagged)
+    records = _check_records(buf, log_path, batches, carry, flagged, chunk_bytes, problems) \
+        if deep else None
     if len(batches):
-        if batches["base_offset"][0] < base:
-            problems.append(f"{where}: first offset {int(batches['base_offset'][0])} is below "
-                            f"the segment's base offset {base}")
-        if previous_last is not None and batches["base_offset"][0] <= previous_last:
-            problems.append(f"{where}: first offset {int(batches['base_offset'][0])} does not "
-                            f"follow the previous segment's last offset {previous_last}")
-        backwards = np.nonzero(batches["base_offset"][1:] <= batches["last_offset"][:-1])[0]
-        for i in backwards[:5]:
-            problems.append(f"{where}: offsets go backwards at position "
-                            f"{int(batches['position'][i + 1])}")
-        if (batches["last_offset"] - base > 2**31 - 1).any():
-            problems.append(f"{where}: offsets do not fit relative to base offset {base}")
-    problems += _verify_indexes(directory, base, batches)
-    return {"file": name, "size": len(buf), "batches": int(len(batches)),
-            "valid_bytes": int(batches["position"][-1] + batches["size"][-1]) if len(batches)
-            else 0,
+        carry.batch_last = int(batches["last_offset"][-1])
+        v2 = batches[batches["magic"] == 2]
+        if len(v2):
+            carry.epochs.append((log_path, v2[["position", "base_offset",
+                                               "partition_leader_epoch"]].copy()))
+    rows = batches
+    if crc_rows:
+        rows = np.concatenate([batches, np.array(crc_rows, dtype=batches.dtype)])
+        rows = rows[np.argsort(rows["position"], kind="stable")]
+    problems += _verify_indexes(directory, base, rows)
+    if damages:
+        valid_bytes = damages[0].start
+    else:
+        valid_bytes = int(batches["position"][-1] + batches["size"][-1]) if len(batches) else 0
+    return {"file": os.path.basename(log_path), "size": len(buf),
+            "batches": len(batches) + len(crc_rows), "records": records,
+            "valid_bytes": valid_bytes,
             "last_offset": int(batches["last_offset"][-1]) if len(batches) else None,
-            "crc_errors": int((batches["crc_valid"] == 0).sum()), "problems": problems}
+            "crc_errors": len(crc_rows), "problems": _capped(problems)}
 
 
+def _damage_offset(buf, damage):
+    if damage.row is not None:
+        return int(damage.row["base_offset"])
+    if damage.code == "torn_tail" and damage.end - damage.start >= 8:
+        return struct.unpack_from(">q", buf, damage.start)[0]      # the cut batch's header
+    return None
+
+
+def _check_batch_offsets(path, base, batches, carry, flagged):
+    if not len(batches):
+        return []
+    out = []
+    bases, lasts = batches["base_offset"], batches["last_offset"]
+    positions = batches["position"]
+    if bases[0] < base:
+        out.append(problem("offset_below_segment_base", path,
+                           f"first offset {int(bases[0])} is below the segment's base offset "
+                           f"{base}", positions[0], bases[0]))
+    if carry.batch_last is not None and bases[0] <= carry.batch_last:
+        flagged.add(int(positions[0]))
+        out.append(problem("offsets_not_increasing", path,
+                           f"first offset {int(bases[0])} does not follow the previous "
+                           f"segment's last offset {carry.batch_last}", positions[0], bases[0]))
+    for i in np.flatnonzero(bases[1:] <= lasts[:-1]).tolist():
+        flagged.add(int(positions[i + 1]))
+        out.append(problem("offsets_not_increasing", path,
+                           f"batch with offsets {int(bases[i + 1])}-{int(lasts[i + 1])} does "
+                           f"not follow offset {int(lasts[i])}", positions[i + 1], bases[i + 1]))
+    for i in np.flatnonzero((batches["magic"] == 2) & (lasts < bases)).tolist():
+        out.append(problem("corrupt_batch", path, f"negative last offset delta "
+                           f"{int(lasts[i] - bases[i])}", positions[i], bases[i]))
+    for i in np.flatnonzero(lasts - base > 2**31 - 1)[:1].tolist():
+        out.append(problem("offset_overflow", path,
+                           f"offset {int(lasts[i])} does not fit relative to base offset {base}",
+                           positions[i], lasts[i]))
+    return out
+
+
+def _check_records(buf, path, batches, carry, flagged, chunk_bytes, problems):
+    """Decode every record (deep verify); returns how many there are."""
+    count = 0
+    for rows, table, failures in iter_decoded(buf, batches, path, chunk_bytes):
+        for f in failures:
+            problems.append(problem(f.code, path, f.message, rows["position"][f.index],
+                                    rows["base_offset"][f.index]))
+        offsets = table.records["offset"]
+        count += len(offsets)
+        if not len(offsets):
+            continue
+        # Across batches (and chunks and segments) record offsets must increase too: this
+        # catches legacy compressed wrappers, whose header carries only their last offset.
+        back = np.flatnonzero(offsets[1:] <= offsets[:-1]) + 1
+        if carry.record_last is not None and offsets[0] <= carry.record_last:
+            back = np.r_[0, back]
+        for i in np.unique(table.batch[back]).tolist():
+            position = int(rows["position"][i])
+            if position not in flagged:
+                flagged.add(position)
+                problems.append(problem("offsets_not_increasing", path,
+                                        "the batch's records do not follow the records before "
+                                        "it", position, rows["base_offset"][i]))
+        carry.record_last = int(offsets[-1])
+    return count
+
+
+def _capped(problems):
+    """At most MAX_PER_CODE problems of one code in one file; the rest counted in one line."""
+    seen, out, extra = {}, [], {}
+    for p in problems:
+        key = (p["code"], p["file"])
+        seen[key] = seen.get(key, 0) + 1
+        if seen[key] <= MAX_PER_CODE:
+            out.append(p)
+        else:
+            extra[key] = extra.get(key, 0) + 1
+    for (code, file), n in extra.items():
+        out.append(problem(code, file, f"{n} more problems like the ones above"))
+    return out
+
+
+# ------------------------------------------------------------------------------ indexes
 def _verify_indexes(directory, base, batches):
+    """Offset, time and transaction index of a segment against its batches (intact ones and
+    those failing their CRC, in file order)."""
     problems = []
-    starts = set(batches["position"].tolist())
-    by_position = {int(p): (int(b), int(l)) for p, b, l in
-                   zip(batches["position"], batches["base_offset"], batches["last_offset"])}
-    last_offset = int(batches["last_offset"][-1]) if len(batches) else base
+    last_offset = int(batches["last_offset"].max()) if len(batches) else base
     index_path = file_path(directory, base, INDEX_SUFFIX)
     if not os.path.exists(index_path):
-        problems.append(f"{index_path}: missing (Kafka rebuilds it by recovering the segment)")
+        problems.append(problem("index_missing", index_path,
+                                "missing (Kafka rebuilds it by recovering the segment)"))
     else:
         idx = OffsetIndex(index_path, base, writable=False)
         try:
-            zero_tail = idx.drop_zero_tail()
-            if zero_tail:
-                problems.append(f"{idx.path}: {zero_tail} all-zero entries at the end (left at "
-                                f"its preallocated size: not closed cleanly)")
+            problems += _zero_tail(idx)
             idx.sanity_check()
-            offsets, positions = idx.entries_array()
-            for o, p in zip(offsets.tolist(), positions.tolist()):
-                if p not in starts or not by_position[p][0] <= o:
-                    problems.append(f"{idx.path}: entry ({o}, {p}) does not point at the batch "
-                                    f"holding offset {o}")
-                    break
-            if len(offsets) and offsets[-1] > last_offset:
-                problems.append(f"{idx.path}: last entry {int(offsets[-1])} is past the "
-                                f"segment's last offset {last_offset}")
+            problems += _check_offset_index(idx, batches, last_offset)
         except CorruptIndexError as e:
-            problems.append(str(e))
+            problems.append(problem("corrupt_index", index_path, str(e)))
         finally:
             idx.close_handler()
     time_index_path = file_path(directory, base, TIME_INDEX_SUFFIX)
-    if os.path.exists(time_index_path):
+    if not os.path.exists(time_index_path):
+        problems.append(problem("index_missing", time_index_path,
+                                "missing (Kafka rebuilds it by recovering the segment)"))
+    else:
+        tidx = TimeIndex(time_index_path, base, writable=False)
         try:
-            with TimeIndex.reading(time_index_path, base) as tidx:
-                problems += _check_time_index(tidx, batches, last_offset)
+            problems += _zero_tail(tidx)
+            tidx.sanity_check()
+            problems += _check_time_index(tidx, batches, base, last_offset)
         except CorruptIndexError as e:
-            problems.append(str(e))
+            problems.append(problem("corrupt_index", time_index_path, str(e)))
+        finally:
+            tidx.close_handler()
+    txn_path = file_path(directory, base, TXN_INDEX_SUFFIX)
     try:
-        TransactionIndex(file_path(directory, base, TXN_INDEX_SUFFIX), base).sanity_check()
+        TransactionIndex(txn_path, base).sanity_check()
     except CorruptIndexError as e:
-        problems.append(str(e))
+        problems.append(problem("corrupt_index", txn_path, str(e)))
     return problems
 
 
-def _check_time_index(tidx, batches, last_offset):
-    """Kafka's sanity check, and entries that point past the segment's data."""
-    tidx.sanity_check()
-    problems = []
+def _zero_tail(idx):
+    """The all-zero entries a crash leaves at the end of a preallocated index (dropped from
+    ``idx`` for the checks that follow)."""
+    total = idx.entries
+    zeros = idx.drop_zero_tail()
+    if not zeros:
+        return []
+    if zeros == total:
+        message = f"all {total} entries are zero (left at its preallocated size: not closed " \
+                  f"cleanly)"
+    else:
+        message = f"{zeros} all-zero entries at the end (left at its preallocated size: not " \
+                  f"closed cleanly)"
+    return [problem("index_zero_tail", idx.path, message, (total - zeros) * idx.entry_size)]
+
+
+def _check_offset_index(idx, batches, last_offset):
+    """Every entry (offset, position) must point at the start of a batch whose base offset is
+    at most the entry's offset (Kafka writes the largest offset of an append with the position
+    of its first batch; recovery writes a batch's last offset) and not past the segment."""
+    offsets, positions = idx.entries_array()
+    if not len(offsets):
+        return []
+    path, out = idx.path, []
+    size = idx.entry_size
+    order = np.flatnonzero((offsets[1:] <= offsets[:-1]) | (positions[1:] <= positions[:-1]))
+    for i in order[:1].tolist():
+        out.append(problem("index_out_of_order", path,
+                           f"entry {i + 1} ({int(offsets[i + 1])}, {int(positions[i + 1])}) "
+                           f"does not follow ({int(offsets[i])}, {int(positions[i])})",
+                           (i + 1) * size, offsets[i + 1]))
+    starts = batches["position"]
+    k = np.searchsorted(starts, positions)
+    inside = k < len(starts)
+    kk = np.where(inside, k, 0)
+    at_batch = inside & (starts[kk] == positions) & (batches["base_offset"][kk] <= offsets)
+    if len(starts) == 0:
+        at_batch[:] = False
+    for i in np.flatnonzero(~at_batch).tolist():
+        out.append(problem("index_entry_not_at_batch", path,
+                           f"entry ({int(offsets[i])}, {int(positions[i])}) does not point at "
+                           f"the batch holding offset {int(offsets[i])}", i * size, offsets[i]))
+    for i in np.flatnonzero(offsets > last_offset).tolist():
+        out.append(problem("index_entry_past_end", path,
+                           f"entry ({int(offsets[i])}, {int(positions[i])}) is past the "
+                           f"segment's last offset {last_offset}", i * size, offsets[i]))
+    return out
+
+
+def _check_time_index(tidx, batches, base, last_offset):
+    """Each entry (timestamp, offset) is what Kafka appends: the largest timestamp of the
+    segment so far and the offset it came with; so its timestamp must equal the running
+    maximum of the batches' max timestamps up to the batch holding its offset."""
     ts, offs = tidx.entries_array()
-    if len(offs) and offs[-1] > last_offset:
-        problems.append(f"{tidx.path}: last entry points at offset {int(offs[-1])}, "
-                        f"past the segment's last offset {last_offset}")
-    if len(ts) and len(batches) and ts[-1] > batches["max_timestamp"].max():
-        problems.append(f"{tidx.path}: timestamp {int(ts[-1])} is later than any "
-                        f"batch in the segment")
-    return problems
+    if not len(ts):
+        return []
+    path, out = tidx.path, []
+    size = tidx.entry_size
+    order = np.flatnonzero((ts[1:] <= ts[:-1]) | (offs[1:] < offs[:-1]))
+    for i in order[:1].tolist():
+        out.append(problem("index_out_of_order", path,
+                           f"entry {i + 1} ({int(ts[i + 1])}, {int(offs[i + 1])}) does not "
+                           f"follow ({int(ts[i])}, {int(offs[i])})", (i + 1) * size,
+                           offs[i + 1]))
+    n = len(batches)
+    k = np.searchsorted(batches["last_offset"], offs, "left")
+    found = k < n
+    kk = np.where(found, k, 0)
+    if n:
+        found &= (batches["magic"][kk] < 2) | (batches["base_offset"][kk] <= offs)
+        running = np.maximum.accumulate(batches["max_timestamp"])[kk]
+    else:
+        running = np.full(len(ts), -1, np.int64)
+    outside = (offs < base) | (offs > last_offset)
+    bad = outside | ~found | (running != ts)
+    for i in np.flatnonzero(bad)[:MAX_PER_CODE + 1].tolist():
+        t, o = int(ts[i]), int(offs[i])
+        if outside[i]:
+            message = f"entry ({t}, {o}) points outside the segment's offsets " \
+                      f"{base}-{last_offset}"
+        elif not found[i]:
+            message = f"entry ({t}, {o}): offset {o} is in no batch of the segment"
+        else:
+            message = f"entry ({t}, {o}): the largest timestamp up to offset {o}'s batch is " \
+                      f"{int(running[i])}"
+        out.append(problem("time_index_mismatch", path, message, i * size, o))
+    return out
+
+
+# ------------------------------------------------------------------------------ other files
+def _verify_snapshots(path, log_end):
+    out = []
+    for offset, snap in list_snapshots(path):
+        try:
+            read_snapshot(snap)
+        except CorruptSnapshotError as e:
+            out.append(problem("corrupt_snapshot", snap, str(e), offset=offset))
+        except OSError as e:
+            out.append(problem("cannot_open", snap, f"cannot be read: {e}", offset=offset))
+        if log_end is not None and offset > log_end:
+            # Kafka's loader deletes such snapshots: producer state from a longer log.
+            out.append(problem("snapshot_above_log_end", snap,
+                               f"snapshot at offset {offset} is above the log end offset "
+                               f"{log_end}", offset=offset))
+    return out
+
+
+def _verify_leader_epochs(path, log_end, batch_epochs):
+    epochs = os.path.join(path, LEADER_EPOCH_CHECKPOINT)
+    if not os.path.exists(epochs):
+        return []
+    try:
+        entries = checkpoint.read_leader_epoch_checkpoint(epochs)
+    except (KafkaLogError, OSError, ValueError) as e:
+        return [problem("corrupt_checkpoint", epochs, str(e))]
+    out = []
+    for (e0, s0), (e1, s1) in zip(entries, entries[1:]):
+        if e1 <= e0 or s1 < s0:
+            out.append(problem("leader_epoch_out_of_order", epochs,
+                               f"entry (epoch {e1}, start offset {s1}) does not follow (epoch "
+                               f"{e0}, start offset {s0})", offset=s1))
+    for epoch, start in entries:
+        if log_end is not None and start > log_end:
+            out.append(problem("leader_epoch_above_log_end", epochs,
+                               f"epoch {epoch} starts at offset {start}, above the log end "
+                               f"offset {log_end}", offset=start))
+    if out or not entries:
+        return out
+    known_epochs = np.array([e for e, _ in entries], dtype=np.int64)
+    known_starts = np.array([s for _, s in entries], dtype=np.int64)
+    for file, rows in batch_epochs:
+        use = (rows["partition_leader_epoch"] >= 0) & (rows["base_offset"] >= known_starts[0])
+        rows = rows[use]
+        if not len(rows):
+            continue
+        j = np.searchsorted(known_starts, rows["base_offset"], "right") - 1
+        wrong = np.flatnonzero(known_epochs[j] != rows["partition_leader_epoch"])
+        for i in wrong[:MAX_PER_CODE].tolist():
+            out.append(problem("leader_epoch_mismatch", file,
+                               f"batch at offset {int(rows['base_offset'][i])} has partition "
+                               f"leader epoch {int(rows['partition_leader_epoch'][i])}; "
+                               f"{LEADER_EPOCH_CHECKPOINT} gives epoch {int(known_epochs[j[i]])}",
+                               rows["position"][i], rows["base_offset"][i]))
+    return out
+
+
+def _verify_checkpoints(path):
+    """The partition's metadata and the log dir's offset checkpoints must be readable."""
+    out = []
+    try:
+        checkpoint.read_partition_metadata(path)
+    except (KafkaLogError, OSError, ValueError) as e:
+        out.append(problem("corrupt_checkpoint", os.path.join(path, PARTITION_METADATA), str(e)))
+    log_dir = os.path.dirname(path)
+    for name in checkpoint.LogDirCheckpoints.NAMES.values():
+        file = os.path.join(log_dir, name)
+        try:
+            checkpoint.read_offset_checkpoint(file)
+        except FileNotFoundError:
+            pass
+        except (KafkaLogError, OSError, ValueError) as e:
+            out.append(problem("corrupt_checkpoint", file, str(e)))
+    return out

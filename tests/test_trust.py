@@ -13,7 +13,7 @@ from kafkalog import Log, LogManager, Record, build_batch, iter_batches
 from kafkalog.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from kafkalog.errors import CorruptRecordError, KafkaLogError, LogNotFoundError
 
-from conftest import FIXTURES, fixture_names
+from conftest import fixture_names
 
 
 def tree_state(root):
