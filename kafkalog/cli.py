@@ -1,30 +1,50 @@
-"""``kafkalog`` command line: ``dump``, ``verify`` and ``recover``."""
+"""``kafkalog`` command line: ``dump``, ``verify``, ``recover`` and ``salvage``."""
 import argparse
 import json
 import os
 import sys
 
 from kafkalog import __version__
-from kafkalog.dump import RECORD_MODES, dump_path, render_text
+from kafkalog.dump import (
+    PAYLOAD_FORMATS, RECORD_MODES, DumpOptions, DumpReport, iter_json, iter_text,
+)
 from kafkalog.errors import KafkaLogError
 
 
 def _dump(args):
+    """Stream each path's dump to stdout; exit status 1 when a path could not be dumped or
+    anything in it was damaged (each problem is also named on stderr)."""
+    try:
+        options = DumpOptions(records=args.records, max_bytes=args.max_bytes,
+                              start_offset=args.start_offset, end_offset=args.end_offset,
+                              payload=args.payload)
+    except KafkaLogError as e:
+        print(f"kafkalog dump: {e}", file=sys.stderr)
+        return 2
+    report = DumpReport()
     status = 0
-    for path in args.paths:
-        try:
-            doc = dump_path(path, args.records)
-        except (KafkaLogError, OSError, ValueError) as e:
-            print(f"kafkalog dump: {path}: {e}", file=sys.stderr)
-            status = 1
-            continue
-        if args.json:
-            json.dump(doc, sys.stdout, ensure_ascii=False)
-            sys.stdout.write("\n")
-        else:
-            for line in render_text(doc):
-                print(line)
-    return status
+    pieces = iter_json if args.json else iter_text
+    out = sys.stdout
+    try:
+        for path in args.paths:
+            try:
+                for piece in pieces(path, options, report):
+                    out.write(piece)
+            except BrokenPipeError:
+                raise
+            except (KafkaLogError, OSError) as e:
+                out.flush()
+                print(f"kafkalog dump: {path}: {e}", file=sys.stderr)
+                status = 1
+        out.flush()
+    except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly, and keep Python's exit-time flush
+        # of stdout from failing again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
+    for p in report.problems:
+        where = f" at position {p['position']}" if p["position"] is not None else ""
+        print(f"kafkalog dump: {p['file']}{where}: {p['message']}", file=sys.stderr)
+    return 1 if status or report.damaged else 0
 
 
 class _Progress:
@@ -58,15 +78,16 @@ def _partitions(paths):
 
 
 def _verify(args):
-    from kafkalog.verify import verify_partition
+    from kafkalog.verify import problem, render_problem, verify_partition
     dirs, errors = _partitions(args.paths)
     progress = _Progress(len(dirs), "verifying", args.progress or sys.stderr.isatty())
     reports = []
     for d in dirs:
         try:
-            reports.append(verify_partition(d))
+            reports.append(verify_partition(d, deep=not args.shallow))
         except (KafkaLogError, OSError) as e:
-            reports.append({"dir": d, "ok": False, "segments": [], "problems": [str(e)]})
+            reports.append({"dir": d, "ok": False, "deep": not args.shallow, "offsets": None,
+                            "segments": [], "problems": [problem("cannot_open", d, str(e))]})
         progress.step(d)
     ok = not errors and all(r["ok"] for r in reports)
     if args.json:
@@ -77,41 +98,106 @@ def _verify(args):
             print(f"ERROR {e}")
         for r in reports:
             batches = sum(s["batches"] for s in r["segments"])
+            records = "" if not r["deep"] else \
+                f", {sum(s['records'] or 0 for s in r['segments'])} records"
             print(f"{'OK  ' if r['ok'] else 'FAIL'} {r['dir']}: {len(r['segments'])} segments, "
-                  f"{batches} batches")
+                  f"{batches} batches{records}"
+                  + (f", {len(r['problems'])} problem{'' if len(r['problems']) == 1 else 's'}"
+                     if r["problems"] else ""))
             for p in r["problems"]:
-                print(f"     {p}")
+                print(f"     {render_problem(p, r['dir'])}")
     return 0 if ok else 1
 
 
+def _salvage(args):
+    from kafkalog.salvage import salvage_partition, write_partition
+    from kafkalog.verify import partition_dirs
+    try:
+        dirs = partition_dirs(args.path)
+    except (KafkaLogError, OSError) as e:
+        print(f"kafkalog salvage: {e}", file=sys.stderr)
+        return 1
+    single = len(dirs) == 1 and os.path.samefile(dirs[0], args.path)
+    status, docs = 0, []
+    for d in dirs:
+        out = None
+        if args.out:
+            out = args.out if single else os.path.join(args.out, os.path.basename(d))
+        try:
+            found = salvage_partition(d)
+            written = write_partition(found, out) if out else None
+        except (KafkaLogError, OSError) as e:
+            print(f"kafkalog salvage: {d}: {e}", file=sys.stderr)
+            status = 1
+            continue
+        doc = {"dir": d, "batches": found.batch_count, "records": found.record_count,
+               "first_offset": found.first_offset, "last_offset": found.last_offset,
+               "gaps": [g._asdict() for g in found.gaps], "written": written}
+        docs.append(doc)
+        if args.json:
+            continue
+        span = f"offsets {found.first_offset}-{found.last_offset}" \
+            if found.first_offset is not None else "no offsets"
+        print(f"{d}: {found.record_count} records in {found.batch_count} intact batches "
+              f"({span}), {len(found.gaps)} gap{'' if len(found.gaps) == 1 else 's'}")
+        for g in found.gaps:
+            before = "the start" if g.offset_before is None else f"offset {g.offset_before}"
+            after = "the end" if g.offset_after is None else f"offset {g.offset_after}"
+            print(f"  gap {os.path.basename(g.file)} bytes [{g.start}, {g.end}) ({g.bytes} "
+                  f"bytes) between {before} and {after}: {g.code}: {g.message}")
+        if written:
+            print(f"  wrote {written['dir']}: {len(written['segments'])} segments, log start "
+                  f"offset {written['log_start_offset']}, log end offset "
+                  f"{written['log_end_offset']}")
+    if args.json:
+        json.dump({"partitions": docs}, sys.stdout)
+        sys.stdout.write("\n")
+    return status
+
+
 def _recover(args):
-    from kafkalog.recovery import plan_recovery, recover_partition
+    from kafkalog.recovery import recover_partition
     dirs, errors = _partitions(args.paths)
     progress = _Progress(len(dirs), "recovering", args.progress or sys.stderr.isatty())
     status = 1 if errors else 0
     for e in errors:
         print(f"ERROR {e}", file=sys.stderr)
+    results = []
     for d in dirs:
+        keep = os.path.join(args.keep, os.path.basename(d)) if args.keep else None
         try:
-            plan = plan_recovery(d) if args.dry_run else recover_partition(d)
+            result = recover_partition(d, dry_run=args.dry_run, keep=keep)
         except (KafkaLogError, OSError) as e:
             print(f"ERROR {d}: {e}", file=sys.stderr)
             status = 1
             progress.step(d)
             continue
         progress.step(d)
+        results.append(result)
+        if args.json:
+            continue
         verb = "would" if args.dry_run else "did"
-        changes = [s for s in plan["segments"] if s["action"] != "keep"]
-        print(f"{d}: log end offset {plan['log_end_offset']}"
-              + ("" if changes else ", nothing to repair"))
-        for s in changes:
-            if s["action"] == "truncate":
-                print(f"  {verb} truncate {s['file']} by {s['truncated_bytes']} bytes to "
-                      f"{s['valid_bytes']} ({s['reason']})")
-            else:
-                print(f"  {verb} delete {s['file']} ({s['bytes']} bytes after the first "
-                      f"truncation)")
+        print(f"{d}: log start offset {result['log_start_offset']}, log end offset "
+              f"{result['log_end_offset']}"
+              + ("" if result["actions"] else ", nothing to repair"))
+        for a in result["actions"]:
+            where = [f"offset {a['offset']}"] if a["offset"] is not None else []
+            where += [f"{a['bytes']} bytes"] if a["bytes"] is not None else []
+            print(f"  {verb}: {a['action'].replace('_', ' ')} {a['file']}"
+                  + (f" ({', '.join(where)})" if where else "")
+                  + (f": {a['reason']}" if a["reason"] else ""))
+    if args.json:
+        json.dump({"dry_run": args.dry_run, "errors": errors, "partitions": results},
+                  sys.stdout)
+        sys.stdout.write("\n")
     return status
+
+
+def _non_negative(text):
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} is negative")
+    return value
 
 
 def build_parser():
@@ -120,22 +206,55 @@ def build_parser():
     parser.add_argument("--version", action="version", version=f"kafkalog {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     dump = sub.add_parser("dump", help="print batches, records, indexes and snapshots")
-    dump.add_argument("--json", action="store_true", help="the DUMP_JSON document")
+    dump.add_argument("--json", action="store_true",
+                      help="the DUMP_JSON document (one line per partition directory)")
     dump.add_argument("--records", choices=RECORD_MODES, default="full",
                       help="per-record listing (full), only a digest, or none")
+    dump.add_argument("--max-bytes", type=_non_negative, metavar="N",
+                      help="read at most N bytes of each .log file (as kafka-dump-log)")
+    dump.add_argument("--start-offset", type=int, metavar="OFFSET",
+                      help="only batches and records at or after OFFSET")
+    dump.add_argument("--end-offset", type=int, metavar="OFFSET",
+                      help="only batches and records before OFFSET (exclusive)")
+    payload = dump.add_mutually_exclusive_group()
+    payload.add_argument("--hex", dest="payload", action="store_const", const="hex",
+                         help="print keys and values in hex")
+    payload.add_argument("--base64", dest="payload", action="store_const", const="base64",
+                         help="print keys and values in base64")
+    dump.set_defaults(payload=PAYLOAD_FORMATS[0])
     dump.add_argument("paths", nargs="+", metavar="PATH",
-                      help="partition directory, or .log/.index/.timeindex/.txnindex/.snapshot")
+                      help="log dir, partition directory, or "
+                           ".log/.index/.timeindex/.txnindex/.snapshot/leader-epoch-checkpoint")
     dump.set_defaults(func=_dump)
     verify = sub.add_parser("verify", help="check batches, CRCs, offsets and indexes "
                                            "(exit 1 on problems)")
-    verify.add_argument("--json", action="store_true")
+    verify.add_argument("--json", action="store_true",
+                        help="problems as {code, file, position, offset, message}")
+    verify.add_argument("--shallow", action="store_true",
+                        help="skip decoding records (structure, CRCs, offsets, indexes and "
+                             "snapshots only; faster)")
     verify.add_argument("--progress", action="store_true", help="show a progress bar")
     verify.add_argument("paths", nargs="+", metavar="PATH",
                         help="partition directory or log dir")
     verify.set_defaults(func=_verify)
+    salvage = sub.add_parser("salvage", help="read every intact batch of a damaged partition, "
+                                             "skipping damaged regions; copy them to a new "
+                                             "partition directory")
+    salvage.add_argument("--out", metavar="DIR",
+                         help="write the intact batches (bytes unchanged, indexes rebuilt) "
+                              "into DIR, a new partition directory (for a log dir: a new log "
+                              "dir, one partition directory each); without it, only report")
+    salvage.add_argument("--json", action="store_true", help="print the report as JSON")
+    salvage.add_argument("path", metavar="PATH", help="partition directory or log dir")
+    salvage.set_defaults(func=_salvage)
     recover = sub.add_parser("recover", help="Kafka's recovery, offline: cut invalid tails, "
                                              "rebuild indexes")
-    recover.add_argument("--dry-run", action="store_true", help="say what would change")
+    recover.add_argument("--dry-run", action="store_true",
+                         help="recover a scratch copy and say exactly what would change")
+    recover.add_argument("--keep", metavar="DIR",
+                         help="move what recovery would delete (bytes cut from a segment, "
+                              "segments after a truncated one) into DIR/<partition> instead")
+    recover.add_argument("--json", action="store_true", help="print the reports as JSON")
     recover.add_argument("--progress", action="store_true", help="show a progress bar")
     recover.add_argument("paths", nargs="+", metavar="PATH",
                          help="partition directory or log dir")
