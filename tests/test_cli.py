@@ -1,4 +1,6 @@
-"""The command line: `kafkalog verify` and `recover` on bad paths, `--version`, the entry points (dump: tests/test_dump.py, verify: tests/test_verify.py, recover: tests/test_recover.py)."""
+"""The command line: `verify` and `recover` on bad paths, `--version`, the entry points.
+
+Dump: tests/test_dump.py; verify: tests/test_verify.py; recover: tests/test_recover.py."""
 import os
 import subprocess
 import sys
