@@ -114,6 +114,24 @@ class LogNotFoundError(KafkaLogError, FileNotFoundError):
     """A read-only open of a partition directory that does not exist (or holds no segment)."""
 
 
+class MissingSparkExtraError(KafkaLogError, ImportError):
+    """A ``kafkalog.spark`` function was called without the ``spark`` extra installed.
+
+    Attributes
+    ----------
+    missing : tuple of str
+        The modules that could not be imported (``pyspark``, ``pyarrow``, ``pandas``).
+    """
+
+    def __init__(self, missing, function):
+        self.missing = tuple(missing)
+        super().__init__(
+            f"kafkalog.spark.{function} needs {', '.join(self.missing)}, which "
+            f"{'is' if len(self.missing) == 1 else 'are'} not installed: install "
+            f"kafkalog[spark] (pip install 'kafkalog[spark]'; from a clone, "
+            f"pip install '.[spark]')")
+
+
 class CleaningAbortedError(KafkaLogError):
     """A cleaner pass was aborted (by a truncation, a deletion or close) before its swap."""
 
@@ -143,4 +161,5 @@ __all__ = [
     "InvalidConfigError",
     "CleaningAbortedError",
     "LogNotFoundError",
+    "MissingSparkExtraError",
 ]

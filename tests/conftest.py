@@ -1,7 +1,16 @@
-"""Shared fixtures. Ground truth lives in ../shared/fixtures (written by Apache Kafka)."""
+"""Shared fixtures. Ground truth lives in ../shared/fixtures (written by Apache Kafka).
+
+Without ../shared (a clone on its own, or ``KAFKALOG_SHARED`` pointing elsewhere) the tests that
+need the Kafka-written fixtures are skipped, with the reason, and the rest run. A test needs
+them when it is marked ``requires_fixtures`` or when it, a helper of the test modules it calls,
+or one of its pytest fixtures names ``FIXTURES``, ``LARGE_FIXTURES``, ``fixture_copy`` or the
+helpers that read fixtures (found by looking at their code when the tests are collected).
+Reading a fixture file that is not there skips the test (or the module) that tried.
+"""
 import json
 import os
 import shutil
+import types
 from pathlib import Path
 
 import pytest
@@ -10,15 +19,162 @@ import kafkalog
 from kafkalog import _core_py
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("KAFKALOG_SHARED", REPO.parent / "shared"))
-FIXTURES = SHARED / "fixtures" / "kafka-written"
-LARGE_FIXTURES = SHARED / "fixtures" / "kafka-written-large"
+TESTS = Path(__file__).resolve().parent
 PURE = os.environ.get("KAFKALOG_NO_EXTENSIONS", "") in ("1", "true", "yes")
 
 
+class _FixturePath(type(Path())):
+    """A path under the shared fixtures. When its fixture set is absent, listing it yields
+    nothing (parametrize lists come out empty instead of failing collection) and reading it
+    skips the test, or the module reading it at import, with the reason."""
+
+    def _root_missing(self):
+        for root in _ROOTS:
+            if (self == root or root in self.parents) and not os.path.isdir(root):
+                return root
+        return None
+
+    def _skip_if_missing(self):
+        root = self._root_missing()
+        if root is not None:
+            pytest.skip(f"reading {self}: {_missing_reason(root)}", allow_module_level=True)
+
+    def iterdir(self):
+        if self._root_missing() is not None:
+            return iter(())
+        return super().iterdir()
+
+    def read_bytes(self):
+        self._skip_if_missing()
+        return super().read_bytes()
+
+    def read_text(self, *args, **kwargs):
+        self._skip_if_missing()
+        return super().read_text(*args, **kwargs)
+
+    def open(self, *args, **kwargs):
+        self._skip_if_missing()
+        return super().open(*args, **kwargs)
+
+
+SHARED = _FixturePath(os.environ.get("KAFKALOG_SHARED", REPO.parent / "shared"))
+FIXTURES = SHARED / "fixtures" / "kafka-written"
+LARGE_FIXTURES = SHARED / "fixtures" / "kafka-written-large"
+_ROOTS = (FIXTURES, LARGE_FIXTURES)
+
+
+def _missing_reason(root):
+    return (f"Kafka-written fixtures not found at {root}: put the project's shared/ directory "
+            f"beside the checkout, or set KAFKALOG_SHARED to it")
+
+
+def fixtures_present(root=FIXTURES):
+    return os.path.isdir(root)
+
+
+# conftest helpers that read the Kafka-written fixtures (by default) when a test calls them.
+_READERS = {"fixture_names": FIXTURES, "fixture_dirs": FIXTURES, "expected": FIXTURES,
+            "verify": FIXTURES}
+
+
+def _code_names(code):
+    """Global (and attribute) names used by ``code`` and the functions nested in it."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _code_names(const)
+    return names
+
+
+def _in_tests(fn):
+    code = getattr(fn, "__code__", None)
+    return code is not None and code.co_filename.startswith(str(TESTS))
+
+
+def _function_roots(fn, seen):
+    """The fixture sets a test-suite function needs: the fixture paths and fixture-reading
+    helpers its code names, and what the test-suite functions, classes and module-level
+    values it names need in turn."""
+    fn = getattr(fn, "__wrapped__", getattr(fn, "__func__", fn))
+    if not _in_tests(fn) or fn.__code__ in seen:
+        return set()
+    seen.add(fn.__code__)
+    roots = set()
+    for name in _code_names(fn.__code__):
+        value = fn.__globals__.get(name)
+        if name in _READERS and getattr(value, "__module__", None) == __name__:
+            roots.add(_READERS[name])
+        else:
+            roots |= _value_roots(value, seen)
+    return roots
+
+
+def _value_roots(value, seen):
+    if isinstance(value, _FixturePath):
+        return {r for r in _ROOTS if value == r or r in value.parents or value in r.parents}
+    if isinstance(value, (types.FunctionType, types.MethodType)):
+        return _function_roots(value, seen)
+    if isinstance(value, type) and value.__module__.startswith("test_"):
+        roots = set()
+        for member in vars(value).values():
+            roots |= _value_roots(getattr(member, "__func__", member), seen)
+        return roots
+    if isinstance(value, (list, tuple)) and len(value) < 1000:
+        roots = set()
+        for v in value:
+            if isinstance(v, (_FixturePath, list, tuple)):
+                roots |= _value_roots(v, seen)
+        return roots
+    return set()
+
+
+def _item_roots(item):
+    """The fixture sets a collected test needs (see the module docstring)."""
+    roots = set()
+    for mark in item.iter_markers("requires_fixtures"):
+        roots |= {LARGE_FIXTURES if a == "large" else FIXTURES for a in mark.args} or {FIXTURES}
+    seen = set()
+    roots |= _value_roots(getattr(item, "function", None), seen)
+    info = getattr(item, "_fixtureinfo", None)
+    for name in getattr(item, "fixturenames", ()):
+        if name == "fixture_copy":
+            roots.add(FIXTURES)
+        for fixturedef in (info.name2fixturedefs.get(name, ()) if info else ()):
+            roots |= _value_roots(fixturedef.func, seen)
+    callspec = getattr(item, "callspec", None)
+    for value in (callspec.params.values() if callspec else ()):
+        roots |= _value_roots(value, seen)
+    return roots
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "requires_fixtures(*sets): needs ../shared's Kafka-written fixtures "
+        "('large' for kafka-written-large); skipped when they are absent")
+
+
+def pytest_report_header(config):
+    lines = []
+    for root in _ROOTS:
+        state = "present" if fixtures_present(root) else "MISSING: tests needing them skip"
+        lines.append(f"kafkalog fixtures {root}: {state}")
+    return lines
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        roots = _item_roots(item)
+        if not roots:
+            continue
+        item.add_marker(pytest.mark.requires_fixtures(
+            *("large" if r == LARGE_FIXTURES else "kafka-written" for r in sorted(roots))))
+        missing = sorted(str(r) for r in roots if not fixtures_present(r))
+        if missing:
+            # Before any "empty parameter set" skip, so the reason says what is missing.
+            item.add_marker(pytest.mark.skip(reason=_missing_reason(missing[0])), append=False)
+
+
 def pytest_sessionstart(session):
-    if not FIXTURES.is_dir():
-        raise pytest.UsageError(f"Kafka-written fixtures not found at {FIXTURES}")
     if not PURE and not kafkalog.compiled():
         raise pytest.UsageError("the compiled kafkalog._core did not load; build it "
                                 "(bash scripts/setup.sh) or set KAFKALOG_NO_EXTENSIONS=1")
@@ -30,6 +186,7 @@ def pytest_sessionstart(session):
 
 
 def fixture_dirs(root=FIXTURES):
+    """The fixture partition directories under ``root``; none when the set is absent."""
     return sorted(p for p in root.iterdir() if p.is_dir())
 
 
@@ -49,6 +206,8 @@ def verify(path):
 def fixture_copy(tmp_path):
     """Copy a fixture directory somewhere writable (fixtures are read-only ground truth)."""
     def copy(name, root=FIXTURES):
+        if not fixtures_present(root):
+            pytest.skip(_missing_reason(root))
         dst = tmp_path / name
         shutil.copytree(root / name, dst)
         for f in dst.iterdir():

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from kafkalog import Record, build_batch, build_control_batch, iter_batches
-from kafkalog.config import InvalidConfigError, LogConfig
+from kafkalog.config import LogConfig
 from kafkalog.errors import (
     CorruptRecordError, InvalidOffsetError, KafkaLogError, OffsetOutOfRangeError,
     RecordTooLargeError,
@@ -494,32 +494,6 @@ def test_close_and_reopen(tmp_path):
     log.append(records(1))
     assert log.log_end_offset == 101
     log.close()
-
-
-def test_log_config():
-    c = LogConfig({"segment.bytes": "2048", "cleanup.policy": "compact,delete"})
-    assert c.segment_bytes == 2048 and c["retention.ms"] == 604800000
-    assert c.compact_enabled and c.delete_enabled
-    with pytest.raises(InvalidConfigError):
-        LogConfig({"segment.byte": 1})
-    with pytest.raises(InvalidConfigError):
-        LogConfig({"segment.bytes": "big"})
-    with pytest.raises(InvalidConfigError):
-        LogConfig({"segment.bytes": 3})
-    with pytest.raises(InvalidConfigError):
-        LogConfig({"message.timestamp.type": "Now"})
-    with pytest.raises(InvalidConfigError):
-        LogConfig({"min.cleanable.dirty.ratio": 2})
-
-
-def test_log_config_from_properties(tmp_path):
-    p = tmp_path / "topic.properties"
-    p.write_text("# topic\nsegment.bytes=4096\nretention.ms : 1000\n\ncleanup.policy=compact\n")
-    c = LogConfig.from_properties(p)
-    assert (c.segment_bytes, c.retention_ms, c.cleanup_policy) == (4096, 1000, "compact")
-    p.write_text("nonsense\n")
-    with pytest.raises(InvalidConfigError):
-        LogConfig.from_properties(p)
 
 
 def test_readers_run_while_writer_appends_and_retention_deletes(tmp_path):
