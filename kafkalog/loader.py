@@ -21,6 +21,7 @@ from kafkalog.files import (
     CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIXES, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX,
     file_name, parse_file_name,
 )
+from kafkalog.index import OffsetIndex, TimeIndex
 from kafkalog.leader_epoch import LeaderEpochCache
 from kafkalog.local_log import create_cleaned_segment, delete_segments_now, replace_segments
 from kafkalog.log_segments import LogSegments
@@ -87,6 +88,16 @@ def rebuild_producer_state(directory, segments, log_end_offset, read_only=False)
                           & (batches["last_offset"] < log_end_offset)]
         state.apply_batches(buf, batches, segment.log_path)
     return state
+
+
+def _entries_on_disk(cls, path, base_offset):
+    """Entries of an index file before the all-zero tail, or None when it is missing or
+    cannot be read."""
+    try:
+        with cls.reading(path, base_offset) as index:
+            return index.entries
+    except (OSError, KafkaLogError):
+        return None
 
 
 def _remove_quietly(path):
@@ -274,8 +285,11 @@ class LogLoader:
                 try:
                     segment.sanity_check(file_name(p[0], TIME_INDEX_SUFFIX) not in names, names)
                 except (FileNotFoundError, CorruptIndexError) as e:
-                    self.report.add("rebuilt_index", file_name(p[0], LOG_SUFFIX), p[0],
-                                    reason=str(e))
+                    # a damaged transaction index; the offset and time indexes are
+                    # reported by _recover_segment, which compares them with the rebuilt ones
+                    if isinstance(e, CorruptIndexError):
+                        self.report.add("rebuilt_index", segment.txn_index.path, p[0],
+                                        reason=str(e))
                     pieces, _ = self._recover_or_split(segment)
                     segments.extend(pieces)
                     continue
@@ -287,7 +301,17 @@ class LogLoader:
             self._snapshots = list_snapshots(self.directory)
         state = ProducerStateManager(self.directory)
         state.load_latest_snapshot(segment.base_offset, self._snapshots)
-        return segment.recover(state, self.leader_epochs, self._before_truncate)
+        before = [_entries_on_disk(cls, path, segment.base_offset)
+                  for cls, path in ((OffsetIndex, segment.index_path),
+                                    (TimeIndex, segment.time_index_path))]
+        truncated = segment.recover(state, self.leader_epochs, self._before_truncate)
+        after = (segment.offset_index.entries, segment.time_index.entries)
+        for path, was, now in zip((segment.index_path, segment.time_index_path), before, after):
+            if was != now:
+                self.report.add("rebuilt_index", path, segment.base_offset, reason=(
+                    "it was missing" if was is None else
+                    f"its {was} entries did not match the log; rebuilt with {now}"))
+        return truncated
 
     def _recover(self, segments):
         """Recover every segment from the one holding the recovery point; the first that

@@ -82,6 +82,7 @@ class LogSegment:
         self._offset_index = None
         self._time_index = None
         self._pending_rebuild = False
+        self._recovering = False
         self.deleted = False
         self.txn_index = TransactionIndex(self._path(TXN_INDEX_SUFFIX), base_offset)
         self.rolling_based_timestamp = None
@@ -169,7 +170,8 @@ class LogSegment:
         return cls(path, self.base_offset, empty=True)
 
     def _rebuild_if_needed(self):
-        if self._pending_rebuild:
+        # Within recover() the indexes are rebuilt anyway (and a cut must go through its hook)
+        if self._pending_rebuild and not self._recovering:
             self._pending_rebuild = False
             self.recover()
 
@@ -408,41 +410,49 @@ class LogSegment:
             producer_state = ProducerStateManager(self.directory)
             producer_state.load_latest_snapshot(self.base_offset)
         with self._scan_lock:
-            self.offset_index.reset()
-            self.time_index.reset()
-            self.txn_index.reset()
-            buf = self.buffer()
-            batches, status, stop, reason = walk_batches(buf, 0, validate_crc=True,
-                                                         stop_on_invalid=True)
-            if len(batches):
-                out_of_range = (batches["last_offset"] - self.base_offset > _INT32_MAX) | \
-                    (batches["last_offset"] < self.base_offset)
-                if out_of_range.any():
-                    bad = int(np.argmax(out_of_range))
-                    raise IndexOffsetOverflowError(
-                        f"segment {self.log_path} holds offset "
-                        f"{int(batches['last_offset'][bad])} that does not fit its base offset "
-                        f"{self.base_offset}")
-            valid_bytes = int(batches["position"][-1] + batches["size"][-1]) if len(batches) \
-                else 0
-            offset_entries, time_entries, max_ts, max_ts_offset = index_entries_for(
-                batches, self.config["index.interval.bytes"])
-            self.offset_index.append_many(offset_entries[:, 0], offset_entries[:, 1])
-            self.time_index.append_many(time_entries[:, 0], time_entries[:, 1])
-            self._max_timestamp_and_offset = TimestampOffset(max_ts, max_ts_offset)
-            producer_state.apply_batches(buf, batches, self.log_path, self.txn_index)
-            if leader_epochs is not None:
-                leader_epochs.assign_from_batches(batches)
-            truncated = self._size - valid_bytes
-            if truncated > 0:
-                if before_truncate is not None:
-                    before_truncate(self, valid_bytes, reason or "an incomplete batch at the "
-                                    "end of the file (a torn write)")
-                self._truncate_file(valid_bytes)
-            self.offset_index.trim_to_valid_size()
-            self.time_index.maybe_append(max_ts, max_ts_offset, skip_full_check=True)
-            self.time_index.trim_to_valid_size()
-            return truncated
+            self._recovering = True
+            try:
+                return self._recover(producer_state, leader_epochs, before_truncate)
+            finally:
+                self._recovering = False
+                self._pending_rebuild = False
+
+    def _recover(self, producer_state, leader_epochs, before_truncate):
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.txn_index.reset()
+        buf = self.buffer()
+        batches, status, stop, reason = walk_batches(buf, 0, validate_crc=True,
+                                                     stop_on_invalid=True)
+        if len(batches):
+            out_of_range = (batches["last_offset"] - self.base_offset > _INT32_MAX) | \
+                (batches["last_offset"] < self.base_offset)
+            if out_of_range.any():
+                bad = int(np.argmax(out_of_range))
+                raise IndexOffsetOverflowError(
+                    f"segment {self.log_path} holds offset "
+                    f"{int(batches['last_offset'][bad])} that does not fit its base offset "
+                    f"{self.base_offset}")
+        valid_bytes = int(batches["position"][-1] + batches["size"][-1]) if len(batches) \
+            else 0
+        offset_entries, time_entries, max_ts, max_ts_offset = index_entries_for(
+            batches, self.config["index.interval.bytes"])
+        self.offset_index.append_many(offset_entries[:, 0], offset_entries[:, 1])
+        self.time_index.append_many(time_entries[:, 0], time_entries[:, 1])
+        self._max_timestamp_and_offset = TimestampOffset(max_ts, max_ts_offset)
+        producer_state.apply_batches(buf, batches, self.log_path, self.txn_index)
+        if leader_epochs is not None:
+            leader_epochs.assign_from_batches(batches)
+        truncated = self._size - valid_bytes
+        if truncated > 0:
+            if before_truncate is not None:
+                before_truncate(self, valid_bytes, reason or "an incomplete batch at the "
+                                "end of the file (a torn write)")
+            self._truncate_file(valid_bytes)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.maybe_append(max_ts, max_ts_offset, skip_full_check=True)
+        self.time_index.trim_to_valid_size()
+        return truncated
 
     # ------------------------------------------------------------------------------ truncate
     def truncate_to(self, offset):

@@ -94,3 +94,30 @@ def test_recover_cli_text_matches_the_report(fixture_copy, capfd, name):
     for a in predicted["actions"]:
         assert f"did: {a['action'].replace('_', ' ')} {a['file']}" in out
     assert f"log end offset {predicted['log_end_offset']}" in out
+
+
+def test_rebuilt_indexes_are_reported(fixture_copy):
+    d = fixture_copy("multiseg-0")
+    logs = sorted(p.name[:20] for p in d.glob("*.log"))
+    (d / f"{logs[2]}.index").unlink()
+    zeroed = d / f"{logs[3]}.timeindex"
+    zeroed.write_bytes(b"\0" * zeroed.stat().st_size)
+    result = recover_partition(d)
+    rebuilt = [a["file"] for a in result["actions"] if a["action"] == "rebuilt_index"]
+    assert sorted(rebuilt) == sorted([f"{logs[2]}.index", f"{logs[3]}.timeindex"])
+    assert result["log_end_offset"] == 30000
+    assert not [a for a in result["actions"] if a["action"] in ("truncated", "deleted_segment")]
+
+
+def test_a_corrupt_index_does_not_hide_a_cut(fixture_copy, tmp_path):
+    """An index rebuilt inside recovery goes through the same hook: the cut is reported and
+    kept, never made silently by a nested rebuild."""
+    d = fixture_copy("multiseg-0")
+    logs = sorted(d.glob("*.log"))
+    (d / (logs[-1].name[:20] + ".index")).write_bytes(b"\1" * 13)    # corrupt
+    with open(logs[-1], "ab") as f:
+        f.write(b"\0" * 30)
+    result = recover_partition(d, keep=tmp_path / "kept")
+    assert [a["file"] for a in result["actions"] if a["action"] == "truncated"] == \
+        [logs[-1].name]
+    assert any(a["action"] == "kept_bytes" for a in result["actions"])
