@@ -17,7 +17,7 @@ from kafkalog.log import Log, LogAppendInfo, LogOffsetSnapshot  # noqa: E402
 from kafkalog.manager import LogManager  # noqa: E402
 
 
-def compiled():
+def compiled() -> bool:
     """True when the Cython kernels are in use (not the pure-Python reference)."""
     return _COMPILED
 

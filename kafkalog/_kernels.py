@@ -1,6 +1,7 @@
 """The one place that picks the kernels: the compiled ``_core`` unless it is missing or
 ``KAFKALOG_NO_EXTENSIONS=1``, else the pure-Python reference ``_core_py``."""
 import os
+from typing import TYPE_CHECKING
 
 KERNEL_NAMES = (
     "walk_batches", "decode_v2_records", "decode_legacy_records", "index_search", "index_lookup",
@@ -10,15 +11,19 @@ KERNEL_NAMES = (
 )
 
 COMPILED = False
-_module = None
-if os.environ.get("KAFKALOG_NO_EXTENSIONS", "") not in ("1", "true", "yes"):
-    try:
-        from kafkalog import _core as _module
-        COMPILED = True
-    except ImportError:
-        _module = None
-if _module is None:
-    from kafkalog import _core_py as _module
+if TYPE_CHECKING:
+    # Type checkers see the stubs (_core.pyi); _core_py has the same signatures.
+    from kafkalog import _core as _module
+else:
+    _module = None
+    if os.environ.get("KAFKALOG_NO_EXTENSIONS", "") not in ("1", "true", "yes"):
+        try:
+            from kafkalog import _core as _module
+            COMPILED = True
+        except ImportError:
+            _module = None
+    if _module is None:
+        from kafkalog import _core_py as _module
 
 walk_batches = _module.walk_batches
 decode_v2_records = _module.decode_v2_records

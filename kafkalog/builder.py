@@ -1,8 +1,11 @@
 """Building record batches (magic 2) and legacy message sets (magic 0/1): the bytes a producer
 or a broker writes. ``records`` reads them."""
+from __future__ import annotations
+
 import struct
 import time
 import zlib
+from typing import TYPE_CHECKING, Any, Iterable, Union
 
 from crc32c import crc32c
 
@@ -13,6 +16,13 @@ from kafkalog.records import (
     CONTROL_MASK, DELETE_HORIZON_MASK, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK,
     ControlType, TimestampType,
 )
+
+if TYPE_CHECKING:
+    from kafkalog._core import Record as _Record
+
+    #: What ``build_batch`` takes for a record: a ``Record``, a ``(key, value, ...)`` tuple of
+    #: ``Record``'s positional arguments, or a dict of its keyword arguments.
+    RecordLike = Union[_Record, tuple[Any, ...], dict[str, Any]]
 
 
 def _varint(value):
@@ -55,11 +65,13 @@ def _as_record(r):
 _V2_HEADER = struct.Struct(">qiibIhiqqqhii")
 
 
-def build_batch(records, *, base_offset=0, compression="none", magic=2, producer_id=-1,
-                producer_epoch=-1, base_sequence=-1, transactional=False,
-                timestamp_type="create_time", partition_leader_epoch=-1, is_control=False,
-                log_append_time=None, delete_horizon_ms=None, last_offset=None,
-                max_timestamp=None):
+def build_batch(records: Iterable[RecordLike], *, base_offset: int = 0,
+                compression: str | int = "none", magic: int = 2, producer_id: int = -1,
+                producer_epoch: int = -1, base_sequence: int = -1, transactional: bool = False,
+                timestamp_type: TimestampType | int | str = "create_time",
+                partition_leader_epoch: int = -1, is_control: bool = False,
+                log_append_time: int | None = None, delete_horizon_ms: int | None = None,
+                last_offset: int | None = None, max_timestamp: int | None = None) -> bytes:
     """Build one record batch (magic 2) or message set (magic 0/1); returns bytes.
 
     Offsets: a record's own ``offset`` if set, else ``base_offset`` + its index. Timestamps: a
@@ -68,17 +80,17 @@ def build_batch(records, *, base_offset=0, compression="none", magic=2, producer
     ``last_offset`` / ``max_timestamp`` keep a batch's original header values when records
     were taken out of it (compaction keeps the producer's sequence range that way).
     """
-    records = [_as_record(r) for r in records]
+    batch = [_as_record(r) for r in records]
     codec = codecs.codec_id(compression)
     ts_type = TimestampType.of(timestamp_type)
     now = int(time.time() * 1000)
     if magic in (0, 1):
-        return _build_legacy(records, base_offset, codec, magic, ts_type, now, log_append_time)
+        return _build_legacy(batch, base_offset, codec, magic, ts_type, now, log_append_time)
     if magic != 2:
         raise ValueError(f"unsupported magic {magic}")
     offsets = [r.offset if r.offset is not None else base_offset + i
-               for i, r in enumerate(records)]
-    timestamps = [r.timestamp if r.timestamp is not None else now for r in records]
+               for i, r in enumerate(batch)]
+    timestamps = [r.timestamp if r.timestamp is not None else now for r in batch]
     if delete_horizon_ms is not None:
         base_timestamp = delete_horizon_ms
     else:
@@ -89,7 +101,7 @@ def build_batch(records, *, base_offset=0, compression="none", magic=2, producer
     if max_timestamp is not None:
         batch_max_ts = max_timestamp
     body = b"".join(_encode_record(r, off - base_offset, ts - base_timestamp)
-                    for r, off, ts in zip(records, offsets, timestamps))
+                    for r, off, ts in zip(batch, offsets, timestamps))
     body = codecs.compress(codec, body)
     attributes = codec
     if ts_type == TimestampType.LOG_APPEND_TIME:
@@ -107,14 +119,16 @@ def build_batch(records, *, base_offset=0, compression="none", magic=2, producer
     header = bytearray(_V2_HEADER.pack(
         base_offset, length, partition_leader_epoch, 2, 0, attributes, last_offset_delta,
         base_timestamp, batch_max_ts, producer_id, producer_epoch, base_sequence,
-        len(records)))
+        len(batch)))
     out = header + body
     struct.pack_into(">I", out, 17, crc32c(memoryview(out)[V2_CRC_START:]))
     return bytes(out)
 
 
-def build_control_batch(control_type, *, producer_id, producer_epoch, coordinator_epoch=0,
-                        base_offset=0, timestamp=None, partition_leader_epoch=-1):
+def build_control_batch(control_type: ControlType | int | str, *, producer_id: int,
+                        producer_epoch: int, coordinator_epoch: int = 0, base_offset: int = 0,
+                        timestamp: int | None = None, partition_leader_epoch: int = -1
+                        ) -> bytes:
     """An end-transaction marker batch (``control_type`` "commit" / "abort" or a ControlType).
 
     Returns bytes: a transactional control batch holding one record whose key is

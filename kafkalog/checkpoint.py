@@ -5,15 +5,20 @@ Offset checkpoints (``recovery-point-offset-checkpoint``, ``log-start-offset-che
 ``topic partition offset`` lines. ``leader-epoch-checkpoint``: version, count, ``epoch offset``
 lines. Written to ``<name>.tmp``, fsynced, then renamed into place.
 """
-import collections
+from __future__ import annotations
+
 import logging
 import os
+from typing import TYPE_CHECKING, Mapping, NamedTuple, Sequence
 
 from kafkalog.errors import CorruptCheckpointError
 from kafkalog.files import (
     CLEAN_SHUTDOWN_FILE, CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
     PARTITION_METADATA, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
 )
+
+if TYPE_CHECKING:
+    from kafkalog._typing import StrPath
 
 log = logging.getLogger(__name__)
 
@@ -55,12 +60,12 @@ def _read_lines(path, fields, parse):
     return entries
 
 
-def write_atomically(path, text):
+def write_atomically(path: StrPath, text: str) -> None:
     """Write ``text`` to ``path`` via ``path.tmp``, fsync, rename, fsync the directory."""
     write_atomically_bytes(path, text.encode("utf-8"))
 
 
-def write_atomically_bytes(path, data):
+def write_atomically_bytes(path: StrPath, data: bytes) -> None:
     """``write_atomically`` for bytes."""
     path = os.fspath(path)
     tmp = path + ".tmp"
@@ -72,7 +77,7 @@ def write_atomically_bytes(path, data):
     fsync_dir(os.path.dirname(path) or ".")
 
 
-def fsync_dir(path):
+def fsync_dir(path: StrPath) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -80,31 +85,31 @@ def fsync_dir(path):
         os.close(fd)
 
 
-def read_leader_epoch_checkpoint(path):
+def read_leader_epoch_checkpoint(path: StrPath) -> list[tuple[int, int]]:
     """[(epoch, start_offset), ...] from a ``leader-epoch-checkpoint`` file."""
     return _read_lines(path, 2, lambda p: (int(p[0]), int(p[1])))
 
 
-def write_leader_epoch_checkpoint(path, entries):
+def write_leader_epoch_checkpoint(path: StrPath, entries: Sequence[tuple[int, int]]) -> None:
     lines = [str(CHECKPOINT_VERSION), str(len(entries))]
     lines += [f"{epoch} {offset}" for epoch, offset in entries]
     write_atomically(path, "\n".join(lines) + "\n")
 
 
-def read_offset_checkpoint(path):
+def read_offset_checkpoint(path: StrPath) -> dict[tuple[str, int], int]:
     """{(topic, partition): offset} from an offset checkpoint file."""
     entries = _read_lines(path, 3, lambda p: ((p[0], int(p[1])), int(p[2])))
     return dict(entries)
 
 
-def write_offset_checkpoint(path, offsets):
+def write_offset_checkpoint(path: StrPath, offsets: Mapping[tuple[str, int], int]) -> None:
     """Write {(topic, partition): offset} in Kafka's format, atomically."""
     lines = [str(CHECKPOINT_VERSION), str(len(offsets))]
     lines += [f"{topic} {partition} {offset}" for (topic, partition), offset in offsets.items()]
     write_atomically(path, "\n".join(lines) + "\n")
 
 
-def read_partition_metadata(directory):
+def read_partition_metadata(directory: StrPath) -> str | None:
     """The topic id in a partition's ``partition.metadata`` (``version: 0`` /
     ``topic_id: <id>``), or None when there is no such file."""
     path = os.path.join(directory, PARTITION_METADATA)
@@ -121,16 +126,19 @@ def read_partition_metadata(directory):
     return fields["topic_id"].strip()
 
 
-def write_partition_metadata(directory, topic_id):
+def write_partition_metadata(directory: StrPath, topic_id: str) -> None:
     write_atomically(os.path.join(directory, PARTITION_METADATA),
                      f"version: 0\ntopic_id: {topic_id}")
 
 
-PartitionCheckpoints = collections.namedtuple(
-    "PartitionCheckpoints", "recovery_point log_start_offset high_watermark cleaner_offset "
-                            "clean_shutdown")
-PartitionCheckpoints.__doc__ = """What a log dir's checkpoint files say of one partition;
-an offset is None when no file holds it."""
+class PartitionCheckpoints(NamedTuple):
+    """What a log dir's checkpoint files say of one partition; an offset is None when no file
+    holds it."""
+    recovery_point: int | None
+    log_start_offset: int | None
+    high_watermark: int | None
+    cleaner_offset: int | None
+    clean_shutdown: bool
 
 
 class LogDirCheckpoints:
@@ -147,9 +155,9 @@ class LogDirCheckpoints:
              "high_watermark": REPLICATION_OFFSET_CHECKPOINT,
              "cleaner_offset": CLEANER_OFFSET_CHECKPOINT}
 
-    def __init__(self, log_dir):
+    def __init__(self, log_dir: StrPath) -> None:
         self.log_dir = os.fspath(log_dir)
-        self.problems = []
+        self.problems: list[str] = []
         self.offsets = {field: self._read(name) for field, name in self.NAMES.items()}
         self.clean_shutdown = os.path.exists(os.path.join(self.log_dir, CLEAN_SHUTDOWN_FILE))
 
@@ -164,14 +172,14 @@ class LogDirCheckpoints:
             log.warning("ignoring %s (its offsets default as if it were missing): %s", path, e)
             return {}
 
-    def for_partition(self, key):
+    def for_partition(self, key: tuple[str, int] | None) -> PartitionCheckpoints:
         """A ``PartitionCheckpoints`` for ``key`` ((topic, partition), or None for a
         directory that is not named like a partition: nothing is known of it)."""
         values = {field: (offsets.get(key) if key is not None else None)
                   for field, offsets in self.offsets.items()}
         return PartitionCheckpoints(clean_shutdown=self.clean_shutdown, **values)
 
-    def write(self, field, offsets):
+    def write(self, field: str, offsets: Mapping[tuple[str, int], int]) -> None:
         """Replace one of the offset checkpoint files with ``offsets``."""
         write_offset_checkpoint(os.path.join(self.log_dir, self.NAMES[field]), offsets)
         self.offsets[field] = dict(offsets)

@@ -94,8 +94,8 @@ def _verify(args):
         json.dump({"ok": ok, "errors": errors, "partitions": reports}, sys.stdout)
         sys.stdout.write("\n")
     else:
-        for e in errors:
-            print(f"ERROR {e}")
+        for err in errors:
+            print(f"ERROR {err}")
         for r in reports:
             batches = sum(s["batches"] for s in r["segments"])
             records = "" if not r["deep"] else \

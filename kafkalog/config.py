@@ -5,14 +5,22 @@ Every name of Kafka 4's topic config (``TopicConfig`` plus the replication-throt
 rest (replication, tiered storage, compression levels, ...) are validated as Kafka validates
 them, kept, readable through ``config[name]`` and listed in ``IGNORED``.
 """
+from __future__ import annotations
+
 import math
 import numbers
 import os
 import re
+from typing import TYPE_CHECKING, Any, Mapping
 
 import javaproperties
 
 from kafkalog.errors import InvalidConfigError
+
+if TYPE_CHECKING:
+    import random
+
+    from kafkalog._typing import StrPath
 
 INT_MIN, INT_MAX = -2**31, 2**31 - 1
 LONG_MIN, LONG_MAX = -2**63, 2**63 - 1
@@ -243,20 +251,20 @@ class LogConfig:
     IGNORED = IGNORED
     NAMES = frozenset(_SETTINGS)
 
-    def __init__(self, values=None, **overrides):
+    def __init__(self, values: Mapping[str, Any] | None = None, **overrides: Any) -> None:
         merged = dict(values or {})
         merged.update({k.replace("_", "."): v for k, v in overrides.items()})
         unknown = sorted(str(k) for k in set(merged) - set(_SETTINGS))
         if unknown:
             raise InvalidConfigError(f"unknown log config {', '.join(unknown)}; known: "
                                      f"{', '.join(sorted(_SETTINGS))}")
-        self._values = {}
+        self._values: dict[str, Any] = {}
         for name, (default, check) in _SETTINGS.items():
             self._values[name] = check(name, merged[name]) if name in merged else default
         _validate_together(self._values)
 
     @classmethod
-    def from_properties(cls, path):
+    def from_properties(cls, path: StrPath) -> LogConfig:
         """Read a Kafka ``.properties`` file of topic settings.
 
         The file is read as ``java.util.Properties.load`` reads it (the ``javaproperties``
@@ -278,15 +286,15 @@ class LogConfig:
         except InvalidConfigError as e:
             raise InvalidConfigError(f"{path}: {e}") from None
 
-    def with_overrides(self, values):
+    def with_overrides(self, values: Mapping[str, Any] | None) -> LogConfig:
         merged = dict(self._values)
         merged.update(values or {})
         return LogConfig(merged)
 
-    def __getitem__(self, name):
+    def __getitem__(self, name: str) -> Any:
         return self._values[name]
 
-    def __getattr__(self, attr):
+    def __getattr__(self, attr: str) -> Any:
         if attr.startswith("_"):     # not a setting (and no recursion before _values is set)
             raise AttributeError(attr)
         try:
@@ -294,31 +302,31 @@ class LogConfig:
         except KeyError:
             raise AttributeError(attr) from None
 
-    def to_dict(self):
+    def to_dict(self) -> dict[str, Any]:
         return dict(self._values)
 
     @property
-    def delete_enabled(self):
+    def delete_enabled(self) -> bool:
         return "delete" in self._values["cleanup.policy"].split(",")
 
     @property
-    def compact_enabled(self):
+    def compact_enabled(self) -> bool:
         return "compact" in self._values["cleanup.policy"].split(",")
 
     @property
-    def max_index_size(self):
+    def max_index_size(self) -> int:
         return self._values["segment.index.bytes"]
 
-    def random_segment_jitter(self, rng):
+    def random_segment_jitter(self, rng: random.Random) -> int:
         """Kafka's roll jitter: random % min(segment.jitter.ms, segment.ms), or 0."""
         jitter = self._values["segment.jitter.ms"]
         if jitter == 0:
             return 0
         return rng.randrange(2**63) % min(jitter, self._values["segment.ms"])
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, LogConfig) and self._values == other._values
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         changed = {k: v for k, v in self._values.items() if v != _SETTINGS[k][0]}
         return f"LogConfig({changed})"

@@ -17,6 +17,8 @@ segment's listing stops there with the count of bytes left), an index, ``.txnind
 
 ``dump`` never creates, resizes or rewrites a file: indexes are opened read-only.
 """
+from __future__ import annotations
+
 import binascii
 import hashlib
 import json
@@ -24,6 +26,7 @@ import os
 import re
 import stat
 import struct
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 
@@ -44,6 +47,9 @@ from kafkalog.records import (
     ControlType, RecordTable, TimestampType, decode_batches, increment_sequence,
     parse_control_record, timestamp_type_of,
 )
+
+if TYPE_CHECKING:
+    from kafkalog._typing import StrPath
 
 RECORD_MODES = ("full", "digest", "none")
 PAYLOAD_FORMATS = ("text", "hex", "base64")
@@ -84,8 +90,9 @@ class DumpOptions:
     """
     __slots__ = ("records", "max_bytes", "start_offset", "end_offset", "payload")
 
-    def __init__(self, records="full", max_bytes=None, start_offset=None, end_offset=None,
-                 payload="text"):
+    def __init__(self, records: str = "full", max_bytes: int | None = None,
+                 start_offset: int | None = None, end_offset: int | None = None,
+                 payload: str = "text") -> None:
         if records not in RECORD_MODES:
             raise InvalidConfigError(f"records mode must be one of {RECORD_MODES}")
         if payload not in PAYLOAD_FORMATS:
@@ -102,10 +109,10 @@ class DumpOptions:
         self.payload = payload
 
     @property
-    def has_range(self):
+    def has_range(self) -> bool:
         return self.start_offset is not None or self.end_offset is not None
 
-    def limits(self):
+    def limits(self) -> dict[str, int] | None:
         """The limits set, for the JSON document (None when the dump is complete)."""
         out = {k: getattr(self, k) for k in ("max_bytes", "start_offset", "end_offset")
                if getattr(self, k) is not None}
@@ -119,16 +126,16 @@ class DumpReport:
     position in it (None when the whole file is at fault) and what is wrong.
     """
 
-    def __init__(self):
-        self.problems = []
+    def __init__(self) -> None:
+        self.problems: list[dict[str, Any]] = []
 
-    def add(self, path, position, message):
+    def add(self, path: StrPath, position: int | None, message: str) -> dict[str, Any]:
         problem = {"file": os.fspath(path), "position": position, "message": message}
         self.problems.append(problem)
         return problem
 
     @property
-    def damaged(self):
+    def damaged(self) -> bool:
         return bool(self.problems)
 
 
@@ -553,7 +560,7 @@ def _txn_entries_before_damage(path):
     return _txn_entry_dicts(entries[:bad[0]] if len(bad) else entries)
 
 
-def dump_snapshot(path):
+def dump_snapshot(path: StrPath) -> list[dict[str, Any]]:
     """The ``producer_snapshots[].entries`` of a ``.snapshot`` file; raises
     CorruptSnapshotError for a damaged one."""
     out = []
@@ -617,7 +624,7 @@ def _file_sizes(path, names):
 # ----------------------------------------------------------------------------------------------
 # What a path names
 
-def partition_dirs(path):
+def partition_dirs(path: StrPath) -> list[str]:
     """The partition directories ``path`` names: itself (a directory holding segments, or
     named ``topic-partition``, or holding no partition directories), or those in a log dir."""
     path = os.path.abspath(os.fspath(path))
@@ -665,7 +672,8 @@ def _segments_in_range(bases, options):
 _dumps = json.dumps
 
 
-def iter_json(path, options=None, report=None):
+def iter_json(path: StrPath, options: DumpOptions | None = None,
+              report: DumpReport | None = None) -> Iterator[str]:
     """Yield the ``dump --json`` output of ``path`` in pieces of text.
 
     ``path`` is a partition directory, a log dir (one document per partition directory) or a
@@ -824,21 +832,26 @@ def _index_json(read):
 # ----------------------------------------------------------------------------------------------
 # The documents as dicts (the streamed JSON, parsed)
 
-def dump_partition(path, records_mode="full", options=None, report=None):
+def dump_partition(path: StrPath, records_mode: str = "full", options: DumpOptions | None = None,
+                   report: DumpReport | None = None) -> dict[str, Any]:
     """The DUMP_JSON document of a partition directory, as a dict."""
     options = _options(options, records_mode)
     report = DumpReport() if report is None else report
     return json.loads("".join(_partition_json(os.fspath(path), options, report)))
 
 
-def dump_segment(log_path, records_mode="full", options=None, report=None):
+def dump_segment(log_path: StrPath, records_mode: str = "full",
+                 options: DumpOptions | None = None,
+                 report: DumpReport | None = None) -> dict[str, Any]:
     """The ``segments[]`` entry of one ``.log`` file and its index files, as a dict."""
     options = _options(options, records_mode)
     report = DumpReport() if report is None else report
     return json.loads("".join(_segment_json(os.fspath(log_path), options, report)))
 
 
-def dump_path(path, records_mode="full", options=None, report=None):
+def dump_path(path: StrPath, records_mode: str = "full", options: DumpOptions | None = None,
+              report: DumpReport | None = None
+              ) -> dict[str, Any] | list[dict[str, Any]]:
     """The document of a partition directory or of one segment, index, snapshot or checkpoint
     file, as a dict; for a log dir, a list of its partitions' documents."""
     options = _options(options, records_mode)
@@ -852,7 +865,8 @@ def dump_path(path, records_mode="full", options=None, report=None):
 # ----------------------------------------------------------------------------------------------
 # Text, streamed: kafka-dump-log --deep-iteration --print-data-log, plus the damage found
 
-def iter_text(path, options=None, report=None):
+def iter_text(path: StrPath, options: DumpOptions | None = None,
+              report: DumpReport | None = None) -> Iterator[str]:
     """Yield a readable listing of ``path`` (as ``iter_json`` takes) in pieces of text, each
     one or more whole lines ending in a newline.
 

@@ -7,10 +7,14 @@ more suffix while it changes state (``.deleted``, ``.cleaned``, ``.swap``). A pa
 directory is ``<topic>-<partition>``; a deleted, future (alter-log-dirs) or stray one is
 ``<topic>-<partition>.<unique id>-delete`` / ``-future`` / ``-stray``.
 """
+from __future__ import annotations
+
 import collections
 import os
 import re
+from typing import Iterable
 
+from kafkalog._typing import StrPath
 from kafkalog.errors import KafkaLogError
 
 LOG_SUFFIX = ".log"
@@ -50,41 +54,41 @@ TopicPartitionDir.__doc__ = """A partition directory's name parsed: ``state`` is
 live log, else ``"delete"``, ``"future"`` or ``"stray"``."""
 
 
-def file_name(offset, suffix):
+def file_name(offset: int, suffix: str) -> str:
     """``<20-digit offset><suffix>``, e.g. ``00000000000000000042.log``."""
     return f"{offset:020d}{suffix}"
 
 
-def file_path(directory, offset, suffix):
+def file_path(directory: StrPath, offset: int, suffix: str) -> str:
     return os.path.join(directory, file_name(offset, suffix))
 
 
-def parse_file_name(name):
+def parse_file_name(name: str) -> tuple[int, str, str] | None:
     """(offset, suffix, state suffix) of ``<20 digits><suffix>[<state suffix>]``, e.g.
     ``(42, ".log", ".swap")``; None for any other name."""
     m = _OFFSET_NAME.match(name)
     return (int(m.group(1)), m.group(2), m.group(3)) if m else None
 
 
-def offset_from_file_name(name):
+def offset_from_file_name(name: str) -> int | None:
     """The offset a file name starts with (whatever its suffixes), or None."""
     parsed = parse_file_name(name)
     return parsed[0] if parsed else None
 
 
-def is_file_of(name, suffix, state=""):
+def is_file_of(name: str, suffix: str, state: str = "") -> bool:
     """True when ``name`` is ``<20 digits><suffix><state>`` exactly."""
     parsed = parse_file_name(name)
     return parsed is not None and parsed[1] == suffix and parsed[2] == state
 
 
-def offsets_of(names, suffix, state=""):
+def offsets_of(names: Iterable[str], suffix: str, state: str = "") -> list[int]:
     """Sorted offsets of the names that are ``<20 digits><suffix><state>``."""
     return sorted(p[0] for p in map(parse_file_name, names)
                   if p is not None and p[1] == suffix and p[2] == state)
 
 
-def holds_segments(directory):
+def holds_segments(directory: StrPath) -> bool:
     """True when ``directory`` holds at least one ``.log`` segment file."""
     try:
         return any(is_file_of(n, LOG_SUFFIX) for n in os.listdir(directory))
@@ -92,7 +96,7 @@ def holds_segments(directory):
         return False
 
 
-def validate_topic(topic):
+def validate_topic(topic: str) -> str:
     """Kafka's topic name rules; raises InvalidTopicError (so no name can escape a log dir)."""
     from kafkalog.errors import InvalidTopicError
     if not isinstance(topic, str) or not topic:
@@ -107,7 +111,8 @@ def validate_topic(topic):
     return topic
 
 
-def partition_dir_name(topic, partition, state="", unique_id=None):
+def partition_dir_name(topic: str, partition: int, state: str = "",
+                       unique_id: str | None = None) -> str:
     """``<topic>-<partition>``, or with a state ``<topic>-<partition>.<unique id>-<state>``."""
     name = f"{topic}-{partition}"
     if not state:
@@ -116,7 +121,7 @@ def partition_dir_name(topic, partition, state="", unique_id=None):
     return f"{name}.{unique_id}{suffix}"
 
 
-def parse_partition_dir_name(name):
+def parse_partition_dir_name(name: str) -> TopicPartitionDir:
     """A ``TopicPartitionDir`` of a partition directory name; raises KafkaLogError for a name
     that is not one (as Kafka's ``parseTopicPartitionName``)."""
     state = ""
@@ -134,7 +139,7 @@ def parse_partition_dir_name(name):
     return TopicPartitionDir(topic, int(partition), state)
 
 
-def parse_topic_partition(name):
+def parse_topic_partition(name: str) -> tuple[str, int]:
     """(topic, partition) of a live partition directory name ``topic-partition``."""
     parsed = parse_partition_dir_name(name)
     if parsed.state:
@@ -142,7 +147,7 @@ def parse_topic_partition(name):
     return parsed.topic, parsed.partition
 
 
-def topic_partition_or_none(name):
+def topic_partition_or_none(name: str) -> tuple[str, int] | None:
     """(topic, partition) of a live partition directory name, or None."""
     try:
         return parse_topic_partition(name)

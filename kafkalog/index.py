@@ -4,14 +4,17 @@
 Offset and time indexes are memory-mapped and preallocated to ``max_index_size`` when created;
 searches run in the ``index_search`` kernel (hot/cold binary search, FORMAT.md).
 """
-import collections
+from __future__ import annotations
+
 import contextlib
 import mmap
 import os
 import struct
 import threading
+from typing import TYPE_CHECKING, Any, Iterator, NamedTuple, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 from kafkalog._kernels import (
     IndexView, index_lookup_many, index_search, index_entries,
@@ -26,11 +29,24 @@ from kafkalog.errors import (
     InvalidTimestampError,
 )
 
+if TYPE_CHECKING:
+    from kafkalog._typing import StrPath
+
+_Index = TypeVar("_Index", bound="_MappedIndex")
+
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
 _INT32_MAX = 2**31 - 1
 
-OffsetPosition = collections.namedtuple("OffsetPosition", "offset position")
-TimestampOffset = collections.namedtuple("TimestampOffset", "timestamp offset")
+class OffsetPosition(NamedTuple):
+    """An offset index entry: an absolute offset and the byte position of its batch."""
+    offset: int
+    position: int
+
+
+class TimestampOffset(NamedTuple):
+    """A time index entry: a timestamp (ms) and an absolute offset."""
+    timestamp: int
+    offset: int
 
 
 def _close_quietly(mapping):
@@ -47,10 +63,11 @@ class _MappedIndex:
     """What the offset and time indexes share: the file, its mmap, entries, resize, trim."""
     entry_size = 0
     _key_field = _value_field = 0
-    _result_type = None
+    _result_type: type | None = None
 
-    def __init__(self, path, base_offset, max_index_size=DEFAULT_MAX_INDEX_SIZE, writable=True,
-                 empty=False):
+    def __init__(self, path: StrPath, base_offset: int,
+                 max_index_size: int = DEFAULT_MAX_INDEX_SIZE, writable: bool = True,
+                 empty: bool = False) -> None:
         """``empty``: read-only, no entries, the file not even opened (for readers of a
         directory whose index is missing or damaged: a lookup then scans from the segment's
         start)."""
@@ -59,8 +76,8 @@ class _MappedIndex:
         self.max_index_size = max_index_size
         self.writable = writable and not empty
         self._lock = threading.RLock()
-        self._mmap = None
-        self._view = None
+        self._mmap: Any = None  # mmap.mmap once mapped (writes happen only then)
+        self._view: Any = None  # the held IndexView
         self._n = 0
         newly_created = empty or not os.path.exists(self.path)
         if empty:
@@ -87,7 +104,7 @@ class _MappedIndex:
 
     @classmethod
     @contextlib.contextmanager
-    def reading(cls, path, base_offset):
+    def reading(cls: type[_Index], path: StrPath, base_offset: int) -> Iterator[_Index]:
         """An existing index opened read-only with only its written entries (the all-zero
         tail a crash leaves in a preallocated index is left out); released on exit."""
         index = cls(path, base_offset, writable=False)
@@ -142,19 +159,19 @@ class _MappedIndex:
         return self._mmap if self._mmap is not None else b""
 
     @property
-    def entries(self):
+    def entries(self) -> int:
         return self._entries
 
     @property
-    def max_entries(self):
+    def max_entries(self) -> int:
         return self._length // self.entry_size
 
     @property
-    def length(self):
+    def length(self) -> int:
         """Size of the index file in bytes."""
         return self._length
 
-    def is_full(self):
+    def is_full(self) -> bool:
         return self._entries >= self.max_entries
 
     def _relative(self, offset):
@@ -172,7 +189,7 @@ class _MappedIndex:
         if not self.writable:
             raise PermissionError(f"index {self.path} is read-only")
 
-    def resize(self, new_size):
+    def resize(self, new_size: int) -> bool:
         """Set the file size to ``new_size`` rounded down to whole entries; True if it changed.
 
         The new mapping is made before the old one is dropped, so a concurrent lookup always
@@ -199,21 +216,21 @@ class _MappedIndex:
             _close_quietly(old)
             return True
 
-    def trim_to_valid_size(self):
+    def trim_to_valid_size(self) -> bool:
         """Shrink the file to the entries in use (done at roll and close)."""
         return self.resize(self._entries * self.entry_size)
 
-    def truncate(self):
+    def truncate(self) -> None:
         """Drop every entry."""
         self._truncate_to_entries(0)
 
-    def reset(self):
+    def reset(self) -> None:
         """Drop every entry and grow the file back to the maximum size."""
         with self._lock:
             self.truncate()
             self.resize(self.max_index_size)
 
-    def drop_zero_tail(self):
+    def drop_zero_tail(self) -> int:
         """Forget the all-zero entries a crash leaves at the end of a preallocated index (the
         file is not changed); returns how many there were."""
         if not self._entries:
@@ -239,7 +256,7 @@ class _MappedIndex:
             return 0
         return slot if self._entry_offset(slot) == offset else slot + 1
 
-    def truncate_to(self, offset):
+    def truncate_to(self, offset: int) -> None:
         """Remove every entry with an offset >= ``offset``."""
         with self._lock:
             self._truncate_to_entries(self._truncate_slot(offset))
@@ -250,40 +267,40 @@ class _MappedIndex:
                 f"index file {self.path} is corrupt, found {self._length} bytes which is "
                 f"neither positive nor a multiple of {self.entry_size}")
 
-    def valid_entries(self):
+    def valid_entries(self) -> int:
         """Entries before the all-zero tail a crash leaves in a preallocated index."""
         return index_valid_entries(self._buffer, self.entry_size)
 
-    def flush(self):
+    def flush(self) -> None:
         if self._mmap is not None and self.writable:
             self._mmap.flush()
 
-    def close(self):
+    def close(self) -> None:
         """Trim to the valid entries (when writable) and release the mapping."""
         with self._lock:
             if self.writable:
                 self.trim_to_valid_size()
             self._unmap()
 
-    def close_handler(self):
+    def close_handler(self) -> None:
         """Release the mapping without trimming."""
         self._unmap()
 
-    def rename_to(self, path):
+    def rename_to(self, path: StrPath) -> None:
         os.replace(self.path, path)
         self.path = os.fspath(path)
 
-    def key_values(self):
+    def key_values(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """All entries as two int64 numpy arrays (see subclasses for the meaning)."""
         return index_entries(self._buffer, self._entries, self._key_field)
 
-    def __enter__(self):
+    def __enter__(self: _Index) -> _Index:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"{type(self).__name__}({self.path!r}, base_offset={self.base_offset}, " \
                f"entries={self._entries})"
 
@@ -309,10 +326,10 @@ class OffsetIndex(_MappedIndex):
         self._last_offset = self._read_last_offset()
 
     @property
-    def last_offset(self):
+    def last_offset(self) -> int:
         return self._last_offset
 
-    def entry(self, n):
+    def entry(self, n: int) -> OffsetPosition:
         """The n-th entry as ``OffsetPosition`` (absolute offset)."""
         if n < 0 or n >= self._entries:
             raise IndexError(f"attempt to fetch the {n}th entry from {self.path} of size "
@@ -323,7 +340,7 @@ class OffsetIndex(_MappedIndex):
     def _entry_offset(self, slot):
         return self.entry(slot).offset
 
-    def append(self, offset, position):
+    def append(self, offset: int, position: int) -> None:
         """Add an entry; its offset must be larger than the last one."""
         with self._lock:
             if self.is_full():
@@ -340,7 +357,7 @@ class OffsetIndex(_MappedIndex):
                     f"attempt to append an offset ({offset}) to position {self._entries} no "
                     f"larger than the last offset appended ({self._last_offset}) to {self.path}")
 
-    def append_many(self, offsets, positions):
+    def append_many(self, offsets: npt.ArrayLike, positions: npt.ArrayLike) -> None:
         """Append several entries at once (recovery); the same rules as ``append``."""
         offsets = np.asarray(offsets, dtype=np.int64)
         positions = np.asarray(positions, dtype=np.int64)
@@ -364,18 +381,20 @@ class OffsetIndex(_MappedIndex):
             self._entries += n
             self._last_offset = int(offsets[-1])
 
-    def lookup(self, target_offset):
+    def lookup(self, target_offset: int) -> OffsetPosition:
         """Largest entry with offset <= ``target_offset``, else (base_offset, 0).
 
         (Bound per instance to the held view's kernel; this is the unbound fallback.)"""
         return self._view.lookup(target_offset)
 
-    def lookup_many(self, target_offsets):
+    def lookup_many(self, target_offsets: npt.ArrayLike
+                    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """``lookup`` for an array of offsets in one call; returns (offsets, positions) arrays."""
         return index_lookup_many(self._buffer, self._entries, OFFSET_KEY, self.base_offset,
                                  np.asarray(target_offsets, dtype=np.int64))
 
-    def fetch_upper_bound_offset(self, fetch_position, fetch_size):
+    def fetch_upper_bound_offset(self, fetch_position: OffsetPosition | int,
+                                 fetch_size: int) -> OffsetPosition | None:
         """Smallest entry whose position >= ``fetch_position`` + ``fetch_size``, else None.
 
         ``fetch_position`` may be an ``OffsetPosition`` or a byte position.
@@ -385,7 +404,7 @@ class OffsetIndex(_MappedIndex):
         slot = self._search(fetch_position + fetch_size, OFFSET_VALUE, upper=True)
         return None if slot < 0 else self.entry(slot)
 
-    def sanity_check(self):
+    def sanity_check(self) -> None:
         """Raise CorruptIndexError as Kafka's OffsetIndex.sanityCheck does."""
         if self._entries != 0 and self._last_offset < self.base_offset:
             raise CorruptIndexError(
@@ -394,7 +413,7 @@ class OffsetIndex(_MappedIndex):
                 f"{self.base_offset}")
         self._check_length()
 
-    def entries_array(self):
+    def entries_array(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """(absolute offsets, positions) of every entry, as int64 arrays."""
         rel, pos = self.key_values()
         return rel + self.base_offset, pos
@@ -421,14 +440,14 @@ class TimeIndex(_MappedIndex):
         self._last_entry = self._read_last_entry()
 
     @property
-    def last_entry(self):
+    def last_entry(self) -> TimestampOffset:
         return self._last_entry
 
-    def is_full(self):
+    def is_full(self) -> bool:
         # The last slot is kept for the entry appended when the segment rolls.
         return self._entries >= self.max_entries - 1
 
-    def entry(self, n):
+    def entry(self, n: int) -> TimestampOffset:
         """The n-th entry as ``TimestampOffset`` (absolute offset)."""
         if n < 0 or n >= self._entries:
             raise IndexError(f"attempt to fetch the {n}th entry from {self.path} of size "
@@ -439,7 +458,7 @@ class TimeIndex(_MappedIndex):
     def _entry_offset(self, slot):
         return self.entry(slot).offset
 
-    def maybe_append(self, timestamp, offset, skip_full_check=False):
+    def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
         """Add (timestamp, offset) if ``timestamp`` is larger than the last entry's."""
         with self._lock:
             if not skip_full_check and self.is_full():
@@ -464,7 +483,7 @@ class TimeIndex(_MappedIndex):
                 self._entries += 1
                 self._last_entry = TimestampOffset(timestamp, offset)
 
-    def append_many(self, timestamps, offsets):
+    def append_many(self, timestamps: npt.ArrayLike, offsets: npt.ArrayLike) -> None:
         """Append entries of increasing timestamps at once (recovery); ``maybe_append``'s
         rules, with the slot kept for the roll left free."""
         timestamps = np.asarray(timestamps, dtype=np.int64)
@@ -491,18 +510,19 @@ class TimeIndex(_MappedIndex):
             self._entries += n
             self._last_entry = TimestampOffset(int(timestamps[-1]), int(offsets[-1]))
 
-    def lookup(self, target_timestamp):
+    def lookup(self, target_timestamp: int) -> TimestampOffset:
         """Largest entry with timestamp <= ``target_timestamp``, else (-1, base_offset).
 
         (Bound per instance to the held view's kernel; this is the unbound fallback.)"""
         return self._view.lookup(target_timestamp)
 
-    def lookup_many(self, target_timestamps):
+    def lookup_many(self, target_timestamps: npt.ArrayLike
+                    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """``lookup`` for an array of timestamps; returns (timestamps, offsets) arrays."""
         return index_lookup_many(self._buffer, self._entries, TIME_KEY, self.base_offset,
                                  np.asarray(target_timestamps, dtype=np.int64))
 
-    def sanity_check(self):
+    def sanity_check(self) -> None:
         """Raise CorruptIndexError as Kafka's TimeIndex.sanityCheck does."""
         last = self._last_entry
         if self._entries != 0 and last.timestamp < self.entry(0).timestamp:
@@ -517,14 +537,19 @@ class TimeIndex(_MappedIndex):
                 f"{self.base_offset}")
         self._check_length()
 
-    def entries_array(self):
+    def entries_array(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """(timestamps, absolute offsets) of every entry, as int64 arrays."""
         ts, rel = self.key_values()
         return ts, rel + self.base_offset
 
 
-AbortedTxn = collections.namedtuple(
-    "AbortedTxn", "producer_id first_offset last_offset last_stable_offset")
+class AbortedTxn(NamedTuple):
+    """A transaction index entry: the producer and the offsets its aborted transaction spans
+    (``last_offset`` is the ABORT marker's)."""
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
 
 TXN_ENTRY_DTYPE = np.dtype([("version", ">i2"), ("producer_id", ">i8"), ("first_offset", ">i8"),
                             ("last_offset", ">i8"), ("last_stable_offset", ">i8")])
@@ -532,8 +557,10 @@ assert TXN_ENTRY_DTYPE.itemsize == TXN_INDEX_ENTRY_SIZE
 _TXN_VERSION = 0
 _TXN_ENTRY = struct.Struct(">hqqqq")
 
-TxnIndexSearchResult = collections.namedtuple("TxnIndexSearchResult",
-                                              "aborted_transactions is_complete")
+class TxnIndexSearchResult(NamedTuple):
+    """The aborted transactions a fetch overlaps, and whether later segments can add none."""
+    aborted_transactions: list[AbortedTxn]
+    is_complete: bool
 
 
 class TransactionIndex:
@@ -542,10 +569,10 @@ class TransactionIndex:
     34-byte entries, append-only, not preallocated; the file is created on the first append.
     """
 
-    def __init__(self, path, base_offset):
+    def __init__(self, path: StrPath, base_offset: int) -> None:
         self.path = os.fspath(path)
         self.base_offset = base_offset
-        self._last_offset = None
+        self._last_offset: int | None = None
         self._lock = threading.RLock()
 
     def _read(self):
@@ -565,15 +592,15 @@ class TransactionIndex:
                 f"transaction index {self.path}, current version is {_TXN_VERSION}")
         return entries
 
-    def entries_array(self):
+    def entries_array(self) -> np.ndarray:
         """Every entry, as a numpy array of ``TXN_ENTRY_DTYPE``."""
         return self._read()
 
-    def all_aborted_txns(self):
+    def all_aborted_txns(self) -> list[AbortedTxn]:
         return [AbortedTxn(int(e["producer_id"]), int(e["first_offset"]), int(e["last_offset"]),
                            int(e["last_stable_offset"])) for e in self._read()]
 
-    def append(self, aborted_txn):
+    def append(self, aborted_txn: AbortedTxn) -> None:
         """Add an entry; its last offset must exceed the previous one appended."""
         with self._lock:
             if self._last_offset is not None and self._last_offset >= aborted_txn.last_offset:
@@ -587,7 +614,8 @@ class TransactionIndex:
                                         aborted_txn.first_offset, aborted_txn.last_offset,
                                         aborted_txn.last_stable_offset))
 
-    def collect_aborted_txns(self, fetch_offset, upper_bound_offset):
+    def collect_aborted_txns(self, fetch_offset: int,
+                             upper_bound_offset: int) -> TxnIndexSearchResult:
         """Aborted transactions overlapping [fetch_offset, upper_bound_offset).
 
         ``is_complete`` is True once an entry's last stable offset reaches the upper bound:
@@ -605,7 +633,7 @@ class TransactionIndex:
                            int(e["last_stable_offset"])) for e in chosen[mask]]
         return TxnIndexSearchResult(txns, len(complete) > 0)
 
-    def truncate_to(self, offset):
+    def truncate_to(self, offset: int) -> None:
         """Remove every entry with last offset >= ``offset``."""
         with self._lock:
             entries = self._read()
@@ -617,14 +645,14 @@ class TransactionIndex:
                 f.truncate(keep * TXN_INDEX_ENTRY_SIZE)
             self._last_offset = int(entries["last_offset"][keep - 1]) if keep else None
 
-    def reset(self):
+    def reset(self) -> None:
         with self._lock:
             if os.path.exists(self.path):
                 with open(self.path, "r+b") as f:
                     f.truncate(0)
             self._last_offset = None
 
-    def sanity_check(self):
+    def sanity_check(self) -> None:
         """Raise CorruptIndexError if an entry's last offset is below the base offset."""
         entries = self._read()
         bad = entries["last_offset"] < self.base_offset
@@ -634,7 +662,7 @@ class TransactionIndex:
                 f"last offset of aborted transaction {tuple(int(x) for x in e)} in index "
                 f"{self.path} is less than start offset {self.base_offset}")
 
-    def flush(self):
+    def flush(self) -> None:
         if os.path.exists(self.path):
             fd = os.open(self.path, os.O_RDONLY)
             try:
@@ -642,10 +670,10 @@ class TransactionIndex:
             finally:
                 os.close(fd)
 
-    def close(self):
+    def close(self) -> None:
         pass
 
-    def rename_to(self, path):
+    def rename_to(self, path: StrPath) -> None:
         if os.path.exists(self.path):
             os.replace(self.path, path)
         self.path = os.fspath(path)

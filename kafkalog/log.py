@@ -6,12 +6,14 @@ The files are ``LocalLog``'s (``local_log``), loading is ``LogLoader``'s (``load
 dir's checkpoint files are read by ``checkpoint.LogDirCheckpoints``. A read-only ``Log`` is the
 one view of a partition every reader uses (the Spark planner, ``verify``, ``dump``).
 """
-import collections
+from __future__ import annotations
+
 import contextlib
 import logging
 import os
 import threading
 import time
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Union
 
 import numpy as np
 
@@ -38,6 +40,23 @@ from kafkalog.records import CONTROL_MASK, decode_batches, raise_walk_error
 from kafkalog.retention import KAFKA_POLICIES, LogStartOffsetRetention
 from kafkalog.scheduler import default_scheduler
 
+if TYPE_CHECKING:
+    from kafkalog._core import Record
+    from kafkalog._typing import StrPath
+    from kafkalog.builder import RecordLike
+    from kafkalog.index import AbortedTxn
+    from kafkalog.leader_epoch import LeaderEpochCache
+    from kafkalog.log_segments import LogSegments
+    from kafkalog.records import RecordTable
+    from kafkalog.retention import RetentionPolicy
+    from kafkalog.scheduler import Scheduler
+    from kafkalog.segment import FetchDataInfo, LogSegment
+
+    #: A retention policy, or a function ``f(log, now_ms)`` returning a predicate of
+    #: ``(segment, next_segment)`` or None.
+    SegmentPredicate = Callable[[LogSegment, "LogSegment | None"], bool]
+    RetentionPolicyLike = Union[RetentionPolicy, Callable[["Log", int], "SegmentPredicate | None"]]
+
 log = logging.getLogger(__name__)
 
 EARLIEST_TIMESTAMP = -2
@@ -45,13 +64,25 @@ LATEST_TIMESTAMP = -1
 __all__ = ["Log", "LogAppendInfo", "LogOffsetSnapshot", "ISOLATIONS", "EARLIEST_TIMESTAMP",
            "LATEST_TIMESTAMP"]
 
-LogOffsetSnapshot = collections.namedtuple(
-    "LogOffsetSnapshot", "log_start_offset log_end_offset high_watermark last_stable_offset "
-                         "recovery_point")
+class LogOffsetSnapshot(NamedTuple):
+    """A log's offsets read together under its lock (``Log.offsets()``)."""
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+    last_stable_offset: int
+    recovery_point: int
 
-LogAppendInfo = collections.namedtuple(
-    "LogAppendInfo", "first_offset last_offset max_timestamp offset_of_max_timestamp "
-                     "log_append_time valid_bytes records_count")
+
+class LogAppendInfo(NamedTuple):
+    """What an append wrote: its offsets, its max timestamp (ms) and the offset holding it,
+    the LogAppendTime applied (-1 for CreateTime), its bytes and records."""
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int
+    valid_bytes: int
+    records_count: int
 
 
 class Log:
@@ -62,8 +93,10 @@ class Log:
     and never wait for them.
     """
 
-    def __init__(self, path, config, loaded, *, high_watermark, replicated, read_only,
-                 scheduler, time_fn, first_dirty_offset=0, managed=False):
+    def __init__(self, path: str, config: LogConfig, loaded: Any, *,
+                 high_watermark: int | None, replicated: bool, read_only: bool,
+                 scheduler: Scheduler, time_fn: Callable[[], float], first_dirty_offset: int = 0,
+                 managed: bool = False) -> None:
         self.path = path
         self.dir_name = os.path.basename(path)
         self.config = config
@@ -77,7 +110,7 @@ class Log:
         self._log_start_offset = loaded.log_start_offset
         self._producer_state = loaded.producer_state
         self._leader_epochs = loaded.leader_epochs
-        self._retention_policies = []
+        self._retention_policies: list[RetentionPolicyLike] = []
         self.first_dirty_offset = max(first_dirty_offset, loaded.log_start_offset)
         self._replicated = replicated
         self._managed = managed
@@ -89,14 +122,17 @@ class Log:
         self._unflushed_messages = 0
         self._last_flush_ms = self._now_ms()
         self._closed = False
-        self._failed = None
+        self._failed: OSError | None = None
 
     # ------------------------------------------------------------------------------ open
     @classmethod
-    def open(cls, path, config=None, *, recovery_point=None, log_start_offset=None,
-             clean_shutdown=None, high_watermark=None, replicated=False, read_only=False,
-             scheduler=None, time_fn=time.time, topic_id=None, first_dirty_offset=None,
-             managed=False, salvage_dir=None):
+    def open(cls, path: StrPath, config: LogConfig | Mapping[str, Any] | None = None, *,
+             recovery_point: int | None = None, log_start_offset: int | None = None,
+             clean_shutdown: bool | None = None, high_watermark: int | None = None,
+             replicated: bool = False, read_only: bool = False,
+             scheduler: Scheduler | None = None, time_fn: Callable[[], float] = time.time,
+             topic_id: str | None = None, first_dirty_offset: int | None = None,
+             managed: bool = False, salvage_dir: StrPath | None = None) -> Log:
         """Load a partition directory (created when missing) as Kafka's LogLoader does.
 
         Where not given, the recovery point, log start offset, high watermark, cleaner offset
@@ -164,75 +200,75 @@ class Log:
         return int(self._time_fn() * 1000)
 
     @property
-    def failed(self):
+    def failed(self) -> OSError | None:
         """The OSError that took the log offline, or None."""
         return self._failed
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         return self._closed
 
     @property
-    def usable(self):
+    def usable(self) -> bool:
         """Open, writable and not offline: background tasks may work on it."""
         return not self._closed and self._failed is None and not self.read_only
 
     @property
-    def segments(self):
+    def segments(self) -> LogSegments:
         """The segments, oldest first (a ``LogSegments`` snapshot: later changes do not alter
         it)."""
         return self._local.segments
 
     @property
-    def active_segment(self):
+    def active_segment(self) -> LogSegment:
         return self._local.active_segment
 
     @property
-    def log_start_offset(self):
+    def log_start_offset(self) -> int:
         return self._log_start_offset
 
     @property
-    def log_end_offset(self):
+    def log_end_offset(self) -> int:
         return self._local.log_end_offset
 
     @property
-    def high_watermark(self):
+    def high_watermark(self) -> int:
         return self._high_watermark
 
     @property
-    def recovery_point(self):
+    def recovery_point(self) -> int:
         return self._local.recovery_point
 
     @property
-    def last_stable_offset(self):
+    def last_stable_offset(self) -> int:
         """The first offset of the earliest open transaction, else the high watermark."""
         first = self._producer_state.first_unstable_offset()
         return self._high_watermark if first is None else min(first, self._high_watermark)
 
     @property
-    def size(self):
+    def size(self) -> int:
         """Bytes in all ``.log`` files."""
         return self._local.segments.size
 
     @property
-    def topic_partition(self):
+    def topic_partition(self) -> tuple[str, int]:
         return parse_topic_partition(self.dir_name)
 
     @property
-    def leader_epoch_cache(self):
+    def leader_epoch_cache(self) -> LeaderEpochCache:
         """The partition's ``LeaderEpochCache`` (kept in ``leader-epoch-checkpoint``)."""
         return self._leader_epochs
 
-    def end_offset_for_epoch(self, epoch):
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """(epoch, end offset) as Kafka answers OffsetsForLeaderEpoch."""
         return self._leader_epochs.end_offset_for(epoch, self.log_end_offset)
 
     @property
-    def topic_id(self):
+    def topic_id(self) -> str | None:
         """The topic id in ``partition.metadata``, or None."""
         return checkpoint.read_partition_metadata(self.path)
 
-    def assign_topic_id(self, topic_id):
+    def assign_topic_id(self, topic_id: str) -> None:
         """Write ``partition.metadata`` (as Kafka does); a different id there is an error."""
         existing = checkpoint.read_partition_metadata(self.path)
         if existing is not None and existing != topic_id:
@@ -242,14 +278,14 @@ class Log:
                 raise KafkaLogError(f"log {self.path} was opened read-only")
             checkpoint.write_partition_metadata(self.path, topic_id)
 
-    def update_high_watermark(self, offset):
+    def update_high_watermark(self, offset: int) -> None:
         """Set the high watermark (clamped to [log start offset, log end offset])."""
         with self._lock:
             self._high_watermark = min(max(offset, self._log_start_offset),
                                        self.log_end_offset)
             return self._high_watermark
 
-    def offsets(self):
+    def offsets(self) -> LogOffsetSnapshot:
         """A ``LogOffsetSnapshot`` (log start offset, log end offset, high watermark, last
         stable offset, recovery point) read together under the log's lock, as Kafka's."""
         with self._lock:
@@ -258,7 +294,7 @@ class Log:
                                      self.recovery_point)
 
     @contextlib.contextmanager
-    def exclusive(self):
+    def exclusive(self) -> Iterator[Log]:
         """Hold the log's lock: no append, truncation, retention or cleaned-segment swap runs
         meanwhile (``LogManager.move_log`` copies the files under it)."""
         with self._lock:
@@ -284,9 +320,11 @@ class Log:
                                 f"({self._failed}); reopen it") from self._failed
 
     # ------------------------------------------------------------------------------ append
-    def append(self, records_or_batch_bytes, *, compression=None, producer_id=-1,
-               producer_epoch=-1, base_sequence=-1, transactional=False,
-               partition_leader_epoch=0):
+    def append(self,
+               records_or_batch_bytes: bytes | bytearray | memoryview | Iterable[RecordLike], *,
+               compression: str | int | None = None, producer_id: int = -1,
+               producer_epoch: int = -1, base_sequence: int = -1, transactional: bool = False,
+               partition_leader_epoch: int = 0) -> LogAppendInfo:
         """Append as leader: assign offsets from the log end offset.
 
         Takes ``Record`` objects (built into one batch here, compressed with ``compression``,
@@ -311,7 +349,7 @@ class Log:
                                partition_leader_epoch=partition_leader_epoch)
         return self._append(data, assign_offsets=True)
 
-    def append_as_follower(self, batch_bytes):
+    def append_as_follower(self, batch_bytes: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Append batches that carry their offsets (replication, copying): offsets must not
         go below the log end offset."""
         return self._append(bytes(batch_bytes), assign_offsets=False)
@@ -404,7 +442,8 @@ class Log:
                 if base_seq >= 0 else -1
         return None
 
-    def remove_expired_producers(self, expiration_ms=86_400_000, now_ms=None):
+    def remove_expired_producers(self, expiration_ms: int = 86_400_000,
+                                 now_ms: int | None = None) -> None:
         """Forget idempotent producers idle for ``expiration_ms`` (Kafka's
         ``producer.id.expiration.ms``) that have no open transaction."""
         with self._lock:
@@ -432,7 +471,7 @@ class Log:
             segment = self._roll(self.log_end_offset)
         return segment
 
-    def roll(self):
+    def roll(self) -> LogSegment:
         """Start a new active segment at the log end offset; returns it."""
         with self._lock:
             self._check_writable()
@@ -450,7 +489,7 @@ class Log:
                 now - self._last_flush_ms >= self.config["flush.ms"]:
             self.flush()
 
-    def flush_if_due(self, now_ms=None):
+    def flush_if_due(self, now_ms: int | None = None) -> None:
         """Flush when ``flush.ms`` has passed since the last flush (the manager's periodic
         flush task)."""
         now_ms = self._now_ms() if now_ms is None else now_ms
@@ -458,7 +497,7 @@ class Log:
             if self.usable and now_ms - self._last_flush_ms >= self.config["flush.ms"]:
                 self.flush()
 
-    def flush(self):
+    def flush(self) -> None:
         """fsync every segment holding unflushed data; the recovery point becomes the log end
         offset."""
         with self._lock:
@@ -480,7 +519,8 @@ class Log:
             return self.last_stable_offset
         raise ValueError(f"isolation must be one of {ISOLATIONS}, not {isolation!r}")
 
-    def read(self, start_offset, max_bytes=1048576, isolation="log_end", min_one_message=True):
+    def read(self, start_offset: int, max_bytes: int = 1048576, isolation: str = "log_end",
+             min_one_message: bool = True) -> FetchDataInfo:
         """Batches from the first holding ``start_offset``, up to ``max_bytes``.
 
         Returns a FetchDataInfo (``records`` = batch bytes; ``aborted_transactions`` for
@@ -508,13 +548,14 @@ class Log:
             upper = segments.next_base(segment, log_end)
         return LocalLog.collect_aborted_transactions(segments, start_offset, upper, segment)
 
-    def aborted_transactions(self, start_offset, end_offset):
+    def aborted_transactions(self, start_offset: int, end_offset: int) -> list[AbortedTxn]:
         """The ``AbortedTxn`` entries that a read_committed read of [start_offset,
         end_offset) must know (from the transaction indexes)."""
         return LocalLog.collect_aborted_transactions(self.segments, start_offset, end_offset)
 
-    def records(self, start_offset=None, end_offset=None, isolation="log_end",
-                include_control=False, validate_crc=True):
+    def records(self, start_offset: int | None = None, end_offset: int | None = None,
+                isolation: str = "log_end", include_control: bool = False,
+                validate_crc: bool = True) -> Iterator[Record]:
         """Iterate ``Record`` objects in offset order over [start_offset, end_offset).
 
         Control records (transaction markers) are left out, as a consumer leaves them out,
@@ -527,8 +568,10 @@ class Log:
                                         validate_crc=validate_crc):
             yield from table.to_records()
 
-    def record_tables(self, start_offset=None, end_offset=None, isolation="log_end",
-                      include_control=False, max_bytes=16 * 1024 * 1024, validate_crc=True):
+    def record_tables(self, start_offset: int | None = None, end_offset: int | None = None,
+                      isolation: str = "log_end", include_control: bool = False,
+                      max_bytes: int = 16 * 1024 * 1024,
+                      validate_crc: bool = True) -> Iterator[RecordTable]:
         """Like ``records`` but yields columnar ``RecordTable`` chunks."""
         offset = self._log_start_offset if start_offset is None else start_offset
         limit = self._max_offset(isolation)
@@ -561,7 +604,7 @@ class Log:
                 break
             offset = int(batches["last_offset"][-1]) + 1
 
-    def offset_for_timestamp(self, timestamp):
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with a timestamp >= ``timestamp``; -2 gives
         the log start offset, -1 the log end offset. None when no record is that late."""
         if timestamp == EARLIEST_TIMESTAMP:
@@ -576,9 +619,10 @@ class Log:
         return None
 
     # ------------------------------------------------------------------------------ truncate
-    def truncate_to(self, offset):
+    def truncate_to(self, offset: int) -> bool:
         """Remove every record at or above ``offset`` (a follower's truncation); the log end
-        offset becomes ``offset``. A running cleaner pass is aborted first."""
+        offset becomes ``offset``. A running cleaner pass is aborted first. Returns whether
+        anything was removed."""
         with self._lock:
             self._check_writable()
             if offset < 0:
@@ -586,8 +630,9 @@ class Log:
             if offset >= self.log_end_offset:
                 return False
             with self._cleaning.paused():
+                # A log always has a segment, so ``first`` is not None.
                 if offset < self.active_segment.base_offset and \
-                        offset <= self.segments.first.base_offset:
+                        offset <= self.segments.first.base_offset:  # type: ignore[union-attr]
                     self._truncate_fully_and_start_at(offset)
                     return True
                 with self._io("truncate"):
@@ -595,7 +640,7 @@ class Log:
                     self._after_truncation()
             return True
 
-    def truncate_fully_and_start_at(self, new_offset):
+    def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Delete every segment and start an empty log at ``new_offset``."""
         with self._lock:
             self._check_writable()
@@ -621,7 +666,7 @@ class Log:
         self._producer_state = rebuild_producer_state(self.path, self.segments, log_end)
 
     # ------------------------------------------------------------------------------ retention
-    def delete_old_segments(self, now_ms=None):
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
         """Apply retention: Kafka's policies (log start offset; with ``cleanup.policy``
         delete, ``retention.bytes`` and ``retention.ms``) and any added with
         ``add_retention_policy``; returns how many segments were deleted."""
@@ -641,7 +686,7 @@ class Log:
                                                    getattr(policy, "reason", "retention"))
                 return deleted
 
-    def add_retention_policy(self, policy):
+    def add_retention_policy(self, policy: RetentionPolicyLike) -> None:
         """Add a ``RetentionPolicy`` (or a function ``f(log, now_ms)`` returning a predicate of
         ``(segment, next_segment)`` or None) to those ``delete_old_segments`` applies."""
         self._retention_policies.append(policy)
@@ -669,7 +714,7 @@ class Log:
         self._producer_state.delete_snapshots_below(self.segments.first.base_offset)
         return len(deletable)
 
-    def delete_records(self, before_offset):
+    def delete_records(self, before_offset: int) -> int:
         """Move the log start offset to ``before_offset`` (Kafka's DeleteRecords); segments
         wholly below it go now. Returns the new log start offset."""
         with self._lock:
@@ -699,7 +744,7 @@ class Log:
         saved.write("log_start_offset", offsets)
 
     # ------------------------------------------------------------------------------ compaction
-    def cleaning_snapshot(self):
+    def cleaning_snapshot(self) -> CleaningSnapshot:
         """A ``CleaningSnapshot``: what the cleaner needs, read together under the lock."""
         with self._lock:
             producers = self._producer_state.producers
@@ -709,7 +754,8 @@ class Log:
                 self._producer_state.first_unstable_offset(),
                 {pid: e.last_offset for pid, e in producers.items()}, self.config)
 
-    def compact(self, now_ms=None, memory_budget=None):
+    def compact(self, now_ms: int | None = None, memory_budget: int | None = None
+                ) -> CleanerStats:
         """One cleaner pass (``cleanup.policy`` must include compact); returns the cleaner's
         ``CleanerStats`` (``aborted`` when a truncation, deletion or close stopped it, or
         another pass was running). See ``kafkalog.cleaner``."""
@@ -772,7 +818,7 @@ class Log:
                 piece.delete_files()
 
     # ------------------------------------------------------------------------------ close
-    def close(self):
+    def close(self) -> None:
         """Flush, snapshot the producer state, trim the active segment's indexes, close. A
         running cleaner pass is aborted first."""
         with self._lock:
@@ -786,10 +832,10 @@ class Log:
                 self._local.close()
                 self._closed = True
 
-    def __enter__(self):
+    def __enter__(self) -> Log:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __repr__(self):

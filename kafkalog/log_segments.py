@@ -3,7 +3,13 @@
 Every change builds a new list, so a reader holding one sees a consistent log while appends,
 rolls, cleaning and deletions go on; the log swaps its list under its lock.
 """
+from __future__ import annotations
+
 import bisect
+from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
+
+if TYPE_CHECKING:
+    from kafkalog.segment import LogSegment
 
 
 class LogSegments:
@@ -14,61 +20,61 @@ class LogSegments:
     """
     __slots__ = ("_segments", "_bases")
 
-    def __init__(self, segments=()):
+    def __init__(self, segments: Iterable[LogSegment] = ()) -> None:
         self._segments = tuple(sorted(segments, key=lambda s: s.base_offset))
         self._bases = [s.base_offset for s in self._segments]
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._segments)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[LogSegment]:
         return iter(self._segments)
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: int) -> LogSegment:
         return self._segments[i]
 
-    def __contains__(self, segment):
+    def __contains__(self, segment: LogSegment) -> bool:
         i = bisect.bisect_left(self._bases, segment.base_offset)
         return i < len(self._segments) and self._segments[i] is segment
 
     @property
-    def first(self):
+    def first(self) -> LogSegment | None:
         return self._segments[0] if self._segments else None
 
     @property
-    def active(self):
+    def active(self) -> LogSegment | None:
         """The last segment (the one appends go to)."""
         return self._segments[-1] if self._segments else None
 
     @property
-    def size(self):
+    def size(self) -> int:
         """Bytes in all ``.log`` files."""
         return sum(s.size for s in self._segments)
 
-    def floor(self, offset):
+    def floor(self, offset: int) -> LogSegment | None:
         """The segment with the largest base offset <= ``offset`` (the one that would hold
         it), or None."""
         i = bisect.bisect_right(self._bases, offset) - 1
         return self._segments[i] if i >= 0 else None
 
-    def higher(self, base_offset):
+    def higher(self, base_offset: int) -> LogSegment | None:
         """The first segment whose base offset is > ``base_offset``, or None."""
         i = bisect.bisect_right(self._bases, base_offset)
         return self._segments[i] if i < len(self._segments) else None
 
-    def next_base(self, segment, log_end_offset):
+    def next_base(self, segment: LogSegment, log_end_offset: int) -> int:
         """Where ``segment``'s offsets end: the next segment's base offset, or
         ``log_end_offset`` for the last."""
         nxt = self.higher(segment.base_offset)
         return nxt.base_offset if nxt is not None else log_end_offset
 
-    def with_bounds(self, log_end_offset):
+    def with_bounds(self, log_end_offset: int) -> list[tuple[LogSegment, int]]:
         """[(segment, end offset)]: each segment with the offset its successor starts at
         (``log_end_offset`` for the last)."""
         ends = self._bases[1:] + [log_end_offset]
         return list(zip(self._segments, ends))
 
-    def range(self, from_offset, to_offset=None):
+    def range(self, from_offset: int, to_offset: int | None = None) -> Sequence[LogSegment]:
         """The segments that may hold offsets in [from_offset, to_offset) (to the end when
         ``to_offset`` is None), in order."""
         if to_offset is not None and to_offset <= from_offset:
@@ -78,10 +84,11 @@ class LogSegments:
             bisect.bisect_left(self._bases, to_offset)
         return self._segments[lo:max(hi, lo)]
 
-    def replace(self, remove=(), add=()):
+    def replace(self, remove: Iterable[LogSegment] = (),
+                add: Iterable[LogSegment] = ()) -> LogSegments:
         """A new list without the segments in ``remove`` (by identity) and with ``add``."""
         gone = {id(s) for s in remove}
         return LogSegments([s for s in self._segments if id(s) not in gone] + list(add))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"LogSegments({self._bases!r})"

@@ -1,4 +1,6 @@
 """``LogManager``: every partition of one or more log dirs, as a broker's LogManager keeps them."""
+from __future__ import annotations
+
 import base64
 import concurrent.futures
 import fcntl
@@ -9,6 +11,7 @@ import shutil
 import threading
 import time
 import uuid
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Union
 
 from kafkalog import checkpoint
 from kafkalog.cleaner import needs_cleaning
@@ -20,6 +23,12 @@ from kafkalog.files import (
 )
 from kafkalog.log import Log
 from kafkalog.scheduler import Scheduler
+
+if TYPE_CHECKING:
+    from kafkalog._typing import StrPath
+    from kafkalog.cleaner import CleanerStats
+
+    ConfigLike = Union[LogConfig, Mapping[str, Any], None]
 
 log = logging.getLogger(__name__)
 
@@ -47,12 +56,14 @@ class LogManager:
         move or deletion finished; for backups and a dead broker's disk
     """
 
-    def __init__(self, log_dirs, config=None, *, topic_configs=None, background=True,
-                 retention_check_interval_ms=300_000, flush_check_interval_ms=1_000,
-                 cleaner_backoff_ms=15_000,
-                 checkpoint_interval_ms=60_000, recovery_threads=2, broker_epoch=0,
-                 replicated=False, producer_id_expiration_ms=86_400_000, time_fn=time.time,
-                 read_only=False):
+    def __init__(self, log_dirs: StrPath | Iterable[StrPath], config: ConfigLike = None, *,
+                 topic_configs: Mapping[str, Mapping[str, Any]] | None = None,
+                 background: bool = True, retention_check_interval_ms: int = 300_000,
+                 flush_check_interval_ms: int = 1_000, cleaner_backoff_ms: int = 15_000,
+                 checkpoint_interval_ms: int = 60_000, recovery_threads: int = 2,
+                 broker_epoch: int = 0, replicated: bool = False,
+                 producer_id_expiration_ms: int = 86_400_000,
+                 time_fn: Callable[[], float] = time.time, read_only: bool = False) -> None:
         if isinstance(log_dirs, (str, os.PathLike)):
             log_dirs = [log_dirs]
         self.log_dirs = [os.path.abspath(os.fspath(d)) for d in log_dirs]
@@ -63,10 +74,10 @@ class LogManager:
         self.read_only = read_only
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self._time_fn = time_fn
-        self._logs = {}
-        self._log_dir_of = {}
+        self._logs: dict[tuple[str, int], Log] = {}
+        self._log_dir_of: dict[tuple[str, int], str] = {}
         self._lock = threading.RLock()
-        self._lock_files = []
+        self._lock_files: list[int] = []
         self._closed = False
         self.scheduler = Scheduler("kafkalog-log-manager")
         try:
@@ -209,11 +220,11 @@ class LogManager:
                         time_fn=self._time_fn, read_only=self.read_only, managed=True)
 
     # ------------------------------------------------------------------------------ logs
-    def get_log(self, topic, partition):
+    def get_log(self, topic: str, partition: int) -> Log | None:
         """The Log of a partition, or None."""
         return self._logs.get((topic, partition))
 
-    def get_or_create_log(self, topic, partition, config=None):
+    def get_or_create_log(self, topic: str, partition: int, config: ConfigLike = None) -> Log:
         """The partition's Log, created in the log dir holding the fewest partitions."""
         validate_topic(topic)
         _validate_partition(partition)
@@ -240,7 +251,7 @@ class LogManager:
             self._log_dir_of[key] = d
             return log
 
-    def delete_log(self, topic, partition):
+    def delete_log(self, topic: str, partition: int) -> bool:
         """Close the log, rename its directory ``<topic>-<p>.<uuid>-delete`` and remove it
         after ``file.delete.delay.ms``."""
         with self._lock:
@@ -260,7 +271,7 @@ class LogManager:
             self.checkpoint()
             return True
 
-    def move_log(self, topic, partition, target_dir):
+    def move_log(self, topic: str, partition: int, target_dir: StrPath) -> Log:
         """Move a partition to another of the manager's log dirs, as Kafka's alter-log-dirs
         does: copy into ``<topic>-<p>.<uuid>-future`` there, then rename the live directory
         ``-delete`` and the future one into place. A crash at any step leaves either the
@@ -317,7 +328,7 @@ class LogManager:
             self.checkpoint()
             return moved
 
-    def logs(self):
+    def logs(self) -> dict[tuple[str, int], Log]:
         """{(topic, partition): Log}."""
         return dict(self._logs)
 
@@ -331,7 +342,7 @@ class LogManager:
             raise KafkaLogError("this LogManager is read-only")
 
     # ------------------------------------------------------------------------------ tasks
-    def cleanup_logs(self):
+    def cleanup_logs(self) -> int:
         """Apply retention to every log and forget expired producers
         (``producer_id_expiration_ms``); returns the number of segments deleted."""
         deleted = 0
@@ -341,7 +352,7 @@ class LogManager:
                 log_.remove_expired_producers(self.producer_id_expiration_ms)
         return deleted
 
-    def compact_logs(self, now_ms=None):
+    def compact_logs(self, now_ms: int | None = None) -> dict[tuple[str, int], CleanerStats]:
         """One cleaner pass over every log with ``cleanup.policy`` compact that the cleaner's
         policy says needs one (``cleaner.needs_cleaning``); returns {(topic, partition):
         CleanerStats}."""
@@ -353,12 +364,12 @@ class LogManager:
                 done[key] = log_.compact(now_ms)
         return done
 
-    def flush_dirty_logs(self):
+    def flush_dirty_logs(self) -> None:
         now = int(self._time_fn() * 1000)
         for log_ in list(self._logs.values()):
             log_.flush_if_due(now)
 
-    def checkpoint(self):
+    def checkpoint(self) -> None:
         """Write the recovery-point, log-start-offset, replication-offset and (for compacted
         logs) cleaner-offset checkpoints of every log dir (atomically: ``.tmp``, fsync,
         rename). A read-only manager writes nothing."""
@@ -377,7 +388,7 @@ class LogManager:
                 if compacted or saved.offsets["cleaner_offset"]:
                     saved.write("cleaner_offset", compacted)
 
-    def shutdown(self):
+    def shutdown(self) -> None:
         """Flush and close every log, write the checkpoints and the clean-shutdown marker."""
         with self._lock:
             if self._closed:
@@ -398,10 +409,10 @@ class LogManager:
             self._release_locks()
             self._closed = True
 
-    def __enter__(self):
+    def __enter__(self) -> LogManager:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.shutdown()
 
 

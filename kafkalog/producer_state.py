@@ -155,8 +155,8 @@ class ProducerStateManager:
                 continue
             except FileNotFoundError:
                 continue
-            for e in entries:
-                entry = ProducerSnapshotEntry(*(int(x) for x in e))
+            for fields in entries:
+                entry = ProducerSnapshotEntry(*(int(x) for x in fields))
                 self.producers[entry.producer_id] = entry
                 if entry.current_txn_first_offset >= 0:
                     self.ongoing[entry.producer_id] = entry.current_txn_first_offset

@@ -6,12 +6,16 @@ decodes records with ``decode_v2_records`` / ``decode_legacy_records`` into a co
 ``RecordTable``; ``Record`` objects are only made when asked for. Formats: record batch v2 and
 legacy message sets v0/v1, including compressed wrapper messages (see FORMAT.md).
 """
+from __future__ import annotations
+
 import enum
 import mmap
 import os
 import struct
+from typing import TYPE_CHECKING, Any, Iterator, Sequence, Union
 
 import numpy as np
+import numpy.typing as npt
 
 from kafkalog import codecs
 from kafkalog._kernels import (
@@ -22,6 +26,13 @@ from kafkalog._layout import (
     WALK_CORRUPT, WALK_INVALID, WALK_PARTIAL,
 )
 from kafkalog.errors import CorruptRecordError, KafkaLogError
+
+if TYPE_CHECKING:
+    from kafkalog._core import Record
+    from kafkalog._typing import StrPath
+
+    #: What ``iter_batches`` reads: a path, or a buffer of batches (bytes, an mmap, ...).
+    BufferOrPath = Union[StrPath, bytes, bytearray, memoryview, mmap.mmap]
 
 # v2 batch attributes
 COMPRESSION_MASK = 0x07
@@ -42,7 +53,7 @@ class TimestampType(enum.IntEnum):
     LOG_APPEND_TIME = 1
 
     @classmethod
-    def of(cls, value):
+    def of(cls, value: TimestampType | int | str) -> TimestampType:
         if isinstance(value, cls):
             return value
         if isinstance(value, str):
@@ -68,14 +79,14 @@ _TYPE_OBJECTS = (TimestampType.NO_TIMESTAMP_TYPE, TimestampType.CREATE_TIME,
                  TimestampType.LOG_APPEND_TIME)
 
 
-def timestamp_type_of(magic, attributes):
+def timestamp_type_of(magic: int, attributes: int) -> TimestampType:
     if magic == 0:
         return TimestampType.NO_TIMESTAMP_TYPE
     return (TimestampType.LOG_APPEND_TIME if attributes & TIMESTAMP_TYPE_MASK
             else TimestampType.CREATE_TIME)
 
 
-def increment_sequence(sequence, increment):
+def increment_sequence(sequence: int, increment: int) -> int:
     """Kafka's sequence arithmetic: wraps from Int.MAX_VALUE to 0."""
     if sequence > 2**31 - 1 - increment:
         return increment - (2**31 - 1 - sequence) - 1
@@ -90,10 +101,10 @@ class RecordBatch:
     """
     __slots__ = ("_buffer", "_row", "_table", "_path")
 
-    def __init__(self, buffer, row, path=None):
+    def __init__(self, buffer: Any, row: np.void, path: StrPath | None = None) -> None:
         self._buffer = buffer
         self._row = row
-        self._table = None
+        self._table: RecordTable | None = None
         self._path = path
 
     def _get(self, field):
@@ -113,14 +124,14 @@ class RecordBatch:
     last_offset = property(lambda self: self._get("last_offset"))
 
     @property
-    def record_count(self):
+    def record_count(self) -> int:
         """Records declared by a v2 header; for legacy entries, the records inside."""
         if self.magic == 2:
             return self._get("record_count")
         return len(self.table())
 
     @property
-    def base_offset(self):
+    def base_offset(self) -> int:
         """First offset; for a legacy compressed wrapper, its first inner record's offset."""
         if self.magic < 2 and self.compression != "none":
             table = self.table()
@@ -128,33 +139,33 @@ class RecordBatch:
         return self._get("base_offset")
 
     @property
-    def compression(self):
+    def compression(self) -> str:
         return codecs.CODEC_NAMES.get(self.attributes & COMPRESSION_MASK,
                                       str(self.attributes & COMPRESSION_MASK))
 
     @property
-    def timestamp_type(self):
+    def timestamp_type(self) -> TimestampType:
         return timestamp_type_of(self.magic, self.attributes)
 
     @property
-    def is_transactional(self):
+    def is_transactional(self) -> bool:
         return self.magic == 2 and bool(self.attributes & TRANSACTIONAL_MASK)
 
     @property
-    def is_control(self):
+    def is_control(self) -> bool:
         return self.magic == 2 and bool(self.attributes & CONTROL_MASK)
 
     @property
-    def has_delete_horizon(self):
+    def has_delete_horizon(self) -> bool:
         return self.magic == 2 and bool(self.attributes & DELETE_HORIZON_MASK)
 
     @property
-    def last_sequence(self):
+    def last_sequence(self) -> int:
         if self.magic < 2 or self.base_sequence == NO_SEQUENCE:
             return NO_SEQUENCE
         return increment_sequence(self.base_sequence, self.last_offset - self._get("base_offset"))
 
-    def is_valid(self):
+    def is_valid(self) -> bool:
         """True when the stored CRC matches the bytes (CRC32C for v2, CRC32 for legacy)."""
         valid = self._get("crc_valid")
         if valid < 0:
@@ -162,31 +173,31 @@ class RecordBatch:
             valid = int(one[0]["crc_valid"][0]) if len(one[0]) else 0
         return bool(valid)
 
-    def ensure_valid(self):
+    def ensure_valid(self) -> None:
         """Raise CorruptRecordError unless the batch's CRC is valid."""
         if not self.is_valid():
             raise CorruptRecordError(f"record is corrupt (stored crc = {self.crc})",
                                      position=self.position)
 
-    def table(self):
+    def table(self) -> RecordTable:
         """The batch's records, columnar (``RecordTable``); decoded once."""
         if self._table is None:
             self._table = decode_batches(self._buffer, self._row.reshape(1), self._path)
         return self._table
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Record]:
         return iter(self.table().to_records())
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.record_count
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"RecordBatch(base_offset={self._get('base_offset')}, "
                 f"last_offset={self.last_offset}, magic={self.magic}, "
                 f"position={self.position}, size={self.size_in_bytes})")
 
 
-def open_buffer(buffer_or_path):
+def open_buffer(buffer_or_path: BufferOrPath) -> Any:
     """A read-only buffer of a path (mmap'd; an empty file gives b"") or the buffer itself."""
     if isinstance(buffer_or_path, (str, os.PathLike)):
         with open(buffer_or_path, "rb") as f:
@@ -197,7 +208,8 @@ def open_buffer(buffer_or_path):
     return buffer_or_path
 
 
-def iter_batches(buffer_or_path, validate_crc=True, strict=False):
+def iter_batches(buffer_or_path: BufferOrPath, validate_crc: bool = True,
+                 strict: bool = False) -> Iterator[RecordBatch]:
     """Yield a ``RecordBatch`` for every batch of a ``.log`` file or a buffer of batches.
 
     Every batch's CRC is checked, as Kafka's consumer does with ``check.crcs=true``: a batch
@@ -216,7 +228,9 @@ def iter_batches(buffer_or_path, validate_crc=True, strict=False):
     raise_walk_error(buf, status, stop, message, path, strict)
 
 
-def raise_walk_error(buf, status, stop, message, path=None, strict=False, position_base=0):
+def raise_walk_error(buf: Any, status: int, stop: int, message: str | None,
+                     path: StrPath | None = None, strict: bool = False,
+                     position_base: int = 0) -> None:
     """Raise CorruptRecordError for a walk that stopped at a corrupt batch or a failed CRC
     (and, when ``strict``, at a partial tail); ``position_base``: where ``buf`` starts in
     the file."""
@@ -229,7 +243,7 @@ def raise_walk_error(buf, status, stop, message, path=None, strict=False, positi
                                  position=position_base + stop, path=path)
 
 
-def partial_tail_message(buf, position):
+def partial_tail_message(buf: Any, position: int) -> str:
     """Why the bytes at ``position`` are not a whole batch."""
     remaining = len(buf) - position
     if remaining < 17:
@@ -262,7 +276,10 @@ class RecordTable:
     __slots__ = ("data", "records", "headers", "batch", "sequence", "legacy_crc",
                  "timestamp_type")
 
-    def __init__(self, data, records, headers, batch, sequence, legacy_crc, timestamp_type):
+    def __init__(self, data: Any, records: np.ndarray, headers: np.ndarray,
+                 batch: npt.NDArray[np.int32], sequence: npt.NDArray[np.int64],
+                 legacy_crc: npt.NDArray[np.int64], timestamp_type: npt.NDArray[np.int8]
+                 ) -> None:
         self.data = data
         self.records = records
         self.headers = headers
@@ -271,26 +288,26 @@ class RecordTable:
         self.legacy_crc = legacy_crc
         self.timestamp_type = timestamp_type
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.records)
 
     def _bytes(self, pos, length):
         return None if length < 0 else bytes(self.data[pos:pos + length])
 
-    def keys(self):
+    def keys(self) -> list[bytes | None]:
         """Every record's key (bytes or None), as a list, made in one kernel call."""
         return span_bytes(self.data, self.records["key_pos"].copy(),
                           self.records["key_len"].copy())
 
-    def key(self, i):
+    def key(self, i: int) -> bytes | None:
         r = self.records[i]
         return self._bytes(int(r["key_pos"]), int(r["key_len"]))
 
-    def value(self, i):
+    def value(self, i: int) -> bytes | None:
         r = self.records[i]
         return self._bytes(int(r["value_pos"]), int(r["value_len"]))
 
-    def headers_of(self, i):
+    def headers_of(self, i: int) -> tuple[tuple[str, bytes | None], ...]:
         r = self.records[i]
         start, count = int(r["header_start"]), int(r["header_count"])
         out = []
@@ -300,23 +317,24 @@ class RecordTable:
                         self._bytes(int(h["value_pos"]), int(h["value_len"]))))
         return tuple(out)
 
-    def record(self, i):
+    def record(self, i: int) -> Record:
         return make_records(self.data, self.records[i:i + 1], self.headers,
                             self.timestamp_type[i:i + 1], _TYPE_OBJECTS)[0]
 
-    def to_records(self):
+    def to_records(self) -> list[Record]:
         """A list of ``Record``, in offset order (made by the ``make_records`` kernel)."""
         return make_records(self.data, self.records, self.headers, self.timestamp_type,
                             _TYPE_OBJECTS)
 
-    def slice(self, mask_or_slice):
+    def slice(self, mask_or_slice: slice | npt.NDArray[np.bool_] | npt.NDArray[np.intp]
+              ) -> RecordTable:
         """A table of the selected rows (same data and header buffers)."""
         return RecordTable(self.data, self.records[mask_or_slice], self.headers,
                            self.batch[mask_or_slice], self.sequence[mask_or_slice],
                            self.legacy_crc[mask_or_slice], self.timestamp_type[mask_or_slice])
 
     @staticmethod
-    def concat(tables):
+    def concat(tables: Sequence[RecordTable]) -> RecordTable:
         """One table of several decoded from the same batch array (``batch`` keeps indexing
         it); copies their data into one buffer."""
         tables = [t for t in tables if len(t)]
@@ -347,13 +365,14 @@ class RecordTable:
                            np.concatenate([t.timestamp_type for t in tables]))
 
 
-def empty_table():
+def empty_table() -> RecordTable:
     return RecordTable(b"", np.empty(0, RECORD_DTYPE), np.empty(0, HEADER_DTYPE),
                        np.empty(0, np.int32), np.empty(0, np.int64), np.empty(0, np.int64),
                        np.empty(0, np.int8))
 
 
-def decode_batches(buf, batches, path=None):
+def decode_batches(buf: Any, batches: np.ndarray, path: StrPath | None = None
+                   ) -> RecordTable:
     """Decode every record of the walked ``batches`` (``BATCH_DTYPE`` rows) of ``buf``.
 
     Uncompressed v2 batches are decoded in place (the table's data is ``buf`` itself: no copy);
@@ -551,7 +570,8 @@ def _decode_wrapper(piece, batches, path):
     return table
 
 
-def parse_control_record(key, value):
+def parse_control_record(key: bytes | None, value: bytes | None
+                         ) -> tuple[ControlType | int, int | None]:
     """(ControlType or int, coordinator epoch or None) of a control record's key and value."""
     if key is None or len(key) < 4:
         raise CorruptRecordError("control record key is too short")

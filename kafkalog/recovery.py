@@ -4,16 +4,23 @@ Recovery is the engine's own (``Log.open`` after an unclean shutdown, from offse
 ``RecoveryReport`` says what it did to the files. A dry run carries out the same recovery on a
 scratch copy, so its report is exactly what the real run would do.
 """
+from __future__ import annotations
+
 import os
 import shutil
 import tempfile
+from typing import TYPE_CHECKING, Any
 
 from kafkalog import checkpoint
 from kafkalog.files import topic_partition_or_none
 from kafkalog.log import Log
 
+if TYPE_CHECKING:
+    from kafkalog._typing import StrPath
 
-def recover_partition(path, dry_run=False, keep=None):
+
+def recover_partition(path: StrPath, dry_run: bool = False,
+                      keep: StrPath | None = None) -> dict[str, Any]:
     """Recover a partition directory as Kafka does after an unclean shutdown (every segment
     from offset 0). Returns ``{"dir", "dry_run", "log_start_offset", "log_end_offset",
     "actions"}`` (``actions``: the ``RecoveryReport`` entries).

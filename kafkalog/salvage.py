@@ -10,13 +10,17 @@ bytes unchanged, into a fresh partition directory that Kafka can load. Kafka has
 ``scan_segment`` (the walk with resynchronisation) and ``iter_decoded`` (bounded, per-batch
 fault-isolating decoding) are shared with ``kafkalog verify``.
 """
+from __future__ import annotations
+
 import collections
 import logging
 import os
 import shutil
 import struct
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, NamedTuple, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from kafkalog import checkpoint, codecs
 from kafkalog._kernels import decode_v2_records, next_valid_batch, walk_batches
@@ -31,6 +35,12 @@ from kafkalog.records import (
     COMPRESSION_MASK, decode_batches, open_buffer, partial_tail_message,
 )
 
+if TYPE_CHECKING:
+    from kafkalog._core import Record
+    from kafkalog._typing import StrPath
+    from kafkalog.config import LogConfig
+    from kafkalog.records import RecordTable
+
 log = logging.getLogger(__name__)
 
 # Bytes of log decoded at once: bounds the memory of a pass over a segment of any size.
@@ -41,30 +51,46 @@ _MAX_RELATIVE_OFFSET = 2**31 - 1
 _MIN_SIZE = LEGACY_OVERHEAD_V0
 _MAX_PLAUSIBLE_SIZE = 2**30     # a torn batch declaring more is taken for garbage
 
-Damage = collections.namedtuple("Damage", "code start end message row")
-Damage.__doc__ = """Bytes ``[start, end)`` of a ``.log`` file where no intact batch begins.
+class Damage(NamedTuple):
+    """Bytes ``[start, end)`` of a ``.log`` file where no intact batch begins.
 
-``code`` is ``"crc_mismatch"``, ``"corrupt_batch"``, ``"torn_tail"`` or ``"log_zero_tail"``;
-``row`` is the ``BATCH_DTYPE`` header of the batch at ``start`` when its structure was whole
-(a CRC mismatch), else None."""
+    ``code`` is ``"crc_mismatch"``, ``"corrupt_batch"``, ``"torn_tail"`` or ``"log_zero_tail"``;
+    ``row`` is the ``BATCH_DTYPE`` header of the batch at ``start`` when its structure was whole
+    (a CRC mismatch), else None."""
+    code: str
+    start: int
+    end: int
+    message: str
+    row: Any
 
+
+# A namedtuple, not a typing.NamedTuple: its ``index`` field shadows tuple.index.
 BatchFailure = collections.namedtuple("BatchFailure", "index code message")
 BatchFailure.__doc__ = """A batch whose records cannot be read: ``index`` into the rows that
 were decoded, ``code`` (``"undecodable_records"``, ``"record_count_mismatch"``,
 ``"offsets_not_increasing"``, ``"record_offset_outside_batch"``) and why."""
 
-Gap = collections.namedtuple(
-    "Gap", "file start end bytes offset_before offset_after code message")
-Gap.__doc__ = """A damaged region a salvage read skipped.
 
-``file``: the ``.log`` path; ``start``/``end``: byte positions (end exclusive), ``bytes`` =
-end - start; ``offset_before``: last offset of the intact data before the gap (None at the
-start of the partition); ``offset_after``: first offset of the intact data after it (None at
-the end); ``code`` and ``message``: why the bytes were skipped (the codes of ``verify``)."""
+class Gap(NamedTuple):
+    """A damaged region a salvage read skipped.
+
+    ``file``: the ``.log`` path; ``start``/``end``: byte positions (end exclusive), ``bytes`` =
+    end - start; ``offset_before``: last offset of the intact data before the gap (None at the
+    start of the partition); ``offset_after``: first offset of the intact data after it (None at
+    the end); ``code`` and ``message``: why the bytes were skipped (the codes of ``verify``)."""
+    file: str
+    start: int
+    end: int
+    bytes: int
+    offset_before: int | None
+    offset_after: int | None
+    code: str
+    message: str
 
 
 # ------------------------------------------------------------------------------ scanning
-def scan_segment(buf, start=0, end=-1, legacy=True):
+def scan_segment(buf: Any, start: int = 0, end: int = -1, legacy: bool = True
+                 ) -> tuple[np.ndarray, list[Damage]]:
     """Walk the batches of ``buf[start:end]``, resynchronising after every damaged region.
 
     Returns ``(batches, damages)``: the intact batches (whole, CRC valid; ``BATCH_DTYPE``, file
@@ -131,7 +157,9 @@ def _plausible_header(buf, pos, end):
 
 
 # ------------------------------------------------------------------------------ decoding
-def iter_decoded(buf, batches, path=None, chunk_bytes=DECODE_CHUNK_BYTES):
+def iter_decoded(buf: Any, batches: np.ndarray, path: StrPath | None = None,
+                 chunk_bytes: int = DECODE_CHUNK_BYTES
+                 ) -> Iterator[tuple[np.ndarray, RecordTable, list[BatchFailure]]]:
     """Decode every record of the walked ``batches`` of ``buf``, about ``chunk_bytes`` of log
     at a time, isolating the batches that fail.
 
@@ -261,7 +289,7 @@ def _record_offset_failures(rows, table):
     return list(failures.values())
 
 
-def first_offsets(rows, table):
+def first_offsets(rows: np.ndarray, table: RecordTable) -> npt.NDArray[np.int64]:
     """Each row's first offset: its base offset, or for a legacy compressed wrapper (whose
     header carries its last inner offset) the offset of its first record."""
     first = rows["base_offset"].copy()
@@ -298,7 +326,9 @@ class SegmentSalvage:
         The regions skipped, by position.
     """
 
-    def __init__(self, path, base_offset, size, batches, first_offsets, record_count, gaps):
+    def __init__(self, path: str, base_offset: int, size: int, batches: np.ndarray,
+                 first_offsets: npt.NDArray[np.int64], record_count: int,
+                 gaps: list[Gap]) -> None:
         self.path = path
         self.base_offset = base_offset
         self.size = size
@@ -308,20 +338,20 @@ class SegmentSalvage:
         self.gaps = gaps
 
     @property
-    def first_offset(self):
+    def first_offset(self) -> int | None:
         """First offset of the intact data, or None."""
         return int(self.first_offsets[0]) if len(self.batches) else None
 
     @property
-    def last_offset(self):
+    def last_offset(self) -> int | None:
         """Last offset of the intact data, or None."""
         return int(self.batches["last_offset"][-1]) if len(self.batches) else None
 
     @property
-    def intact_bytes(self):
+    def intact_bytes(self) -> int:
         return int(self.batches["size"].sum())
 
-    def tables(self, chunk_bytes=DECODE_CHUNK_BYTES):
+    def tables(self, chunk_bytes: int = DECODE_CHUNK_BYTES) -> Iterator[RecordTable]:
         """The records of the intact batches, as ``RecordTable`` s of about ``chunk_bytes`` of
         log each (``batch`` indexes ``self.batches``)."""
         buf = open_buffer(self.path)
@@ -333,18 +363,19 @@ class SegmentSalvage:
             at += len(rows)
             yield table
 
-    def records(self):
+    def records(self) -> Iterator[Record]:
         """Every intact record, as ``Record`` objects, in offset order."""
         for table in self.tables():
             yield from table.to_records()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"SegmentSalvage({self.path!r}, batches={len(self.batches)}, "
                 f"records={self.record_count}, gaps={len(self.gaps)})")
 
 
-def salvage_segment(path, previous_last_offset=None, base_offset=None,
-                    chunk_bytes=DECODE_CHUNK_BYTES):
+def salvage_segment(path: StrPath, previous_last_offset: int | None = None,
+                    base_offset: int | None = None,
+                    chunk_bytes: int = DECODE_CHUNK_BYTES) -> SegmentSalvage:
     """Read every intact batch of one ``.log`` file, skipping damaged regions.
 
     A batch is kept when it is whole, its CRC is valid, its records decode (and match its
@@ -437,39 +468,39 @@ class PartitionSalvage:
         segments.
     """
 
-    def __init__(self, directory, segments):
+    def __init__(self, directory: str, segments: Sequence[SegmentSalvage]) -> None:
         self.dir = directory
         self.segments = segments
         self.gaps = _link_gaps(segments)
 
     @property
-    def record_count(self):
+    def record_count(self) -> int:
         return sum(s.record_count for s in self.segments)
 
     @property
-    def batch_count(self):
+    def batch_count(self) -> int:
         return sum(len(s.batches) for s in self.segments)
 
     @property
-    def first_offset(self):
+    def first_offset(self) -> int | None:
         return next((s.first_offset for s in self.segments if len(s.batches)), None)
 
     @property
-    def last_offset(self):
+    def last_offset(self) -> int | None:
         return next((s.last_offset for s in reversed(self.segments) if len(s.batches)), None)
 
-    def tables(self, chunk_bytes=DECODE_CHUNK_BYTES):
+    def tables(self, chunk_bytes: int = DECODE_CHUNK_BYTES) -> Iterator[RecordTable]:
         """The records of every intact batch, as ``RecordTable`` s (``batch`` indexes the
         segment's ``batches``), segment after segment."""
         for s in self.segments:
             yield from s.tables(chunk_bytes)
 
-    def records(self):
+    def records(self) -> Iterator[Record]:
         """Every intact record, as ``Record`` objects, in offset order."""
         for s in self.segments:
             yield from s.records()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"PartitionSalvage({self.dir!r}, segments={len(self.segments)}, "
                 f"records={self.record_count}, gaps={len(self.gaps)})")
 
@@ -489,7 +520,7 @@ def _link_gaps(segments):
     return out
 
 
-def salvage_partition(path, chunk_bytes=DECODE_CHUNK_BYTES):
+def salvage_partition(path: StrPath, chunk_bytes: int = DECODE_CHUNK_BYTES) -> PartitionSalvage:
     """Salvage read of every segment of a partition directory; returns a
     ``PartitionSalvage``. Offsets must increase across segments too: a batch at or below the
     last offset kept in an earlier segment is skipped as a gap."""
@@ -507,7 +538,8 @@ def salvage_partition(path, chunk_bytes=DECODE_CHUNK_BYTES):
 
 
 # ------------------------------------------------------------------------------ writing
-def write_partition(salvage, out, config=None):
+def write_partition(salvage: PartitionSalvage, out: StrPath,
+                    config: LogConfig | Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Write the intact batches of a ``PartitionSalvage`` into a new partition directory.
 
     Batches are copied whole, bytes unchanged, into ``.log`` files named after their first
@@ -525,7 +557,8 @@ def write_partition(salvage, out, config=None):
     """
     from kafkalog.log import Log
     out = os.path.abspath(os.fspath(out))
-    if salvage.first_offset is None:
+    first, last = salvage.first_offset, salvage.last_offset
+    if first is None or last is None:      # both or neither
         raise KafkaLogError(f"{salvage.dir}: no intact batch to write")
     if os.path.exists(out) and (not os.path.isdir(out) or os.listdir(out)):
         raise KafkaLogError(f"{out} exists and is not an empty directory")
@@ -539,8 +572,8 @@ def write_partition(salvage, out, config=None):
     metadata = os.path.join(salvage.dir, PARTITION_METADATA)
     if os.path.exists(metadata):
         shutil.copyfile(metadata, os.path.join(out, PARTITION_METADATA))
-    start = max(salvage.first_offset, _source_log_start(salvage.dir) or 0)
-    start = min(start, salvage.last_offset + 1)
+    start = max(first, _source_log_start(salvage.dir) or 0)
+    start = min(start, last + 1)
     for g in salvage.gaps:
         log.warning("%s: left out of %s: bytes [%d, %d) of %s (%d bytes, between offsets %s "
                     "and %s): %s", salvage.dir, out, g.start, g.end, os.path.basename(g.file),
@@ -551,9 +584,9 @@ def write_partition(salvage, out, config=None):
                   first_dirty_offset=start) as copy:
         log_end = copy.log_end_offset
         log_start = copy.log_start_offset
-    if log_end != salvage.last_offset + 1:
+    if log_end != last + 1:
         raise KafkaLogError(f"{out}: the salvaged copy ends at offset {log_end}, not "
-                            f"{salvage.last_offset + 1}")
+                            f"{last + 1}")
     return {"dir": out, "segments": names, "batches": salvage.batch_count,
             "records": salvage.record_count, "bytes": written,
             "log_start_offset": log_start, "log_end_offset": log_end}

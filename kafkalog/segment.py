@@ -1,5 +1,6 @@
 """``LogSegment``: one ``.log`` file with its offset, time and transaction indexes."""
-import collections
+from __future__ import annotations
+
 import logging
 import mmap
 import os
@@ -7,6 +8,7 @@ import random
 import threading
 import time
 import weakref
+from typing import TYPE_CHECKING, Any, Callable, Iterable, NamedTuple
 
 import numpy as np
 
@@ -19,13 +21,22 @@ from kafkalog.index import OffsetIndex, TimeIndex, TimestampOffset, TransactionI
 from kafkalog.producer_state import ProducerStateManager
 from kafkalog.records import decode_batches
 
+if TYPE_CHECKING:
+    from kafkalog._typing import StrPath
+    from kafkalog.config import LogConfig
+    from kafkalog.index import AbortedTxn, OffsetPosition, TxnIndexSearchResult
+    from kafkalog.leader_epoch import LeaderEpochCache
+
 log = logging.getLogger(__name__)
 
 _INT32_MAX = 2**31 - 1
 _RNG = random.Random()
 
-LogOffsetMetadata = collections.namedtuple(
-    "LogOffsetMetadata", "message_offset segment_base_offset relative_position_in_segment")
+class LogOffsetMetadata(NamedTuple):
+    """Where an offset is: its segment's base offset and its byte position in that segment."""
+    message_offset: int
+    segment_base_offset: int
+    relative_position_in_segment: int
 
 
 class FetchDataInfo:
@@ -35,14 +46,15 @@ class FetchDataInfo:
     __slots__ = ("fetch_offset_metadata", "records", "first_entry_incomplete",
                  "aborted_transactions")
 
-    def __init__(self, fetch_offset_metadata, records=b"", first_entry_incomplete=False,
-                 aborted_transactions=None):
+    def __init__(self, fetch_offset_metadata: LogOffsetMetadata, records: Any = b"",
+                 first_entry_incomplete: bool = False,
+                 aborted_transactions: list[AbortedTxn] | None = None) -> None:
         self.fetch_offset_metadata = fetch_offset_metadata
         self.records = records
         self.first_entry_incomplete = first_entry_incomplete
         self.aborted_transactions = aborted_transactions
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"FetchDataInfo({self.fetch_offset_metadata}, {len(self.records)} bytes, "
                 f"aborted={self.aborted_transactions})")
 
@@ -56,8 +68,10 @@ class LogSegment:
     serialises them); reads may run concurrently with appends.
     """
 
-    def __init__(self, directory, base_offset, config, *, file_suffix="", read_only=False,
-                 time_fn=time.time, rng=None, size=None):
+    def __init__(self, directory: StrPath, base_offset: int, config: LogConfig, *,
+                 file_suffix: str = "", read_only: bool = False,
+                 time_fn: Callable[[], float] = time.time, rng: random.Random | None = None,
+                 size: int | None = None) -> None:
         self.directory = os.fspath(directory)
         self.base_offset = base_offset
         self._stem = file_path(self.directory, base_offset, "")
@@ -69,24 +83,24 @@ class LogSegment:
         # The .log is opened on first use: a log of many segments holds no descriptor for
         # the ones nobody reads. ``size`` may come from the loader's directory scan.
         self._fd_value = -1
-        self._finalizer = None
+        self._finalizer: Any = None
         self._fd_lock = threading.Lock()
         if size is None:
             if not read_only and not os.path.exists(self.log_path):
                 self._open_fd()
             size = os.stat(self.log_path).st_size
         self._size = size
-        self._map = None
+        self._map: Any = None
         self._map_lock = threading.Lock()
         self._scan_lock = threading.RLock()      # held by scans and by truncation
-        self._offset_index = None
-        self._time_index = None
+        self._offset_index: OffsetIndex | None = None
+        self._time_index: TimeIndex | None = None
         self._pending_rebuild = False
         self._recovering = False
         self.deleted = False
         self.txn_index = TransactionIndex(self._path(TXN_INDEX_SUFFIX), base_offset)
-        self.rolling_based_timestamp = None
-        self._max_timestamp_and_offset = None
+        self.rolling_based_timestamp: int | None = None
+        self._max_timestamp_and_offset: TimestampOffset | None = None
         self.bytes_since_last_index_entry = 0
         self.created_ms = int(time_fn() * 1000)
         self.roll_jitter_ms = config.random_segment_jitter(rng or _RNG)
@@ -113,22 +127,22 @@ class LogSegment:
 
     # ------------------------------------------------------------------------------ indexes
     @property
-    def index_path(self):
+    def index_path(self) -> str:
         return self._path(INDEX_SUFFIX)
 
     @property
-    def time_index_path(self):
+    def time_index_path(self) -> str:
         return self._path(TIME_INDEX_SUFFIX)
 
     @property
-    def offset_index(self):
+    def offset_index(self) -> OffsetIndex:
         if self._offset_index is None:
             self._offset_index = self._open_index(OffsetIndex, self.index_path)
             self._rebuild_if_needed()
         return self._offset_index
 
     @property
-    def time_index(self):
+    def time_index(self) -> TimeIndex:
         if self._time_index is None:
             self._time_index = self._open_index(TimeIndex, self.time_index_path)
             self._rebuild_if_needed()
@@ -175,10 +189,11 @@ class LogSegment:
             self._pending_rebuild = False
             self.recover()
 
-    def indexes_opened(self):
+    def indexes_opened(self) -> bool:
         return self._offset_index is not None or self._time_index is not None
 
-    def sanity_check(self, time_index_newly_created=False, names=None):
+    def sanity_check(self, time_index_newly_created: bool = False,
+                     names: Iterable[str] | None = None) -> None:
         """Kafka's load-time check: the offset index must exist; the transaction index must
         be sound. (The offset and time indexes are checked when first opened.) ``names``:
         the directory's file names, when the caller has listed it already."""
@@ -192,22 +207,22 @@ class LogSegment:
         if exists(self.txn_index.path):
             self.txn_index.sanity_check()
 
-    def full_sanity_check(self):
+    def full_sanity_check(self) -> None:
         self.offset_index.sanity_check()
         self.time_index.sanity_check()
         self.txn_index.sanity_check()
 
-    def resize_indexes(self, size):
+    def resize_indexes(self, size: int) -> None:
         self.offset_index.resize(size)
         self.time_index.resize(size)
 
     # ------------------------------------------------------------------------------ the file
     @property
-    def size(self):
+    def size(self) -> int:
         """Bytes in the ``.log`` file."""
         return self._size
 
-    def buffer(self):
+    def buffer(self) -> Any:
         """A read-only mapping of the ``.log`` file as it is now (b"" when empty)."""
         with self._map_lock:
             if self._size == 0:
@@ -218,10 +233,10 @@ class LogSegment:
                 self._map = current
             return current
 
-    def read_bytes(self, position, size):
+    def read_bytes(self, position: int, size: int) -> bytes:
         return os.pread(self._fd, size, position)
 
-    def can_convert_to_relative_offset(self, offset):
+    def can_convert_to_relative_offset(self, offset: int) -> bool:
         return 0 <= offset - self.base_offset <= _INT32_MAX
 
     def _ensure_offset_in_range(self, offset):
@@ -232,11 +247,11 @@ class LogSegment:
 
     # ------------------------------------------------------------------------------ append
     @property
-    def max_timestamp_so_far(self):
+    def max_timestamp_so_far(self) -> int:
         return self._max_ts().timestamp
 
     @property
-    def offset_of_max_timestamp_so_far(self):
+    def offset_of_max_timestamp_so_far(self) -> int:
         return self._max_ts().offset
 
     def _max_ts(self):
@@ -246,7 +261,8 @@ class LogSegment:
                 self._max_timestamp_and_offset = last
         return self._max_timestamp_and_offset
 
-    def append(self, largest_offset, largest_timestamp, shallow_offset_of_max_timestamp, records):
+    def append(self, largest_offset: int, largest_timestamp: int,
+               shallow_offset_of_max_timestamp: int, records: Any) -> None:
         """Append whole batches (bytes) whose last offset is ``largest_offset``; write an index
         entry when more than ``index.interval.bytes`` were appended since the last one."""
         data = memoryview(records).cast("B")
@@ -283,7 +299,8 @@ class LogSegment:
         as Kafka trusts it) can point outside the file; then the scan starts at 0."""
         return position if 0 <= position <= self._size else 0
 
-    def translate_offset(self, offset, starting_position=0):
+    def translate_offset(self, offset: int, starting_position: int = 0
+                         ) -> tuple[int, int] | None:
         """(position, size) of the first batch whose last offset >= ``offset``, or None."""
         with self._scan_lock:
             mapping = self.offset_index.lookup(offset)
@@ -292,7 +309,8 @@ class LogSegment:
             position, size = find_batch(buf, min(start, len(buf)), len(buf), offset)
         return None if position < 0 else (position, size)
 
-    def read(self, start_offset, max_size, max_position=None, min_one_message=False):
+    def read(self, start_offset: int, max_size: int, max_position: int | None = None,
+             min_one_message: bool = False) -> FetchDataInfo | None:
         """Read whole batches from the first with last offset >= ``start_offset``.
 
         Returns a FetchDataInfo, or None when ``start_offset`` is beyond this segment. At most
@@ -317,19 +335,22 @@ class LogSegment:
             data = self.read_bytes(position, fetch_size)
         return FetchDataInfo(metadata, data, first_entry_incomplete=adjusted < size)
 
-    def fetch_upper_bound_offset(self, start_position, fetch_size):
+    def fetch_upper_bound_offset(self, start_position: OffsetPosition | int,
+                                 fetch_size: int) -> int | None:
         found = self.offset_index.fetch_upper_bound_offset(start_position, fetch_size)
         return None if found is None else found.offset
 
-    def collect_aborted_txns(self, fetch_offset, upper_bound_offset):
+    def collect_aborted_txns(self, fetch_offset: int,
+                             upper_bound_offset: int) -> TxnIndexSearchResult:
         return self.txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
 
-    def batches(self, start_position=0, validate_crc=False):
+    def batches(self, start_position: int = 0, validate_crc: bool = False
+                ) -> tuple[np.ndarray, int, int, str | None]:
         """Walk the segment's batches: ``(batches, status, stop, message)`` from the kernel."""
         with self._scan_lock:
             return walk_batches(self.buffer(), start_position, validate_crc=validate_crc)
 
-    def read_next_offset(self):
+    def read_next_offset(self) -> int:
         """The offset after the last batch (the base offset when the segment is empty)."""
         start = self.offset_index.lookup(self.offset_index.last_offset).position
         batches, _, _, _ = self.batches(self._checked_position(start))
@@ -337,7 +358,8 @@ class LogSegment:
             return int(batches["last_offset"][-1]) + 1
         return self.base_offset
 
-    def find_offset_by_timestamp(self, timestamp, starting_offset=0):
+    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int = 0
+                                 ) -> TimestampOffset | None:
         """(timestamp, offset) of the first record with timestamp >= ``timestamp`` at or after
         ``starting_offset``, or None."""
         ts_entry = self.time_index.lookup(timestamp)
@@ -358,18 +380,18 @@ class LogSegment:
         return None
 
     @property
-    def largest_timestamp(self):
+    def largest_timestamp(self) -> int:
         """The largest record timestamp, else the file's modification time (ms)."""
         if self.max_timestamp_so_far >= 0:
             return self.max_timestamp_so_far
         return self.last_modified_ms
 
     @property
-    def last_modified_ms(self):
+    def last_modified_ms(self) -> int:
         return int(os.stat(self.log_path).st_mtime * 1000)
 
     # ------------------------------------------------------------------------------ roll
-    def time_waited_for_roll(self, now_ms, message_timestamp):
+    def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
         if self.rolling_based_timestamp is None and self._size:
             batches = walk_batches(self.buffer(), 0, validate_crc=False, max_batches=1)[0]
             if len(batches):
@@ -378,8 +400,9 @@ class LogSegment:
             return message_timestamp - self.rolling_based_timestamp
         return now_ms - self.created_ms
 
-    def should_roll(self, max_segment_ms, max_segment_bytes, max_timestamp_in_messages,
-                    max_offset_in_messages, messages_size, now_ms):
+    def should_roll(self, max_segment_ms: int, max_segment_bytes: int,
+                    max_timestamp_in_messages: int, max_offset_in_messages: int,
+                    messages_size: int, now_ms: int) -> bool:
         """Kafka's roll conditions: size, time (with jitter), a full index, offset overflow."""
         reached_roll_ms = self.time_waited_for_roll(now_ms, max_timestamp_in_messages) > \
             max_segment_ms - self.roll_jitter_ms
@@ -389,7 +412,7 @@ class LogSegment:
                 or self.offset_index.is_full() or self.time_index.is_full()
                 or not self.can_convert_to_relative_offset(max_offset_in_messages))
 
-    def on_becoming_inactive_segment(self):
+    def on_becoming_inactive_segment(self) -> None:
         """At roll: the last time index entry, then trim the indexes."""
         self.time_index.maybe_append(self.max_timestamp_so_far,
                                      self.offset_of_max_timestamp_so_far, skip_full_check=True)
@@ -397,7 +420,9 @@ class LogSegment:
         self.time_index.trim_to_valid_size()
 
     # ------------------------------------------------------------------------------ recovery
-    def recover(self, producer_state=None, leader_epochs=None, before_truncate=None):
+    def recover(self, producer_state: ProducerStateManager | None = None,
+                leader_epochs: LeaderEpochCache | None = None,
+                before_truncate: Callable[[LogSegment, int, str], None] | None = None) -> int:
         """Rebuild the indexes from the ``.log`` and cut it at the first invalid batch.
 
         Validates structure, CRC and offset range of every batch; returns the bytes truncated.
@@ -455,7 +480,7 @@ class LogSegment:
         return truncated
 
     # ------------------------------------------------------------------------------ truncate
-    def truncate_to(self, offset):
+    def truncate_to(self, offset: int) -> int:
         """Remove every batch with offsets >= ``offset`` (the batch holding ``offset`` goes
         whole) and the index entries for them; returns the bytes truncated."""
         with self._scan_lock:
@@ -496,7 +521,7 @@ class LogSegment:
         self._size = size
 
     # ------------------------------------------------------------------------------ lifecycle
-    def flush(self):
+    def flush(self) -> None:
         """fsync the ``.log`` and flush the indexes."""
         if self.read_only:
             return
@@ -507,7 +532,7 @@ class LogSegment:
             self._time_index.flush()
         self.txn_index.flush()
 
-    def close(self):
+    def close(self) -> None:
         """Append the final time index entry, trim the indexes, release the files."""
         if not self.read_only:
             if self._offset_index is None and not os.path.exists(self.index_path):
@@ -524,7 +549,7 @@ class LogSegment:
             self._time_index.close()
         self._release()
 
-    def close_handlers(self):
+    def close_handlers(self) -> None:
         """Release files without trimming (used when a segment is deleted)."""
         if self._offset_index is not None:
             self._offset_index.close_handler()
@@ -539,10 +564,10 @@ class LogSegment:
             self._finalizer()
         self._fd_value = -1
 
-    def files(self):
+    def files(self) -> list[str]:
         return [self.log_path, self.index_path, self.time_index_path, self.txn_index.path]
 
-    def change_file_suffixes(self, old_suffix, new_suffix):
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
         """Rename every file of the segment (e.g. to ``.deleted``); missing indexes are skipped."""
         def renamed(path):
             base = path[:-len(old_suffix)] if old_suffix and path.endswith(old_suffix) else path
@@ -560,7 +585,7 @@ class LogSegment:
         self.txn_index.rename_to(renamed(self.txn_index.path))
         self.file_suffix = new_suffix
 
-    def mark_deleted(self):
+    def mark_deleted(self) -> None:
         """Prepare for deletion while readers may still hold the segment: the indexes are
         opened now (never lazily from a renamed or removed file), and from here on the files
         are only unlinked, not closed; the mappings and descriptor go with the object."""
@@ -569,7 +594,7 @@ class LogSegment:
         self.time_index
         self.deleted = True
 
-    def delete_files(self):
+    def delete_files(self) -> None:
         """Remove every file of the segment (whatever its suffix). A segment marked deleted
         keeps its open descriptor and mappings for readers until it is collected."""
         if not self.deleted:
@@ -586,7 +611,7 @@ class LogSegment:
             except FileNotFoundError:
                 pass
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self._size})"
 
 

@@ -8,8 +8,11 @@ Each problem is a dict ``{"code", "file", "position", "offset", "message"}``: ``
 ``CODES`` (stable identifiers), ``file`` the path at fault, ``position`` a byte position in it
 and ``offset`` the Kafka offset concerned (None when not applicable), ``message`` for people.
 """
+from __future__ import annotations
+
 import os
 import struct
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
@@ -24,6 +27,9 @@ from kafkalog.log import Log
 from kafkalog.producer_state import list_snapshots, read_snapshot
 from kafkalog.records import open_buffer
 from kafkalog.salvage import DECODE_CHUNK_BYTES, iter_decoded, scan_segment
+
+if TYPE_CHECKING:
+    from kafkalog._typing import StrPath
 
 CODES = {
     # the .log files
@@ -68,7 +74,8 @@ CODES = {
 MAX_PER_CODE = 10
 
 
-def problem(code, file, message, position=None, offset=None):
+def problem(code: str, file: StrPath, message: str, position: int | None = None,
+            offset: int | None = None) -> dict[str, Any]:
     """A problem dict (see the module docstring)."""
     assert code in CODES, code
     return {"code": code, "file": os.fspath(file),
@@ -76,7 +83,7 @@ def problem(code, file, message, position=None, offset=None):
             "offset": None if offset is None else int(offset), "message": message}
 
 
-def render_problem(p, directory=None):
+def render_problem(p: Mapping[str, Any], directory: StrPath | None = None) -> str:
     """One line for people: code, file (relative to ``directory``), position, offset, message."""
     name = p["file"]
     if directory is not None and os.path.dirname(name) == os.fspath(directory):
@@ -86,7 +93,7 @@ def render_problem(p, directory=None):
     return f"{p['code']}: {name}{where}: {p['message']}"
 
 
-def partition_dirs(path):
+def partition_dirs(path: StrPath) -> list[str]:
     """The partition directories named by ``path``: itself, or those inside a log dir."""
     path = os.path.abspath(os.fspath(path))
     if not os.path.isdir(path):
@@ -112,7 +119,8 @@ class _Carry:
         self.epochs = []             # (file, rows) of the v2 batches, for the epoch check
 
 
-def verify_partition(path, deep=True, chunk_bytes=DECODE_CHUNK_BYTES):
+def verify_partition(path: StrPath, deep: bool = True,
+                     chunk_bytes: int = DECODE_CHUNK_BYTES) -> dict[str, Any]:
     """Check every batch, record, index, snapshot and checkpoint of a partition.
 
     With ``deep`` (the default) every record of every batch is decoded, ``chunk_bytes`` of log
@@ -125,7 +133,8 @@ def verify_partition(path, deep=True, chunk_bytes=DECODE_CHUNK_BYTES):
     offsets, high watermark, last stable offset), or None when it cannot be opened.
     """
     path = os.path.abspath(os.fspath(path))
-    report = {"dir": path, "deep": bool(deep), "offsets": None, "segments": [], "problems": []}
+    report: dict[str, Any] = {"dir": path, "deep": bool(deep), "offsets": None, "segments": [],
+                              "problems": []}
     problems = report["problems"]
     try:
         with Log.open(path, read_only=True) as view:

@@ -7,6 +7,8 @@ bash scripts/setup.sh
 export PYSPARK_PYTHON="$PWD/.venv/bin/python"
 echo "== ruff: undefined names, unused imports and variables"
 .venv/bin/ruff check --quiet --select F,E9 kafkalog tests bench scripts asv_benchmarks examples
+echo "== mypy: the public API's annotations"
+.venv/bin/mypy kafkalog
 echo "== compiled kernels"
 .venv/bin/python -m pytest -q "$@"
 echo "== pure-Python kernels (KAFKALOG_NO_EXTENSIONS=1)"

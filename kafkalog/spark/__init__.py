@@ -11,7 +11,10 @@ Importing this package does not need them; calling a function that does without 
 ``MissingSparkExtraError`` (an ``ImportError`` and a ``KafkaLogError``) naming what is missing.
 ``plan`` and ``Options`` need none of them.
 """
+from __future__ import annotations
+
 import importlib
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from kafkalog.errors import MissingSparkExtraError
 from kafkalog.spark import datasource as _datasource
@@ -20,10 +23,18 @@ from kafkalog.spark import schema as _schema
 from kafkalog.spark.options import Options
 from kafkalog.spark.planner import plan
 
+if TYPE_CHECKING:
+    import pyarrow
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
-def require_spark_extra(function="spark", modules=("pyspark", "pyarrow", "pandas")):
+    from kafkalog._typing import StrPath
+
+
+def require_spark_extra(function: str = "spark",
+                        modules: Iterable[str] = ("pyspark", "pyarrow", "pandas")) -> None:
     """Import ``modules`` or raise ``MissingSparkExtraError`` naming the ones missing."""
-    missing = []
+    missing: list[str] = []
     for name in modules:
         try:
             importlib.import_module(name)
@@ -36,27 +47,27 @@ def require_spark_extra(function="spark", modules=("pyspark", "pyarrow", "pandas
 _DRIVER = ("pyspark", "pyarrow", "pandas")   # mapInArrow and Python data sources need all three
 
 
-def read(spark, paths, **options):
+def read(spark: SparkSession, paths: StrPath | Iterable[StrPath], **options: Any) -> DataFrame:
     require_spark_extra("read", _DRIVER)
     return _datasource.read(spark, paths, **options)
 
 
-def register(spark):
+def register(spark: SparkSession) -> None:
     require_spark_extra("register", _DRIVER)
     return _datasource.register(spark)
 
 
-def read_task(task):
+def read_task(task: dict[str, Any]) -> Iterator[pyarrow.RecordBatch]:
     require_spark_extra("read_task", ("pyarrow",))
     return _reader.read_task(task)
 
 
-def kafka_schema(include_headers=False):
+def kafka_schema(include_headers: bool = False) -> StructType:
     require_spark_extra("kafka_schema", ("pyspark",))
     return _schema.kafka_schema(include_headers)
 
 
-def arrow_schema(include_headers=False):
+def arrow_schema(include_headers: bool = False) -> pyarrow.Schema:
     require_spark_extra("arrow_schema", ("pyarrow",))
     return _schema.arrow_schema(include_headers)
 

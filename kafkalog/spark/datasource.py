@@ -1,11 +1,19 @@
 """Spark glue: ``read(spark, paths, **options)`` through ``mapInArrow``, and the Python data
 source ``spark.read.format("kafkalog")``; both plan on the driver and read on executors."""
+from __future__ import annotations
+
 import json
+from typing import TYPE_CHECKING, Any, Iterable
 
 from kafkalog.spark.options import Options, paths_option
 from kafkalog.spark.planner import plan
 from kafkalog.spark.reader import read_task
 from kafkalog.spark.schema import kafka_schema
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from kafkalog._typing import StrPath
 
 
 def _read_tasks_arrow(iterator):
@@ -14,7 +22,7 @@ def _read_tasks_arrow(iterator):
             yield from read_task(json.loads(task_json))
 
 
-def read(spark, paths, **options):
+def read(spark: SparkSession, paths: StrPath | Iterable[StrPath], **options: Any) -> DataFrame:
     """A DataFrame of the records under ``paths`` (partition dirs, log dirs, or folders of
     them), with the schema of Spark's Kafka source. Options use Spark's Kafka names."""
     opts = Options(options)
@@ -62,6 +70,6 @@ def _datasource_classes():
     return KafkaLogDataSource
 
 
-def register(spark):
+def register(spark: SparkSession) -> None:
     """Register the ``kafkalog`` data source with a SparkSession."""
     spark.dataSource.register(_datasource_classes())

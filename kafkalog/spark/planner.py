@@ -11,9 +11,12 @@ replica whose newest segment starts at the highest offset (then: the most bytes,
 path given) is read for every offset it holds; offsets below its log start are read from the
 next replica that holds them, and so on down. Each offset is read once.
 """
+from __future__ import annotations
+
 import contextlib
 import os
 import re
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import numpy as np
 
@@ -21,6 +24,9 @@ from kafkalog.errors import OffsetOutOfRangeError
 from kafkalog.files import holds_segments, topic_partition_or_none
 from kafkalog.log import Log
 from kafkalog.spark.options import Options
+
+if TYPE_CHECKING:
+    from kafkalog._typing import StrPath
 
 EARLIEST, LATEST = -2, -1
 DEFAULT_MAX_BYTES_PER_TASK = 128 * 1024 * 1024
@@ -96,7 +102,8 @@ def _per_partition(spec, key, default):
     return spec.get(topic, {}).get(str(partition), default)
 
 
-def plan(paths, options=None):
+def plan(paths: StrPath | Iterable[StrPath],
+         options: Options | Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """The read tasks for ``paths`` (JSON-able dicts)."""
     opts = options if isinstance(options, Options) else Options(options or {})
     starting = opts.offsets_spec("startingOffsets", "earliest", ("earliest", "latest"))

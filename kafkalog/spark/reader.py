@@ -1,7 +1,10 @@
 """Reading a planned task on an executor: walk its byte range with the kernels (CRCs checked),
 decode records columnar, filter them, and build ``pyarrow.RecordBatch`` es without a Python
 object per field."""
+from __future__ import annotations
+
 import logging
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 
@@ -13,12 +16,15 @@ from kafkalog.isolation import AbortedTxnFilter
 from kafkalog.records import CONTROL_MASK, decode_batches, open_buffer
 from kafkalog.spark.schema import arrow_schema
 
+if TYPE_CHECKING:
+    import pyarrow
+
 log = logging.getLogger(__name__)
 
 _CHUNK_BYTES = 32 * 1024 * 1024
 
 
-def read_task(task):
+def read_task(task: dict[str, Any]) -> Iterator[pyarrow.RecordBatch]:
     """Yield ``pyarrow.RecordBatch`` es of one planned task."""
     import pyarrow as pa
     path = file_path(task["dir"], task["segment"], LOG_SUFFIX)

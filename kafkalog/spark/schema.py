@@ -1,7 +1,14 @@
 """The schema of Spark's Kafka source, as Spark and as Arrow types."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pyarrow
+    from pyspark.sql.types import StructType
 
 
-def kafka_schema(include_headers=False):
+def kafka_schema(include_headers: bool = False) -> StructType:
     """The schema of Spark's Kafka source (a ``pyspark.sql.types.StructType``)."""
     from pyspark.sql.types import (
         ArrayType, BinaryType, IntegerType, LongType, StringType, StructField, StructType,
@@ -17,7 +24,7 @@ def kafka_schema(include_headers=False):
     return StructType(fields)
 
 
-def arrow_schema(include_headers=False):
+def arrow_schema(include_headers: bool = False) -> pyarrow.Schema:
     """``kafka_schema`` as a ``pyarrow.Schema``."""
     import pyarrow as pa
     fields = [pa.field("key", pa.binary()), pa.field("value", pa.binary()),
