@@ -60,7 +60,8 @@ def reference(name, headers=False, keep=lambda r, b: True):
             for r in b["records"]:
                 if not keep(r, b):
                     continue
-                ts_type = 1 if b["timestamp_type"] == "LOG_APPEND_TIME" else 0
+                # Kafka's TimestampType ids, as Spark reports them (-1 for magic 0)
+                ts_type = {"LOG_APPEND_TIME": 1, "CREATE_TIME": 0}.get(b["timestamp_type"], -1)
                 item = (exp["topic"], exp["partition"], r["offset"], r["timestamp"], ts_type,
                         _bytes(r["key_b64"]), _bytes(r["value_b64"]))
                 if headers:
@@ -236,3 +237,32 @@ def test_multiple_topics_in_one_read(spark):
     df = ks.read(spark, str(FIXTURES), subscribe="plain,headers")
     counts = {r.topic: r["count"] for r in df.groupBy("topic").count().collect()}
     assert counts == {"plain": 3000, "headers": 1900}
+
+
+def test_legacy_v0_records_have_timestamp_type_minus_one(spark):
+    types = {r.timestampType for r in ks.read(spark, str(FIXTURES / "legacy_v0-0"))
+             .select("timestampType").distinct().collect()}
+    assert types == {-1}                       # NO_TIMESTAMP_TYPE, as Kafka and Spark report
+
+
+def test_a_selection_that_plans_no_task_reads_nothing(spark):
+    ks.register(spark)
+    for options in ({"subscribe": "nosuchtopic"},
+                    {"subscribe": "plain", "endingOffsets": '{"plain": {"0": 0}}'}):
+        reader = spark.read.format("kafkalog")
+        for k, v in options.items():
+            reader = reader.option(k, v)
+        assert reader.load(str(FIXTURES)).count() == 0
+        assert ks.read(spark, str(FIXTURES), **options).count() == 0
+
+
+def test_latest_is_the_brokers_high_watermark(spark, tmp_path):
+    from kafkalog.checkpoint import write_offset_checkpoint
+    root = tmp_path / "broker"
+    shutil.copytree(FIXTURES / "plain-0", root / "plain-0")
+    write_offset_checkpoint(root / "replication-offset-checkpoint", {("plain", 0): 2990})
+    # records above the high watermark were never visible to a consumer
+    assert ks.read(spark, str(root)).count() == 2990
+    (task,) = ks.plan([str(root)], {"startingOffsets": "latest",
+                                    "endingOffsets": '{"plain": {"0": 3000}}'})
+    assert task["start_offset"] == 2990

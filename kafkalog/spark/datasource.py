@@ -52,7 +52,10 @@ def _datasource_classes():
             return [TaskPartition(json.dumps(t)) for t in plan(paths, Options(opts))]
 
         def read(self, partition):
-            yield from read_task(json.loads(partition.task_json))
+            # PySpark runs one InputPartition(None) when partitions() planned no task
+            task_json = getattr(partition, "task_json", None)
+            if task_json is not None:
+                yield from read_task(json.loads(task_json))
 
     class KafkaLogDataSource(DataSource):
         """``spark.read.format("kafkalog").load(path)``."""

@@ -175,10 +175,13 @@ def _plan_partition(key, replicas, request):
     start = _per_partition(starting, key, EARLIEST) if isinstance(starting, dict) else \
         (EARLIEST if starting == "earliest" else LATEST)
     end = _per_partition(ending, key, LATEST) if isinstance(ending, dict) else LATEST
+    # Spark's `latest` is what a consumer could see: the high watermark (a broker's
+    # replication-offset-checkpoint, else the log end), the last stable offset for read_committed.
+    latest = primary.last_stable_offset if request["committed"] else primary.high_watermark
     if start == EARLIEST:
         start = earliest
     elif start == LATEST:
-        start = primary.log_end_offset
+        start = latest
     elif start < earliest:
         if request["fail_on_data_loss"]:
             raise OffsetOutOfRangeError(
@@ -187,8 +190,6 @@ def _plan_partition(key, replicas, request):
         start = earliest
     if end == EARLIEST:
         raise ValueError("endingOffsets cannot be earliest (-2)")
-    # The end of what a consumer could read: the last stable offset for read_committed.
-    latest = primary.last_stable_offset if request["committed"] else primary.log_end_offset
     if end == LATEST:
         end = latest
     elif request["committed"]:

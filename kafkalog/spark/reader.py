@@ -101,7 +101,8 @@ def _to_arrow(table, task, schema, pa):
         pa.array(np.full(n, task["partition"], np.int32)),
         pa.array(recs["offset"].copy()),
         pa.array(recs["timestamp"] * 1000, pa.timestamp("us", "UTC")),
-        pa.array(np.maximum(table.timestamp_type, 0).astype(np.int32)),
+        # Kafka's TimestampType id, as Spark's source reports it: -1 for magic 0 records
+        pa.array(table.timestamp_type.astype(np.int32)),
     ]
     if task["include_headers"]:
         columns.append(_headers(pa, table))
