@@ -37,8 +37,8 @@ from kafkalog.checkpoint import read_leader_epoch_checkpoint
 from kafkalog.errors import InvalidConfigError, KafkaLogError
 from kafkalog.files import (
     INDEX_SUFFIX, INDEX_SUFFIXES, LEADER_EPOCH_CHECKPOINT, LOG_SUFFIX, SNAPSHOT_SUFFIX,
-    TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, file_path, holds_segments, offsets_of,
-    parse_file_name, topic_partition_or_none,
+    TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, file_path, offsets_of, parse_file_name,
+    partition_dirs, topic_partition_or_none,
 )
 from kafkalog.index import TXN_ENTRY_DTYPE, OffsetIndex, TimeIndex, TransactionIndex
 from kafkalog.producer_state import read_snapshot
@@ -624,18 +624,10 @@ def _file_sizes(path, names):
 # ----------------------------------------------------------------------------------------------
 # What a path names
 
-def partition_dirs(path: StrPath) -> list[str]:
-    """The partition directories ``path`` names: itself (a directory holding segments, or
-    named ``topic-partition``, or holding no partition directories), or those in a log dir."""
-    path = os.path.abspath(os.fspath(path))
-    if holds_segments(path) or topic_partition_or_none(os.path.basename(path)):
-        return [path]
-    found = []
-    for name in sorted(os.listdir(path)):
-        full = os.path.join(path, name)
-        if os.path.isdir(full) and (holds_segments(full) or topic_partition_or_none(name)):
-            found.append(full)
-    return found or [path]
+def _partition_dirs(path):
+    """The partition directories a dump of ``path`` covers (a directory that is none, e.g. an
+    empty one, is dumped as itself)."""
+    return partition_dirs(path, named=True) or [os.path.abspath(path)]
 
 
 def _file_kind(path):
@@ -687,7 +679,7 @@ def iter_json(path: StrPath, options: DumpOptions | None = None,
     report = DumpReport() if report is None else report
     path = os.fspath(path)
     if os.path.isdir(path):
-        for d in partition_dirs(path):
+        for d in _partition_dirs(path):
             yield from _partition_json(d, options, report)
             yield "\n"
         return
@@ -857,7 +849,7 @@ def dump_path(path: StrPath, records_mode: str = "full", options: DumpOptions | 
     options = _options(options, records_mode)
     docs = [json.loads(line) for line in
             "".join(iter_json(path, options, report)).splitlines()]
-    if os.path.isdir(path) and partition_dirs(path) != [os.path.abspath(path)]:
+    if os.path.isdir(path) and _partition_dirs(path) != [os.path.abspath(path)]:
         return docs
     return docs[0]
 
@@ -878,7 +870,7 @@ def iter_text(path: StrPath, options: DumpOptions | None = None,
     report = DumpReport() if report is None else report
     path = os.fspath(path)
     if os.path.isdir(path):
-        for d in partition_dirs(path):
+        for d in _partition_dirs(path):
             yield from _partition_text(d, options, report)
         return
     yield from _file_text(path, options, report)

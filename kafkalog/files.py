@@ -153,3 +153,21 @@ def topic_partition_or_none(name: str) -> tuple[str, int] | None:
         return parse_topic_partition(name)
     except KafkaLogError:
         return None
+
+
+def partition_dirs(path: StrPath, named: bool = False) -> list[str]:
+    """The partition directories ``path`` names: itself when it is one, else those directly
+    inside it (a log dir), by name; empty when there are none. A partition directory holds a
+    ``.log`` segment, or with ``named`` is merely named ``<topic>-<partition>``."""
+    def is_partition(directory: str) -> bool:
+        return holds_segments(directory) or \
+            (named and topic_partition_or_none(os.path.basename(directory)) is not None)
+    path = os.path.abspath(os.fspath(path))
+    if is_partition(path):
+        return [path]
+    found = []
+    for name in sorted(os.listdir(path)):
+        full = os.path.join(path, name)
+        if os.path.isdir(full) and is_partition(full):
+            found.append(full)
+    return found

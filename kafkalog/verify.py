@@ -18,9 +18,10 @@ import numpy as np
 
 from kafkalog import checkpoint
 from kafkalog.errors import CorruptIndexError, CorruptSnapshotError, KafkaLogError
+from kafkalog import files
 from kafkalog.files import (
     INDEX_SUFFIX, LEADER_EPOCH_CHECKPOINT, LOG_SUFFIX, PARTITION_METADATA, TIME_INDEX_SUFFIX,
-    TXN_INDEX_SUFFIX, file_path, holds_segments, offsets_of,
+    TXN_INDEX_SUFFIX, file_path, offsets_of,
 )
 from kafkalog.index import OffsetIndex, TimeIndex, TransactionIndex
 from kafkalog.log import Log
@@ -98,13 +99,7 @@ def partition_dirs(path: StrPath) -> list[str]:
     path = os.path.abspath(os.fspath(path))
     if not os.path.isdir(path):
         raise FileNotFoundError(f"{path}: no such directory")
-    if holds_segments(path):
-        return [path]
-    found = []
-    for name in sorted(os.listdir(path)):
-        full = os.path.join(path, name)
-        if os.path.isdir(full) and holds_segments(full):
-            found.append(full)
+    found = files.partition_dirs(path)
     if not found:
         raise KafkaLogError(f"{path}: neither a partition directory nor a log dir holding any")
     return found

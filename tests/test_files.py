@@ -85,3 +85,16 @@ def test_damaged_checkpoints_are_logged_and_read_as_missing(tmp_path, caplog):
     assert (p.recovery_point, p.log_start_offset, p.high_watermark, p.clean_shutdown) == \
         (42, None, None, False)
     assert saved.for_partition(None).recovery_point is None
+
+
+def test_partition_dirs_of_a_path(tmp_path):
+    from kafkalog.files import partition_dirs
+    (tmp_path / "a-0").mkdir()
+    (tmp_path / "a-0" / "00000000000000000000.log").write_bytes(b"")
+    (tmp_path / "b-1").mkdir()                       # named like a partition, no segment
+    (tmp_path / "notes").mkdir()
+    assert partition_dirs(tmp_path / "a-0") == [str(tmp_path / "a-0")]
+    assert partition_dirs(tmp_path) == [str(tmp_path / "a-0")]
+    assert partition_dirs(tmp_path, named=True) == [str(tmp_path / "a-0"), str(tmp_path / "b-1")]
+    assert partition_dirs(tmp_path / "b-1", named=True) == [str(tmp_path / "b-1")]
+    assert partition_dirs(tmp_path / "notes") == []
