@@ -12,6 +12,7 @@ import tempfile
 from typing import TYPE_CHECKING, Any
 
 from kafkalog import checkpoint
+from kafkalog.errors import KafkaLogError
 from kafkalog.files import topic_partition_or_none
 from kafkalog.log import Log
 
@@ -36,7 +37,11 @@ def recover_partition(path: StrPath, dry_run: bool = False,
         return _recover(path, saved.log_start_offset or 0, keep, path)
     with tempfile.TemporaryDirectory(prefix="kafkalog-recover-") as scratch:
         copy = os.path.join(scratch, os.path.basename(path))
-        shutil.copytree(path, copy)
+        try:
+            shutil.copytree(path, copy)
+        except (OSError, shutil.Error) as e:
+            raise KafkaLogError(f"dry run of {path}: cannot copy it to the scratch directory "
+                                f"{scratch}: {e}") from e
         salvage = os.path.join(scratch, "kept") if keep is not None else None
         result = _recover(copy, saved.log_start_offset or 0, salvage, path)
     if keep is not None:

@@ -121,3 +121,18 @@ def test_a_corrupt_index_does_not_hide_a_cut(fixture_copy, tmp_path):
     assert [a["file"] for a in result["actions"] if a["action"] == "truncated"] == \
         [logs[-1].name]
     assert any(a["action"] == "kept_bytes" for a in result["actions"])
+
+
+def test_a_dry_run_that_cannot_copy_is_a_typed_error(fixture_copy, monkeypatch):
+    import errno
+    import shutil
+    from kafkalog.errors import KafkaLogError
+    d = fixture_copy("crashed-0")
+    before = {f.name: f.read_bytes() for f in d.iterdir()}
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(shutil, "copytree", full)
+    with pytest.raises(KafkaLogError, match="scratch directory"):
+        recover_partition(d, dry_run=True)
+    assert {f.name: f.read_bytes() for f in d.iterdir()} == before
