@@ -84,12 +84,8 @@ def prepare_append(unsigned char[::1] buf, int64_t assign_from, int64_t max_batc
                 if records * MIN_RECORD_SIZE > size - B_RECORDS:
                     status = A_RECORDS
                     break
-                scratch = <RecordInfo *>realloc(scratch, records * sizeof(RecordInfo))
-                if scratch == NULL:
-                    raise MemoryError()
-                table.count = 0
-                if _decode_region(p, pos + B_RECORDS, pos + size, base, 0, records, scratch,
-                                  &table, &err_pos) != R_OK:
+                if _decode_region(p, pos + B_RECORDS, pos + size, base, delta, 0, records,
+                                  NULL, NULL, &err_pos) != R_OK:       # validate only
                     status = A_RECORDS
                     break
             if kl_i64(p + pos + B_PRODUCER_ID) >= 0:

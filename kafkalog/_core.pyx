@@ -10,7 +10,9 @@ Shape of every kernel: a ``def`` wrapper that checks arguments and turns status 
 """
 cimport cython
 from cpython.bytes cimport PyBytes_FromStringAndSize
-from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport (
+    int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t, INT32_MAX, INT64_MAX, INT64_MIN,
+)
 from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcpy, memset
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
@@ -113,6 +115,20 @@ cdef enum:
     R_COUNT = 7
     R_REMAINING = 8
     R_NOMEM = 9
+    R_OFFSET_ORDER = 10
+    R_OFFSET_RANGE = 11
+    R_TIMESTAMP = 12
+    R_CODEC = 13
+    R_LAST_OFFSET_DELTA = 14
+    R_OFFSET_OVERFLOW = 15
+    R_COUNT_OFFSETS = 16
+    R_SEQUENCE = 17
+    R_PRODUCER = 18
+    R_TXN_PRODUCER = 19
+    R_LEGACY_SPAN = 20
+    R_LEGACY_SIZE = 21
+    R_WRAPPER_NULL = 22
+    R_NEGATIVE_OFFSET = 23
 
 _RECORD_ERRORS = {
     R_VARINT: "varint is too long or runs past the end of the record",
@@ -123,6 +139,21 @@ _RECORD_ERRORS = {
     R_SIZE_MISMATCH: "record length does not match the bytes its fields use",
     R_COUNT: "record count does not fit the batch",
     R_REMAINING: "incorrect declared batch size, records still remaining",
+    R_OFFSET_ORDER: "record offsets do not increase inside the batch",
+    R_OFFSET_RANGE: "record offset delta is outside the batch's offsets (lastOffsetDelta)",
+    R_TIMESTAMP: "record timestamp delta overflows the batch's base timestamp",
+    R_CODEC: "unknown compression codec in the batch attributes",
+    R_LAST_OFFSET_DELTA: "invalid negative lastOffsetDelta",
+    R_OFFSET_OVERFLOW: "last offset leaves no next offset in 64 bits",
+    R_COUNT_OFFSETS: "record count does not fit the batch's offsets (negative, or more than "
+                     "lastOffsetDelta + 1)",
+    R_SEQUENCE: "invalid base sequence (below -1)",
+    R_PRODUCER: "invalid producer id or epoch (below -1)",
+    R_TXN_PRODUCER: "transactional batch without a producer id",
+    R_LEGACY_SPAN: "legacy record key or value runs past its entry",
+    R_LEGACY_SIZE: "legacy record size does not match its key and value",
+    R_WRAPPER_NULL: "compressed legacy wrapper has a null value",
+    R_NEGATIVE_OFFSET: "invalid negative offset",
 }
 
 

@@ -4,7 +4,10 @@
 
 cdef inline int _varint(const unsigned char *p, Py_ssize_t *pos, Py_ssize_t end,
                         int max_bytes, int64_t *value) noexcept nogil:
-    """Zig-zag varint of at most ``max_bytes`` bytes (5 for int32, 10 for int64), bounded by end."""
+    """Zig-zag varint of at most ``max_bytes`` bytes (5 for int32, 10 for int64), bounded by end.
+
+    Like Kafka's ``ByteUtils.readVarint``/``readVarlong``, the last allowed byte may only carry
+    the bits left of the 32 / 64 (4 / 1): a longer value is an illegal varint, not a wrap."""
     cdef uint64_t raw = 0
     cdef int shift = 0
     cdef int i = 0
@@ -14,10 +17,13 @@ cdef inline int _varint(const unsigned char *p, Py_ssize_t *pos, Py_ssize_t end,
             return R_VARINT
         b = p[pos[0]]
         pos[0] += 1
-        raw |= (<uint64_t>(b & 0x7F)) << shift
         i += 1
         if not (b & 0x80):
+            if i == max_bytes and (b >> (4 if max_bytes == 5 else 1)) != 0:
+                return R_VARINT
+            raw |= (<uint64_t>b) << shift
             break
+        raw |= (<uint64_t>(b & 0x7F)) << shift
         shift += 7
     value[0] = <int64_t>(raw >> 1) ^ -(<int64_t>(raw & 1))
     return R_OK
@@ -62,18 +68,27 @@ cdef inline int _push_header(HeaderTable *t) noexcept nogil:
 
 
 cdef int _decode_region(const unsigned char *p, Py_ssize_t pos, Py_ssize_t end,
-                        int64_t base_offset, int64_t base_timestamp, Py_ssize_t count,
-                        RecordInfo *out, HeaderTable *headers,
+                        int64_t base_offset, int64_t max_delta, int64_t base_timestamp,
+                        Py_ssize_t count, RecordInfo *out, HeaderTable *headers,
                         Py_ssize_t *err_pos) noexcept nogil:
+    """Decode ``count`` records of one batch from [pos, end) into ``out`` (headers appended to
+    ``headers``); with ``out`` NULL only validate. Every field is checked against the bytes it
+    covers: varints, lengths, header counts, offset deltas (increasing, at most ``max_delta``:
+    the batch's lastOffsetDelta), timestamps (no int64 overflow), the record count (no bytes
+    left over)."""
     cdef Py_ssize_t i, h, body_end, rec_start
     cdef int64_t length, ts_delta, off_delta, header_count
+    cdef int64_t prev_delta = -1
     cdef int rc
-    cdef RecordInfo *r
-    cdef HeaderInfo *hd
+    cdef RecordInfo scratch
+    cdef HeaderInfo header_scratch
+    cdef RecordInfo *r = &scratch
+    cdef HeaderInfo *hd = &header_scratch
     for i in range(count):
         rec_start = pos
         err_pos[0] = pos
-        r = out + i
+        if out != NULL:
+            r = out + i
         if _varint(p, &pos, end, 5, &length) != R_OK:
             return R_VARINT
         if length < MIN_RECORD_SIZE - 1 or length > end - pos:
@@ -85,7 +100,17 @@ cdef int _decode_region(const unsigned char *p, Py_ssize_t pos, Py_ssize_t end,
             return R_VARINT
         if _varint(p, &pos, body_end, 5, &off_delta) != R_OK:
             return R_VARINT
+        # offsets strictly increase inside the batch and stay in [baseOffset, lastOffset]
+        # (compaction may leave lastOffset above the last record's, never below)
+        if off_delta <= prev_delta:
+            return R_OFFSET_ORDER
+        if off_delta > max_delta or base_offset > INT64_MAX - off_delta:
+            return R_OFFSET_RANGE
+        prev_delta = off_delta
         r.offset = base_offset + off_delta
+        if (ts_delta > 0 and base_timestamp > INT64_MAX - ts_delta) or \
+                (ts_delta < 0 and base_timestamp < INT64_MIN - ts_delta):
+            return R_TIMESTAMP
         r.timestamp = base_timestamp + ts_delta
         rc = _span(p, &pos, body_end, &r.key_pos, &r.key_len)
         if rc != R_OK:
@@ -95,14 +120,16 @@ cdef int _decode_region(const unsigned char *p, Py_ssize_t pos, Py_ssize_t end,
             return rc
         if _varint(p, &pos, body_end, 5, &header_count) != R_OK:
             return R_VARINT
-        if header_count < 0 or header_count > body_end - pos:
+        # a header takes at least two bytes (key length, value length)
+        if header_count < 0 or header_count > (body_end - pos) // 2:
             return R_HEADER_COUNT
-        r.header_start = headers.count
+        r.header_start = headers.count if headers != NULL else 0
         r.header_count = <int32_t>header_count
         for h in range(header_count):
-            if _push_header(headers) != R_OK:
-                return R_NOMEM
-            hd = headers.rows + headers.count - 1
+            if headers != NULL:
+                if _push_header(headers) != R_OK:
+                    return R_NOMEM
+                hd = headers.rows + headers.count - 1
             rc = _span(p, &pos, body_end, &hd.key_pos, &hd.key_len)
             if rc != R_OK:
                 return rc
@@ -120,12 +147,25 @@ cdef int _decode_region(const unsigned char *p, Py_ssize_t pos, Py_ssize_t end,
     return R_OK
 
 
+cdef inline int64_t _max_delta(int64_t base_offset, int64_t last_offset) noexcept nogil:
+    """The largest record offset delta a batch's [base_offset, last_offset] allows (-1: none;
+    at most Int.MAX_VALUE, the most a 5-byte varint may carry), without int64 overflow."""
+    cdef uint64_t diff
+    if last_offset < base_offset:
+        return -1
+    diff = <uint64_t>last_offset - <uint64_t>base_offset
+    return <int64_t>diff if diff < <uint64_t>INT32_MAX else INT32_MAX
+
+
 def decode_v2_records(const unsigned char[::1] buf, const int64_t[::1] starts,
                       const int64_t[::1] ends, const int64_t[::1] base_offsets,
-                      const int64_t[::1] base_timestamps, const int64_t[::1] counts):
+                      const int64_t[::1] base_timestamps, const int64_t[::1] counts,
+                      const int64_t[::1] last_offsets=None):
     """Decode the records of v2 batches whose (decompressed) record bytes are ``buf[start:end]``.
 
-    One region per batch: its record bytes, base offset, base timestamp and declared record count.
+    One region per batch: its record bytes, base offset, base timestamp and declared record
+    count, and (optional) its last offset: record offsets must increase and stay in
+    [base offset, last offset] (without it, any increasing offsets that fit are accepted).
 
     Returns
     -------
@@ -145,6 +185,10 @@ def decode_v2_records(const unsigned char[::1] buf, const int64_t[::1] starts,
     if not (ends.shape[0] == base_offsets.shape[0] == base_timestamps.shape[0]
             == counts.shape[0] == n_regions):
         raise ValueError("region arrays differ in length")
+    cdef bint has_last = last_offsets is not None
+    if has_last and last_offsets.shape[0] != n_regions:
+        raise ValueError("region arrays differ in length")
+    cdef int64_t[::1] max_deltas = np.empty(n_regions, dtype=np.int64)
     cdef Py_ssize_t i, total = 0
     for i in range(n_regions):
         if not (0 <= starts[i] <= ends[i] <= length):
@@ -154,6 +198,8 @@ def decode_v2_records(const unsigned char[::1] buf, const int64_t[::1] starts,
                                      f"{ends[i] - starts[i]} bytes)", position=starts[i])
             exc.region = i
             raise exc
+        max_deltas[i] = _max_delta(base_offsets[i], last_offsets[i]) if has_last \
+            else INT32_MAX
         total += counts[i]
     records = np.empty(total, dtype=RECORD_DTYPE)
     cdef RecordInfo *out = <RecordInfo *>cnp.PyArray_DATA(records)
@@ -167,8 +213,8 @@ def decode_v2_records(const unsigned char[::1] buf, const int64_t[::1] starts,
     cdef Py_ssize_t row = 0
     with nogil:
         for i in range(n_regions):
-            rc = _decode_region(p, starts[i], ends[i], base_offsets[i], base_timestamps[i],
-                                counts[i], out + row, &table, &err_pos)
+            rc = _decode_region(p, starts[i], ends[i], base_offsets[i], max_deltas[i],
+                                base_timestamps[i], counts[i], out + row, &table, &err_pos)
             if rc != R_OK:
                 break
             row += counts[i]
@@ -187,11 +233,137 @@ def decode_v2_records(const unsigned char[::1] buf, const int64_t[::1] starts,
     return records, headers
 
 
+cdef inline int _check_v2_header(const unsigned char *b, int32_t size) noexcept nogil:
+    """Check the header fields of the v2 batch at ``b`` (``size`` bytes in all) that readers
+    trust: codec, baseOffset (Kafka's offsets are never negative), lastOffsetDelta, record
+    count, sequence, producer id/epoch."""
+    cdef int16_t attributes = kl_i16(b + B_ATTRIBUTES)
+    cdef int32_t delta = kl_i32(b + B_LAST_OFFSET_DELTA)
+    cdef int32_t count = kl_i32(b + B_RECORD_COUNT)
+    cdef int64_t producer_id = kl_i64(b + B_PRODUCER_ID)
+    if (attributes & 0x07) > 4:
+        return R_CODEC
+    if kl_i64(b + B_BASE_OFFSET) < 0:
+        return R_NEGATIVE_OFFSET
+    if delta < 0:
+        return R_LAST_OFFSET_DELTA
+    if kl_i64(b + B_BASE_OFFSET) > INT64_MAX - 1 - delta:     # the next offset must fit too
+        return R_OFFSET_OVERFLOW
+    if count < 0 or count - 1 > delta:
+        return R_COUNT_OFFSETS
+    if (attributes & 0x07) == 0 and <int64_t>count * MIN_RECORD_SIZE > size - B_RECORDS:
+        return R_COUNT
+    if kl_i32(b + B_BASE_SEQUENCE) < -1:
+        return R_SEQUENCE
+    if producer_id < -1 or kl_i16(b + B_PRODUCER_EPOCH) < -1:
+        return R_PRODUCER
+    if (attributes & 0x10) and producer_id < 0:
+        return R_TXN_PRODUCER
+    return R_OK
+
+
+cdef inline int _legacy_spans(const unsigned char *p, const BatchInfo *b,
+                              RecordInfo *r) noexcept nogil:
+    """Key and value spans of a legacy entry; they must fill it exactly (Kafka's LegacyRecord
+    size is exactly its fields). A negative length is a null, as Kafka reads it."""
+    cdef Py_ssize_t pos = b.position + L_TIMESTAMP + (8 if b.magic == 1 else 0)
+    cdef Py_ssize_t end = b.position + b.size
+    cdef int32_t klen, vlen
+    if (b.attributes & 0x07) > 4:
+        return R_CODEC
+    if b.base_offset < 0:
+        return R_NEGATIVE_OFFSET
+    if b.base_offset == INT64_MAX:
+        return R_OFFSET_OVERFLOW
+    klen = kl_i32(p + pos)
+    pos += 4
+    if klen > end - pos - 4:
+        return R_LEGACY_SPAN
+    r.key_pos = pos
+    r.key_len = klen if klen >= 0 else -1
+    if klen > 0:
+        pos += klen
+    vlen = kl_i32(p + pos)
+    pos += 4
+    if vlen > end - pos:
+        return R_LEGACY_SPAN
+    r.value_pos = pos
+    r.value_len = vlen if vlen >= 0 else -1
+    if vlen > 0:
+        pos += vlen
+    if pos != end:
+        return R_LEGACY_SIZE
+    if vlen < 0 and (b.attributes & 0x07) != 0:
+        return R_WRAPPER_NULL
+    return R_OK
+
+
+cdef inline int _check_batch(const unsigned char *p, const BatchInfo *b, bint records,
+                             Py_ssize_t *err_pos) noexcept nogil:
+    cdef RecordInfo scratch
+    cdef int rc
+    cdef const unsigned char *h = p + b.position
+    err_pos[0] = b.position
+    if b.magic != 2:
+        return _legacy_spans(p, b, &scratch)
+    rc = _check_v2_header(h, b.size)
+    if rc != R_OK or not records or (kl_i16(h + B_ATTRIBUTES) & 0x07) != 0:
+        return rc
+    return _decode_region(p, b.position + B_RECORDS, b.position + b.size, kl_i64(h),
+                          kl_i32(h + B_LAST_OFFSET_DELTA), kl_i64(h + B_BASE_TIMESTAMP),
+                          kl_i32(h + B_RECORD_COUNT), NULL, NULL, err_pos)
+
+
+cdef int _check_rows(const unsigned char[::1] buf, cnp.ndarray arr) except -1:
+    """Check that the rows of a contiguous ``BATCH_DTYPE`` array are walked batches in ``buf``."""
+    cdef const BatchInfo *b = <const BatchInfo *>cnp.PyArray_DATA(arr)
+    cdef Py_ssize_t i, n = arr.shape[0], length = buf.shape[0]
+    for i in range(n):
+        if not 0 <= b[i].magic <= 2 or b[i].position < 0 or \
+                b[i].position + b[i].size > length or \
+                b[i].size < LOG_OVERHEAD + (V2_MIN_SIZE if b[i].magic == 2 else
+                                            V1_MIN_SIZE if b[i].magic == 1 else V0_MIN_SIZE):
+            raise ValueError(f"entry {i} is not a walked batch inside the buffer")
+    return 0
+
+
+def check_batches(const unsigned char[::1] buf, batches, bint records=True):
+    """Check the structure of walked batches (``BATCH_DTYPE`` rows of ``buf``) beyond their
+    CRC: every header field readers trust (codec, lastOffsetDelta, record count, sequence,
+    producer id/epoch), and with ``records`` every record of an uncompressed v2 batch (as
+    ``decode_v2_records`` decodes it) and the key and value of a legacy entry.
+
+    Returns
+    -------
+    (n_valid, reason, position)
+        ``n_valid``: how many batches pass before the first that fails (``len(batches)`` when
+        all do); ``reason``: why that one fails, else None; ``position``: the buffer position
+        of the fault (the batch, or the record at fault), else -1. Compressed payloads are
+        not looked into (``records.validate_batches`` decompresses them).
+    """
+    cdef cnp.ndarray arr = np.ascontiguousarray(batches, dtype=BATCH_DTYPE)
+    cdef Py_ssize_t n = arr.shape[0], i
+    _check_rows(buf, arr)
+    cdef const BatchInfo *b = <const BatchInfo *>cnp.PyArray_DATA(arr)
+    cdef const unsigned char *p = &buf[0] if buf.shape[0] > 0 else NULL
+    cdef int rc = R_OK
+    cdef Py_ssize_t err_pos = -1
+    with nogil:
+        for i in range(n):
+            rc = _check_batch(p, b + i, records, &err_pos)
+            if rc != R_OK:
+                break
+    if rc == R_OK:
+        return n, None, -1
+    return i, _RECORD_ERRORS[rc], err_pos
+
+
 def decode_legacy_records(const unsigned char[::1] buf, batches):
     """Key and value spans of walked legacy entries (``BATCH_DTYPE`` rows with magic 0/1).
 
     Returns a ``RECORD_DTYPE`` array: offset and timestamp as stored, size = the entry's size.
-    Raises CorruptRecordError when a key or value length runs past its entry.
+    Raises CorruptRecordError (``position``: the entry's) when a key or value length does not
+    fit its entry, the codec is unknown or a compressed wrapper's value is null.
     """
     cdef Py_ssize_t n = len(batches)
     cdef cnp.ndarray arr = np.ascontiguousarray(batches, dtype=BATCH_DTYPE)
@@ -200,40 +372,25 @@ def decode_legacy_records(const unsigned char[::1] buf, batches):
     cdef RecordInfo *out = <RecordInfo *>cnp.PyArray_DATA(records)
     cdef Py_ssize_t length = buf.shape[0]
     cdef const unsigned char *p = &buf[0] if length > 0 else NULL
-    cdef Py_ssize_t i, pos, end
-    cdef int32_t klen, vlen
-    cdef Py_ssize_t bad = -1
+    cdef Py_ssize_t i
+    cdef int rc = R_OK
     for i in range(n):
-        if b[i].magic > 1 or b[i].position < 0 or b[i].position + b[i].size > length:
+        if b[i].magic > 1 or b[i].magic < 0 or b[i].position < 0 or \
+                b[i].position + b[i].size > length or \
+                b[i].size < LOG_OVERHEAD + (V1_MIN_SIZE if b[i].magic == 1 else V0_MIN_SIZE):
             raise ValueError(f"entry {i} is not a legacy entry inside the buffer")
     with nogil:
         for i in range(n):
-            pos = b[i].position
-            end = pos + b[i].size
-            pos += L_TIMESTAMP + (8 if b[i].magic == 1 else 0)
             out[i].offset = b[i].base_offset
             out[i].timestamp = b[i].base_timestamp
             out[i].size = b[i].size
             out[i].attributes = <int8_t>b[i].attributes
             out[i].header_start = 0
             out[i].header_count = 0
-            klen = kl_i32(p + pos)
-            pos += 4
-            if klen > end - pos - 4:
-                bad = i
+            rc = _legacy_spans(p, b + i, out + i)
+            if rc != R_OK:
                 break
-            out[i].key_pos = pos
-            out[i].key_len = klen if klen >= 0 else -1
-            if klen > 0:
-                pos += klen
-            vlen = kl_i32(p + pos)
-            pos += 4
-            if vlen > end - pos:
-                bad = i
-                break
-            out[i].value_pos = pos
-            out[i].value_len = vlen if vlen >= 0 else -1
-    if bad >= 0:
-        raise CorruptRecordError("legacy record key or value runs past its entry",
-                                 position=b[bad].position)
+    if rc != R_OK:
+        raise CorruptRecordError(_RECORD_ERRORS[rc], position=b[i].position,
+                                 base_offset=b[i].base_offset)
     return records

@@ -7,7 +7,7 @@ KERNEL_NAMES = (
     "walk_batches", "decode_v2_records", "decode_legacy_records", "index_search", "index_lookup",
     "index_search_many", "index_entries", "index_valid_entries", "find_batch",
     "index_entries_for", "prepare_append", "gather_spans", "IndexView", "index_lookup_many",
-    "Record", "make_records", "span_bytes", "next_valid_batch",
+    "Record", "make_records", "span_bytes", "next_valid_batch", "check_batches",
 )
 
 COMPILED = False
@@ -20,14 +20,25 @@ else:
         try:
             from kafkalog import _core as _module
             COMPILED = True
-        except ImportError:
+        except ImportError as e:
+            # Silent, this costs 5-50x (e.g. a Spark worker importing an unbuilt checkout
+            # from its working directory): say so once, naming what failed to load.
+            import warnings
+            warnings.warn(
+                f"kafkalog: the compiled kernels (kafkalog._core) did not load ({e}); the "
+                f"pure-Python kernels run instead, many times slower. Build the extension "
+                f"(pip install ., or python setup.py build_ext --inplace), or set "
+                f"KAFKALOG_NO_EXTENSIONS=1 to choose the pure-Python kernels knowingly.",
+                RuntimeWarning, stacklevel=2)
             _module = None
     if _module is None:
         from kafkalog import _core_py as _module
 
+KERNELS_FILE = _module.__file__    # which kernels run, for logs and reports
 walk_batches = _module.walk_batches
 decode_v2_records = _module.decode_v2_records
 decode_legacy_records = _module.decode_legacy_records
+check_batches = _module.check_batches
 index_search = _module.index_search
 index_lookup = _module.index_lookup
 index_search_many = _module.index_search_many

@@ -62,7 +62,9 @@ cdef inline void _fill(const unsigned char *p, Py_ssize_t pos, Py_ssize_t n,
             o.partition_leader_epoch = kl_i32(b + B_LEADER_EPOCH)
             o.crc = kl_u32(b + B_CRC)
             o.attributes = kl_i16(b + B_ATTRIBUTES)
-            o.last_offset = o.base_offset + kl_i32(b + B_LAST_OFFSET_DELTA)
+            # wraps like Java's long arithmetic (no C overflow); check_batches rejects it
+            o.last_offset = <int64_t>(<uint64_t>o.base_offset +
+                                      <uint64_t><int64_t>kl_i32(b + B_LAST_OFFSET_DELTA))
             o.base_timestamp = kl_i64(b + B_BASE_TIMESTAMP)
             o.max_timestamp = kl_i64(b + B_MAX_TIMESTAMP)
             o.producer_id = kl_i64(b + B_PRODUCER_ID)

@@ -11,10 +11,11 @@ import logging
 import os
 from typing import TYPE_CHECKING, Mapping, NamedTuple, Sequence
 
-from kafkalog.errors import CorruptCheckpointError
+from kafkalog.errors import CorruptCheckpointError, NotARegularFileError
 from kafkalog.files import (
     CLEAN_SHUTDOWN_FILE, CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
     PARTITION_METADATA, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
+    read_regular_file,
 )
 
 if TYPE_CHECKING:
@@ -29,8 +30,10 @@ def _read_lines(path, fields, parse):
     def bad(why):
         return CorruptCheckpointError(f"malformed checkpoint file {path}: {why}")
 
-    with open(path, "rb") as f:
-        raw = f.read()
+    try:
+        raw = read_regular_file(path)
+    except NotARegularFileError as e:
+        raise bad(str(e)) from None
     try:
         lines = raw.decode("utf-8").splitlines()
     except UnicodeDecodeError:
@@ -114,10 +117,11 @@ def read_partition_metadata(directory: StrPath) -> str | None:
     ``topic_id: <id>``), or None when there is no such file."""
     path = os.path.join(directory, PARTITION_METADATA)
     try:
-        with open(path, "rb") as f:
-            lines = f.read().decode("utf-8").splitlines()
+        lines = read_regular_file(path).decode("utf-8").splitlines()
     except FileNotFoundError:
         return None
+    except NotARegularFileError as e:
+        raise CorruptCheckpointError(str(e)) from None
     except UnicodeDecodeError:
         raise CorruptCheckpointError(f"malformed {path}: not UTF-8 text") from None
     fields = dict(line.split(":", 1) for line in lines if ":" in line)

@@ -1,4 +1,5 @@
-"""``kafkalog`` command line: ``dump``, ``verify``, ``recover`` and ``salvage``."""
+"""``kafkalog`` command line: ``dump``, ``verify``, ``recover``, ``salvage`` and the answers about
+Kafka's internal topics (``offsets``, ``groups``, ``transactions``, ``metadata``)."""
 import argparse
 import json
 import os
@@ -17,7 +18,7 @@ def _dump(args):
     try:
         options = DumpOptions(records=args.records, max_bytes=args.max_bytes,
                               start_offset=args.start_offset, end_offset=args.end_offset,
-                              payload=args.payload)
+                              payload=args.payload, decoder=args.decoder)
     except KafkaLogError as e:
         print(f"kafkalog dump: {e}", file=sys.stderr)
         return 2
@@ -193,6 +194,35 @@ def _recover(args):
     return status
 
 
+def _internal(args):
+    """``offsets``, ``groups``, ``transactions``, ``metadata``: a table, or JSON."""
+    from kafkalog.internal import cluster_metadata, committed_offsets, groups, transactions
+    from kafkalog.internal import render
+    answer = {"offsets": (committed_offsets, render.offsets_lines),
+              "groups": (groups, render.groups_lines),
+              "transactions": (transactions, render.transactions_lines),
+              "metadata": (cluster_metadata, render.metadata_lines)}[args.command]
+    results, status = [], 0
+    for path in args.paths:
+        try:
+            results.append(answer[0](path))
+        except (KafkaLogError, OSError) as e:
+            print(f"kafkalog {args.command}: {path}: {e}", file=sys.stderr)
+            status = 1
+    if args.command == "metadata":
+        out = results[0] if len(results) == 1 else results
+        lines = [line for r in results for line in answer[1](r)]
+    else:
+        out = [row for r in results for row in r]
+        lines = answer[1](out)
+    if args.json:
+        json.dump(out, sys.stdout, ensure_ascii=False)
+        sys.stdout.write("\n")
+    else:
+        print("\n".join(lines))
+    return status
+
+
 def _non_negative(text):
     value = int(text)
     if value < 0:
@@ -222,6 +252,16 @@ def build_parser():
     payload.add_argument("--base64", dest="payload", action="store_const", const="base64",
                          help="print keys and values in base64")
     dump.set_defaults(payload=PAYLOAD_FORMATS[0])
+    decoder = dump.add_mutually_exclusive_group()
+    for flag, name in [("--offsets-decoder", "offsets"),
+                       ("--transaction-log-decoder", "transaction-log"),
+                       ("--cluster-metadata-decoder", "cluster-metadata")]:
+        decoder.add_argument(flag, dest="decoder", action="store_const", const=name,
+                             help=f"decode keys and values as kafka-dump-log's {flag} does "
+                                  f"(the default for its internal topic)")
+    decoder.add_argument("--no-decode", dest="decoder", action="store_const", const="none",
+                         help="print internal topics' keys and values as bytes")
+    dump.set_defaults(decoder="auto")
     dump.add_argument("paths", nargs="+", metavar="PATH",
                       help="log dir, partition directory, or "
                            ".log/.index/.timeindex/.txnindex/.snapshot/leader-epoch-checkpoint")
@@ -259,6 +299,22 @@ def build_parser():
     recover.add_argument("paths", nargs="+", metavar="PATH",
                          help="partition directory or log dir")
     recover.set_defaults(func=_recover)
+    for name, help_, what in [
+            ("offsets", "committed offsets of every group, topic and partition, as the group "
+                        "coordinator loads __consumer_offsets", "__consumer_offsets"),
+            ("groups", "groups (classic, consumer, share) with state, protocol, "
+                       "generation/epoch, members and assignments", "__consumer_offsets"),
+            ("transactions", "transactional ids with producer id/epoch, state, partitions "
+                             "and timeout; open and hanging ones flagged",
+             "__transaction_state"),
+            ("metadata", "the cluster metadata image (topics, partitions, brokers, configs, "
+                         "features, producer ids): newest KRaft snapshot plus the log after it",
+             "__cluster_metadata")]:
+        answer = sub.add_parser(name, help=help_)
+        answer.add_argument("--json", action="store_true", help="print the answer as JSON")
+        answer.add_argument("paths", nargs="+", metavar="PATH",
+                            help=f"a {what} partition directory or a log dir holding one")
+        answer.set_defaults(func=_internal)
     return parser
 
 

@@ -65,7 +65,9 @@ def decompress(codec, data, limit=None):
     RecordTooLargeError
         When the output would exceed ``limit`` (default ``MAX_DECOMPRESSED_BYTES``).
     CorruptRecordError
-        When the compressed data is damaged.
+        When the compressed data is damaged: whatever a codec library raises on it (its own
+        errors, ``ValueError``, ``OverflowError``, ``MemoryError`` for a size it cannot
+        allocate, ...) is turned into this.
     """
     limit = MAX_DECOMPRESSED_BYTES if limit is None else limit
     try:
@@ -77,8 +79,11 @@ def decompress(codec, data, limit=None):
             return _lz4_decompress(data, limit)
         if codec == ZSTD:
             return _zstd_decompress(data, limit)
-    except (zlib.error, cramjam.DecompressionError, struct.error, ValueError) as e:
-        raise CorruptRecordError(f"{CODEC_NAMES[codec]} data is corrupt: {e}") from None
+    except KafkaLogError:
+        raise
+    except Exception as e:    # noqa: BLE001 - any library failure on stored bytes is corruption
+        raise CorruptRecordError(f"{CODEC_NAMES[codec]} data is corrupt: "
+                                 f"{type(e).__name__}: {e}") from None
     if codec == NONE:
         return data
     raise UnsupportedCompressionError(f"unknown compression codec {codec}")
@@ -151,7 +156,8 @@ def _lz4_frame(data):
     if block_max is None:
         raise CorruptRecordError(f"invalid LZ4 block size code {(bd >> 4) & 0x7}")
     if has_dict:
-        raise UnsupportedCompressionError("LZ4 frames with a dictionary are not supported")
+        # Kafka never writes one (its LZ4 streams have no dictionary): a damaged frame
+        raise CorruptRecordError("LZ4 frame declares a dictionary, which Kafka never writes")
     if not independent:
         return None, block_max
     pos = 6 + (8 if has_content_size else 0) + 1             # + header checksum
@@ -232,8 +238,10 @@ def decompress_into(codec, data, view, plan, limit=None):
     limit = MAX_DECOMPRESSED_BYTES if limit is None else limit
     try:
         return _lz4_blocks_into(memoryview(data), plan[0], plan[1], view, limit)
-    except (cramjam.DecompressionError, struct.error, ValueError) as e:
-        raise CorruptRecordError(f"lz4 data is corrupt: {e}") from None
+    except KafkaLogError:
+        raise
+    except Exception as e:    # noqa: BLE001 - any library failure on stored bytes is corruption
+        raise CorruptRecordError(f"lz4 data is corrupt: {type(e).__name__}: {e}") from None
 
 
 def _xxh32_short(data, seed=0):

@@ -34,11 +34,14 @@ from kafkalog import codecs
 from kafkalog._kernels import span_bytes, walk_batches
 from kafkalog._layout import BATCH_DTYPE, LOG_OVERHEAD, WALK_CORRUPT, WALK_END
 from kafkalog.checkpoint import read_leader_epoch_checkpoint
-from kafkalog.errors import InvalidConfigError, KafkaLogError
+from kafkalog.errors import InternalRecordError, InvalidConfigError, KafkaLogError
 from kafkalog.files import (
     INDEX_SUFFIX, INDEX_SUFFIXES, LEADER_EPOCH_CHECKPOINT, LOG_SUFFIX, SNAPSHOT_SUFFIX,
-    TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, file_path, offsets_of, parse_file_name,
-    partition_dirs, topic_partition_or_none,
+    TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, file_path, kraft_snapshot_files, offsets_of,
+    parse_file_name, parse_kraft_snapshot_name, partition_dirs, topic_partition_or_none,
+)
+from kafkalog.internal.decode import (
+    DECODERS, decode_control, decode_record, decoder_for_topic,
 )
 from kafkalog.index import TXN_ENTRY_DTYPE, OffsetIndex, TimeIndex, TransactionIndex
 from kafkalog.producer_state import read_snapshot
@@ -52,6 +55,7 @@ if TYPE_CHECKING:
     from kafkalog._typing import StrPath
 
 RECORD_MODES = ("full", "digest", "none")
+DECODER_CHOICES = ("auto", "none") + DECODERS
 PAYLOAD_FORMATS = ("text", "hex", "base64")
 
 _FIRST_CHUNK = 64 * 1024        # the first lines come after reading this much
@@ -87,12 +91,22 @@ class DumpOptions:
         How the text listing shows keys and values: printable text with every other byte
         escaped (``\\n``, ``\\xNN``, ``\\\\``), hex, or base64. The JSON document always uses
         base64.
+    decoder : {"auto", "none", "offsets", "transaction-log", "cluster-metadata"}
+        How keys and values of Kafka's internal topics are decoded (kafka-dump-log's
+        ``--offsets-decoder``, ``--transaction-log-decoder``, ``--cluster-metadata-decoder``):
+        "auto" decodes ``__consumer_offsets``, ``__transaction_state`` and
+        ``__cluster_metadata`` by the partition directory's topic, "none" never decodes. The
+        text listing then prints kafka-dump-log's ``key: ... payload: ...`` strings, the JSON
+        document adds ``"decoded"`` to each data record (``kafkalog.internal.decode``).
     """
-    __slots__ = ("records", "max_bytes", "start_offset", "end_offset", "payload")
+    __slots__ = ("records", "max_bytes", "start_offset", "end_offset", "payload", "decoder")
 
     def __init__(self, records: str = "full", max_bytes: int | None = None,
                  start_offset: int | None = None, end_offset: int | None = None,
-                 payload: str = "text") -> None:
+                 payload: str = "text", decoder: str = "auto") -> None:
+        if decoder not in DECODER_CHOICES:
+            raise InvalidConfigError(f"decoder must be one of {DECODER_CHOICES}")
+        self.decoder = decoder
         if records not in RECORD_MODES:
             raise InvalidConfigError(f"records mode must be one of {RECORD_MODES}")
         if payload not in PAYLOAD_FORMATS:
@@ -630,6 +644,9 @@ def _partition_dirs(path):
     return partition_dirs(path, named=True) or [os.path.abspath(path)]
 
 
+KRAFT_SNAPSHOT = "kraft-snapshot"
+
+
 def _file_kind(path):
     """(kind, base offset) of a single file dump's path; raises KafkaLogError for others."""
     name = os.path.basename(path)
@@ -637,9 +654,11 @@ def _file_kind(path):
     kind = parsed[1] if parsed is not None and not parsed[2] else None
     if name == LEADER_EPOCH_CHECKPOINT:
         kind = name
+    elif parse_kraft_snapshot_name(name) is not None:
+        kind = KRAFT_SNAPSHOT
     elif kind not in (LOG_SUFFIX, SNAPSHOT_SUFFIX) + INDEX_SUFFIXES:
         raise KafkaLogError(f"{path}: not a partition directory or a Kafka segment, index, "
-                            f"snapshot or checkpoint file")
+                            f"snapshot, KRaft snapshot or checkpoint file")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: no such file")
     return kind, parsed[0] if parsed else None
@@ -703,6 +722,13 @@ def _partition_json(path, options, report):
         if i:
             yield ", "
         yield from _segment_json(file_path(path, base, LOG_SUFFIX), options, report)
+    kraft = kraft_snapshot_files(path)
+    if kraft:       # KRaft snapshots (__cluster_metadata), each like a segment
+        yield '], "kraft_snapshots": ['
+        for i, (_, checkpoint) in enumerate(kraft):
+            if i:
+                yield ", "
+            yield from _segment_json(checkpoint, options, report, indexes=False)
     snapshots = [_snapshot(file_path(path, o, SNAPSHOT_SUFFIX), report)
                  for o in offsets_of(names, SNAPSHOT_SUFFIX)]
     epochs = _leader_epochs(os.path.join(path, LEADER_EPOCH_CHECKPOINT), report)
@@ -715,9 +741,9 @@ def _file_json(path, options, report):
     name = os.path.basename(path)
     first_problem = len(report.problems)
     yield "{" + f'"file": {_dumps(name)}, '
-    if kind == LOG_SUFFIX:
+    if kind in (LOG_SUFFIX, KRAFT_SNAPSHOT):
         yield '"segment": '
-        yield from _segment_json(path, options, report)
+        yield from _segment_json(path, options, report, indexes=kind == LOG_SUFFIX)
     elif kind == INDEX_SUFFIX:
         yield '"offset_index": '
         yield from _index_json(_index_or_problem(OffsetIndex, path, base_offset, report))
@@ -736,13 +762,14 @@ def _file_json(path, options, report):
     yield f', "problems": {_dumps(report.problems[first_problem:])}}}'
 
 
-def _segment_json(log_path, options, report):
+def _segment_json(log_path, options, report, indexes=True):
     scan = _SegmentScan(log_path, options, report)
+    decoder = _decoder_of(log_path, options)
     yield (f'{{"base_offset": {scan.base_offset}, "log_file": {_dumps(scan.name)}, '
            f'"log_size": {scan.size}, "batches": [')
     first = True
     for chunk in scan.chunks():
-        piece = _chunk_json(chunk, options.records == "full")
+        piece = _chunk_json(chunk, options.records == "full", decoder, report, scan.path)
         yield piece if first else ", " + piece
         first = False
     tail = {"batch_iteration_error": scan.error, "next_offset": scan.next_offset,
@@ -751,6 +778,9 @@ def _segment_json(log_path, options, report):
     if scan.end < scan.size:
         tail["bytes_read_limit"] = scan.end
     yield "], " + _dumps(tail)[1:-1]
+    if not indexes:
+        yield "}"
+        return
     directory, base = os.path.dirname(log_path), scan.base_offset
     yield ', "offset_index": '
     yield from _index_json(_index_or_problem(
@@ -763,7 +793,7 @@ def _segment_json(log_path, options, report):
     yield "}"
 
 
-def _chunk_json(chunk, with_records):
+def _chunk_json(chunk, with_records, decoder=None, report=None, path=None):
     """The JSON of a chunk's batches, comma-separated."""
     pieces = []
     rows = chunk.rows.tolist()
@@ -801,7 +831,15 @@ def _chunk_json(chunk, with_records):
                 control = {"type": name, "coordinator_epoch": epoch}
                 if error:
                     control["error"] = error
+                if decoder is not None and (kraft := _kraft_control(
+                        cols.keys[j], cols.values[j])) is not None:
+                    control["data"] = kraft[0]
                 r += ', "control": ' + _dumps(control)
+            elif decoder is not None:
+                decoded = _decoded(decoder, cols.keys[j], cols.values[j], report, path,
+                                   cols.offsets[j])
+                r += ', "decoded": ' + (_dumps(decoded.decoded) if decoded is not None else
+                                        "null")
             recs.append(r + "}")
         pieces.append(_dumps(d)[:-1] + ', "records": [' + ", ".join(recs) + "]}")
     return ", ".join(pieces)
@@ -889,6 +927,8 @@ def _partition_text(path, options, report):
     names = sorted(os.listdir(path))
     for base in _segments_in_range(offsets_of(names, LOG_SUFFIX), options):
         yield from _segment_text(file_path(path, base, LOG_SUFFIX), options, report)
+    for _, checkpoint in kraft_snapshot_files(path):      # KRaft snapshots dump like segments
+        yield from _segment_text(checkpoint, options, report, indexes=False)
     for o in offsets_of(names, SNAPSHOT_SUFFIX):
         yield _lines(_snapshot_lines(file_path(path, o, SNAPSHOT_SUFFIX), report))
     checkpoint = os.path.join(path, LEADER_EPOCH_CHECKPOINT)
@@ -898,7 +938,7 @@ def _partition_text(path, options, report):
 
 def _file_text(path, options, report):
     kind, base_offset = _file_kind(path)
-    if kind == LOG_SUFFIX:
+    if kind in (LOG_SUFFIX, KRAFT_SNAPSHOT):
         yield from _segment_text(path, options, report, indexes=False)
     elif kind == INDEX_SUFFIX:
         yield from _index_text(path, _index_or_problem(OffsetIndex, path, base_offset, report),
@@ -918,8 +958,10 @@ def _segment_text(log_path, options, report, indexes=True):
     scan = _SegmentScan(log_path, options, report)
     yield f"Dumping {log_path}\nLog starting offset: {scan.base_offset}\n"
     payload = _PAYLOAD_RENDERERS[options.payload]
+    decoder = _decoder_of(log_path, options)
     for chunk in scan.chunks():
-        yield _lines(_chunk_text(chunk, options.records == "full", payload, scan.name))
+        yield _lines(_chunk_text(chunk, options.records == "full", payload, scan.name,
+                                 decoder, report, scan.path))
     lines = []
     if scan.error is not None:
         lines.append(f"Found a corrupt batch header at position {scan.end - scan.invalid_bytes}"
@@ -949,7 +991,26 @@ def _optional_long(value):
     return "OptionalLong.empty" if value is None else f"OptionalLong[{value}]"
 
 
-def _chunk_text(chunk, with_records, payload, log_name):
+def _decoder_of(log_path, options):
+    """The internal-topic decoder for a segment's records, or None."""
+    if options.decoder != "auto":
+        return None if options.decoder == "none" else options.decoder
+    tp = topic_partition_or_none(os.path.basename(os.path.dirname(os.path.abspath(log_path))))
+    return decoder_for_topic(tp[0]) if tp else None
+
+
+def _decoded(decoder, key, value, report, path, offset):
+    """``decode_record``'s result, or None (reported) for a record it cannot read."""
+    try:
+        return decode_record(decoder, key, value)
+    except InternalRecordError as e:
+        if report is not None:
+            report.add(path, None, f"record at offset {offset} cannot be decoded with the "
+                                   f"{decoder} decoder: {e}")
+        return None
+
+
+def _chunk_text(chunk, with_records, payload, log_name, decoder=None, report=None, path=None):
     out = []
     rows = chunk.rows.tolist()
     bases = chunk.bases.tolist()
@@ -1001,12 +1062,18 @@ def _chunk_text(chunk, with_records, payload, log_name):
                     line += f" controlType: unreadable ({_escape(error)})"
                 elif name in ("ABORT", "COMMIT"):
                     line += f" endTxnMarker: {name} coordinatorEpoch: {epoch}"
+                elif (kraft := _kraft_control(cols.keys[j], cols.values[j])) is not None:
+                    line += kraft[1]
                 elif type_id in _CONTROL_NAMES:
                     line += f" controlType: {name}({type_id})"
                 else:
                     line += f" controlType: UNKNOWN({type_id})"
             else:
                 k, v = keys[j], values[j]
+                decoded = None if decoder is None else _decoded(
+                    decoder, cols.keys[j], cols.values[j], report, path, cols.offsets[j])
+                if decoded is not None:     # kafka-dump-log's decoded strings
+                    k, v = decoded.key_text, decoded.payload_text
                 if k is not None:
                     line += " key: " + k
                 if v is not None:
@@ -1016,6 +1083,15 @@ def _chunk_text(chunk, with_records, payload, log_name):
 
 
 _CONTROL_NAMES = {int(t) for t in ControlType}
+
+
+def _kraft_control(key, value):
+    """``decode_control``'s (JSON, text) of a KRaft control record; None for others and for
+    one that cannot be read (then printed by its type only)."""
+    try:
+        return decode_control(key, value)
+    except InternalRecordError:
+        return None
 
 
 def _index_text(path, read, first, second):

@@ -91,7 +91,8 @@ class UnsupportedCompressionError(KafkaLogError):
 
 
 class LogDirLockedError(KafkaLogError):
-    """Another LogManager holds the log dir's ``.lock``."""
+    """Another writer holds the lock: a ``LogManager`` the log dir's ``.lock``, or a writable
+    ``Log`` (standalone or a manager's, in any process) the partition directory."""
 
 
 class InvalidTopicError(KafkaLogError):
@@ -140,6 +141,28 @@ class InvalidConfigError(KafkaLogError, ValueError):
     """An unknown setting, or a value of the wrong type or outside its range."""
 
 
+class InternalRecordError(CorruptRecordError):
+    """A key or value of an internal topic (``__consumer_offsets``, ``__transaction_state``,
+    ``__cluster_metadata``) that its schema cannot read: an unknown record type or version,
+    or bytes that do not follow the schema."""
+
+
+class NotARegularFileError(KafkaLogError):
+    """A file a log needs (a segment, an index, a snapshot, a checkpoint) is not a regular
+    file: a FIFO, socket, device or directory of that name. It is never opened (opening a
+    FIFO blocks); the log is not loaded until it is moved away."""
+
+
+class LogClosedError(KafkaLogError):
+    """A read or write of a ``Log`` after ``close()`` (incl. a ``records()`` iteration still
+    running when the log was closed)."""
+
+
+class UnknownCodecError(UnsupportedCompressionError, CorruptRecordError):
+    """A stored batch names a codec id Kafka does not define (5-7): unsupported, and corrupt
+    (Kafka's ``CompressionType.forId`` refuses it), so both ``except`` clauses catch it."""
+
+
 __all__ = [
     "KafkaLogError",
     "CorruptRecordError",
@@ -162,4 +185,8 @@ __all__ = [
     "CleaningAbortedError",
     "LogNotFoundError",
     "MissingSparkExtraError",
+    "InternalRecordError",
+    "NotARegularFileError",
+    "LogClosedError",
+    "UnknownCodecError",
 ]

@@ -12,7 +12,8 @@ from __future__ import annotations
 import collections
 import os
 import re
-from typing import Iterable
+import stat
+from typing import Iterable, NamedTuple
 
 from kafkalog._typing import StrPath
 from kafkalog.errors import KafkaLogError
@@ -47,6 +48,11 @@ _DIR_SUFFIXES = {DELETE_DIR_SUFFIX: "delete", FUTURE_DIR_SUFFIX: "future",
 
 _OFFSET_NAME = re.compile(r"^(\d{20})(\.[a-z]+)((?:\.[a-z]+)?)$")
 _TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+_MAX_OFFSET = 2**63 - 1
+_LOG_FILE_ENDING = re.compile(r"\.(log|index|timeindex|txnindex|snapshot)"
+                              r"(\.(deleted|cleaned|swap))?$")
+KRAFT_SNAPSHOT_SUFFIX = ".checkpoint"
+_KRAFT_SNAPSHOT_NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
 MAX_TOPIC_LENGTH = 249
 
 TopicPartitionDir = collections.namedtuple("TopicPartitionDir", "topic partition state")
@@ -65,9 +71,20 @@ def file_path(directory: StrPath, offset: int, suffix: str) -> str:
 
 def parse_file_name(name: str) -> tuple[int, str, str] | None:
     """(offset, suffix, state suffix) of ``<20 digits><suffix>[<state suffix>]``, e.g.
-    ``(42, ".log", ".swap")``; None for any other name."""
+    ``(42, ".log", ".swap")``; None for any other name, incl. 20 digits above the largest
+    offset (2**63 - 1), which no Kafka file can carry."""
     m = _OFFSET_NAME.match(name)
-    return (int(m.group(1)), m.group(2), m.group(3)) if m else None
+    if m is None:
+        return None
+    offset = int(m.group(1))
+    return (offset, m.group(2), m.group(3)) if offset <= _MAX_OFFSET else None
+
+
+def looks_like_log_file(name: str) -> bool:
+    """True for a name ending like a segment, index or snapshot file (with or without a state
+    suffix), whether or not ``parse_file_name`` accepts it (a loader reports the ones it
+    does not)."""
+    return _LOG_FILE_ENDING.search(name) is not None
 
 
 def offset_from_file_name(name: str) -> int | None:
@@ -94,6 +111,68 @@ def holds_segments(directory: StrPath) -> bool:
         return any(is_file_of(n, LOG_SUFFIX) for n in os.listdir(directory))
     except (FileNotFoundError, NotADirectoryError):
         return False
+
+
+def file_kind(mode: int) -> str:
+    """What a ``stat`` mode is, in words ("a FIFO", "a directory", ...)."""
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISREG, "a regular file")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def open_regular(path: StrPath, flags: int = os.O_RDONLY, mode: int = 0o644) -> int:
+    """``os.open`` that never blocks on a FIFO (O_NONBLOCK, which regular files ignore) and
+    refuses anything but a regular file with NotARegularFileError. Returns the descriptor."""
+    from kafkalog.errors import NotARegularFileError
+    fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    try:
+        st = os.fstat(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise NotARegularFileError(f"{os.fspath(path)} is {file_kind(st.st_mode)}, not a "
+                                   f"regular file")
+    return fd
+
+
+def read_regular_file(path: StrPath) -> bytes:
+    """The bytes of a small file (a checkpoint, a snapshot), which must be a regular file."""
+    with os.fdopen(open_regular(path), "rb") as f:
+        return f.read()
+
+
+class KRaftSnapshotId(NamedTuple):
+    """A KRaft snapshot's id (``<20-digit end offset>-<10-digit epoch>.checkpoint`` in
+    ``__cluster_metadata-0``): it holds the records below ``end_offset``, the last of them
+    written in ``epoch``."""
+    end_offset: int
+    epoch: int
+
+
+def kraft_snapshot_file_name(snapshot: KRaftSnapshotId) -> str:
+    return f"{snapshot.end_offset:020d}-{snapshot.epoch:010d}{KRAFT_SNAPSHOT_SUFFIX}"
+
+
+def parse_kraft_snapshot_name(name: str) -> KRaftSnapshotId | None:
+    """The ``KRaftSnapshotId`` of a snapshot file name; None for any other name (a partial
+    ``.checkpoint.part`` or a ``.checkpoint.deleted`` is none)."""
+    m = _KRAFT_SNAPSHOT_NAME.match(name)
+    return KRaftSnapshotId(int(m.group(1)), int(m.group(2))) if m else None
+
+
+def kraft_snapshot_files(directory: StrPath) -> list[tuple[KRaftSnapshotId, str]]:
+    """(id, path) of every KRaft snapshot in a partition directory, oldest first."""
+    found = []
+    for name in os.listdir(directory):
+        sid = parse_kraft_snapshot_name(name)
+        if sid is not None:
+            found.append((sid, os.path.join(os.fspath(directory), name)))
+    return sorted(found)
 
 
 def validate_topic(topic: str) -> str:

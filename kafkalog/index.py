@@ -7,6 +7,7 @@ searches run in the ``index_search`` kernel (hot/cold binary search, FORMAT.md).
 from __future__ import annotations
 
 import contextlib
+import errno
 import mmap
 import os
 import struct
@@ -21,7 +22,8 @@ from kafkalog._kernels import (
     index_valid_entries,
 )
 from kafkalog._layout import (
-    OFFSET_KEY, OFFSET_VALUE, TIME_KEY, TIME_VALUE, OFFSET_INDEX_ENTRY_SIZE,
+    HEADER_SIZE_UP_TO_MAGIC, OFFSET_KEY, OFFSET_VALUE, TIME_KEY, TIME_VALUE,
+    OFFSET_INDEX_ENTRY_SIZE,
     TIME_INDEX_ENTRY_SIZE, TXN_INDEX_ENTRY_SIZE,
 )
 from kafkalog.errors import (
@@ -59,6 +61,34 @@ def _close_quietly(mapping):
             pass
 
 
+def _preallocate(fd, offset, length):
+    """Extend the file over [offset, offset + length) with real blocks, not a sparse hole:
+    entries are stored through the mmap, and a store into a page the filesystem cannot back
+    (disk full) is a SIGBUS that kills the process. Allocating here turns a full disk into
+    an ``OSError`` (ENOSPC) raised before anything is mapped. ``posix_fallocate`` writes
+    zeros itself where the filesystem has no fallocate."""
+    if length <= 0:
+        return
+    try:
+        os.posix_fallocate(fd, offset, length)
+    except OSError as e:
+        if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+            os.ftruncate(fd, offset)        # no half-allocated index left behind
+            raise
+        _write_zeros(fd, offset, length)
+
+
+def _write_zeros(fd, offset, length):
+    zeros = bytes(min(length, 1 << 20))
+    position, end = offset, offset + length
+    try:
+        while position < end:
+            position += os.pwrite(fd, zeros[:end - position], position)
+    except OSError:
+        os.ftruncate(fd, offset)
+        raise
+
+
 class _MappedIndex:
     """What the offset and time indexes share: the file, its mmap, entries, resize, trim."""
     entry_size = 0
@@ -90,7 +120,7 @@ class _MappedIndex:
                          0o644)
             try:
                 if newly_created:
-                    os.ftruncate(fd, self._round_down(max_index_size))
+                    _preallocate(fd, 0, self._round_down(max_index_size))
                 self._length = os.fstat(fd).st_size
                 self._map(fd)
             finally:
@@ -147,11 +177,12 @@ class _MappedIndex:
             self._view.entries = value
 
     def _unmap(self):
+        """Drop the mapping. Not synced (as Kafka's close): its dirty pages stay in the page
+        cache, and ``flush()`` (an msync, which syncs the file range whichever mapping wrote
+        it) is what makes entries durable."""
         old, self._mmap = self._mmap, None
         if self._view is not None:
             self._view.release()
-        if old is not None and self.writable:
-            old.flush()
         _close_quietly(old)
 
     @property
@@ -201,13 +232,14 @@ class _MappedIndex:
                 return False
             if not self.writable:
                 raise PermissionError(f"index {self.path} is read-only")
-            old = self._mmap
-            if old is not None:
-                old.flush()
+            old = self._mmap      # its dirty pages are the file's: no msync needed here
             self._entries = min(self._entries, self._round_down(new_size) // self.entry_size)
             fd = os.open(self.path, os.O_RDWR)
             try:
-                os.ftruncate(fd, rounded)
+                if rounded > self._length:
+                    _preallocate(fd, self._length, rounded - self._length)
+                else:
+                    os.ftruncate(fd, rounded)
                 self._length = rounded
                 self._map(fd)
             finally:
@@ -283,7 +315,7 @@ class _MappedIndex:
             self._unmap()
 
     def close_handler(self) -> None:
-        """Release the mapping without trimming."""
+        """Release the mapping without trimming (a deleted segment, a failed dir)."""
         self._unmap()
 
     def rename_to(self, path: StrPath) -> None:
@@ -303,6 +335,48 @@ class _MappedIndex:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.path!r}, base_offset={self.base_offset}, " \
                f"entries={self._entries})"
+
+
+def offset_entries_problem(relative_offsets: npt.NDArray[np.int64],
+                           positions: npt.NDArray[np.int64], log_size: int) -> str | None:
+    """What is wrong with offset index entries (relative offsets, byte positions) of a
+    segment whose ``.log`` holds ``log_size`` bytes, or None. Vectorized: offsets and
+    positions strictly increasing, no offset below the base offset, every entry pointing at
+    a batch header inside the file."""
+    if len(relative_offsets) == 0:
+        return None
+    if relative_offsets[0] < 0:
+        return f"an entry's offset is {int(relative_offsets[0])} below the base offset"
+    if positions[0] < 0:
+        return f"an entry points at the negative position {int(positions[0])}"
+    if len(relative_offsets) > 1:
+        if (np.diff(relative_offsets) <= 0).any():
+            return "its offsets do not increase"
+        if (np.diff(positions) <= 0).any():
+            return "its positions do not increase"
+    if int(positions[-1]) + HEADER_SIZE_UP_TO_MAGIC > log_size:
+        return (f"its last entry points at position {int(positions[-1])}, past the end of the "
+                f"{log_size}-byte log")
+    return None
+
+
+def time_entries_problem(timestamps: npt.NDArray[np.int64],
+                         relative_offsets: npt.NDArray[np.int64],
+                         max_relative_offset: int | None = None) -> str | None:
+    """What is wrong with time index entries (timestamps in ms, relative offsets), or None:
+    offsets inside the segment (not below its base, at most ``max_relative_offset`` when
+    given), timestamps and offsets not decreasing."""
+    if len(timestamps) == 0:
+        return None
+    if relative_offsets.min() < 0:
+        return "an entry's offset is below the base offset"
+    if max_relative_offset is not None and relative_offsets.max() > max_relative_offset:
+        return (f"an entry's offset is {int(relative_offsets.max())} past the segment's last "
+                f"offset (relative {max_relative_offset})")
+    if len(timestamps) > 1 and ((np.diff(timestamps) < 0).any()
+                                or (np.diff(relative_offsets) < 0).any()):
+        return "its entries do not increase"
+    return None
 
 
 class OffsetIndex(_MappedIndex):
@@ -412,6 +486,14 @@ class OffsetIndex(_MappedIndex):
                 f"offset is {self._last_offset} which is less than the base offset "
                 f"{self.base_offset}")
         self._check_length()
+
+    def check_entries(self, log_size: int) -> None:
+        """Raise CorruptIndexError when an entry cannot be right for a ``.log`` of
+        ``log_size`` bytes (``offset_entries_problem``); one vectorized pass, no I/O."""
+        rel, pos = self.key_values()
+        problem = offset_entries_problem(rel, pos, log_size)
+        if problem is not None:
+            raise CorruptIndexError(f"offset index {self.path} does not match its log: {problem}")
 
     def entries_array(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """(absolute offsets, positions) of every entry, as int64 arrays."""
@@ -536,6 +618,15 @@ class TimeIndex(_MappedIndex):
                 f"but the last offset is {last.offset} which is less than the base offset "
                 f"{self.base_offset}")
         self._check_length()
+
+    def check_entries(self, max_offset: int | None = None) -> None:
+        """Raise CorruptIndexError when an entry cannot be right (``time_entries_problem``);
+        ``max_offset``: the segment's last offset, when known."""
+        ts, rel = self.key_values()
+        problem = time_entries_problem(
+            ts, rel, None if max_offset is None else max_offset - self.base_offset)
+        if problem is not None:
+            raise CorruptIndexError(f"time index {self.path} does not match its log: {problem}")
 
     def entries_array(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """(timestamps, absolute offsets) of every entry, as int64 arrays."""

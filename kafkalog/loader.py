@@ -9,19 +9,20 @@ import collections
 import logging
 import os
 import shutil
+import stat
 
 import numpy as np
 
 from kafkalog._kernels import walk_batches
 from kafkalog.errors import (
     CorruptIndexError, IndexOffsetOverflowError, InvalidOffsetError, KafkaLogError,
-    LogNotFoundError,
+    LogNotFoundError, NotARegularFileError,
 )
 from kafkalog.files import (
-    CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIXES, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX,
-    file_name, parse_file_name,
+    CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIXES, LOG_SUFFIX, SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX, file_kind, file_name, file_path, looks_like_log_file, offsets_of,
+    open_regular, parse_file_name,
 )
-from kafkalog.index import OffsetIndex, TimeIndex
 from kafkalog.leader_epoch import LeaderEpochCache
 from kafkalog.local_log import create_cleaned_segment, delete_segments_now, replace_segments
 from kafkalog.log_segments import LogSegments
@@ -44,7 +45,9 @@ class RecoveryReport:
     Actions: ``truncated`` (bytes cut from a segment at ``offset``), ``deleted_segment``,
     ``kept_segment`` / ``kept_bytes`` (moved to the salvage directory instead),
     ``rebuilt_index``, ``removed_orphan_index``, ``discarded_temp_file``, ``completed_swap``,
-    ``split_segment``, ``deleted_snapshot``. Each is also logged on ``kafkalog.loader`` at
+    ``split_segment``, ``deleted_snapshot``, ``skipped_file`` (a FIFO, socket, device or
+    directory named like a segment's file: never opened). An index found lying after the
+    load (by a read) is rebuilt and added here too. Each is also logged on ``kafkalog.loader`` at
     WARNING, as Kafka's LogLoader warns."""
 
     def __init__(self, directory):
@@ -90,16 +93,6 @@ def rebuild_producer_state(directory, segments, log_end_offset, read_only=False)
     return state
 
 
-def _entries_on_disk(cls, path, base_offset):
-    """Entries of an index file before the all-zero tail, or None when it is missing or
-    cannot be read."""
-    try:
-        with cls.reading(path, base_offset) as index:
-            return index.entries
-    except (OSError, KafkaLogError):
-        return None
-
-
 def _remove_quietly(path):
     """Remove a file that a concurrent deletion (a ``.deleted`` segment's timer) may have
     removed first."""
@@ -129,8 +122,10 @@ class LogLoader:
         self.salvage_dir = salvage_dir
         self.report = RecoveryReport(directory)
         self._snapshots = None
+        self._skipped = set()
 
     def load(self):
+        self._screen_files()
         if not self.read_only:
             self._remove_temp_files_and_complete_swaps()
         # The epoch cache is kept for logs of record batch v2 (Kafka deletes it for older
@@ -151,6 +146,11 @@ class LogLoader:
         if not segments:
             if self.read_only:
                 raise LogNotFoundError(f"{self.directory} holds no segment")
+            name = file_name(self.log_start_offset, LOG_SUFFIX)
+            if name in self._skipped:
+                raise NotARegularFileError(
+                    f"{os.path.join(self.directory, name)} is not a regular file and the log "
+                    f"has no other segment to start from")
             segments = [self._open_segment(self.log_start_offset)]
         segments = LogSegments(segments)
         log_end = segments.active.read_next_offset()
@@ -161,6 +161,9 @@ class LogLoader:
         if not self.read_only:
             self._delete_snapshots_above(log_end)
         state = rebuild_producer_state(self.directory, segments, log_end, self.read_only)
+        for segment in segments:
+            if segment is not segments.active:
+                segment.release_handles()    # reopened when read
         self.leader_epochs.truncate_from_end(log_end)
         self.leader_epochs.truncate_from_start(log_start)
         return LoadedLog(segments, log_start, log_end, recovery_point, state, self.leader_epochs,
@@ -208,22 +211,79 @@ class LogLoader:
                         f"at position {valid_bytes}: {reason}")
 
     def _open_segment(self, base_offset, **kwargs):
-        return LogSegment(self.directory, base_offset, self.config, time_fn=self.time_fn,
-                          **kwargs)
+        segment = LogSegment(self.directory, base_offset, self.config, time_fn=self.time_fn,
+                             **kwargs)
+        segment.report = self.report.add
+        return segment
 
     def _legacy_format(self):
-        logs = sorted(n for n in os.listdir(self.directory) if n.endswith(LOG_SUFFIX))
+        logs = [o for o in offsets_of(os.listdir(self.directory), LOG_SUFFIX)
+                if file_name(o, LOG_SUFFIX) not in self._skipped]
         if not logs:
             return False
-        with open(os.path.join(self.directory, logs[-1]), "rb") as f:
-            head = f.read(17)
+        fd = open_regular(file_path(self.directory, logs[-1], LOG_SUFFIX), os.O_RDONLY)
+        try:
+            head = os.pread(fd, 17, 0)
+        finally:
+            os.close(fd)
         return len(head) == 17 and head[16] < 2
+
+    def _screen_files(self):
+        """Look at every file the load may open before opening any: only regular files are
+        opened (opening a FIFO blocks; a directory or device is no segment). A ``.log`` (or a
+        file with a state suffix) that is not one is skipped with its segment, and reported;
+        one where an index of a segment that is loaded must be is an error
+        (NotARegularFileError), since the log could not be read correctly without it.
+        (Snapshots and checkpoints are read through ``files.read_regular_file``.)"""
+        with os.scandir(self.directory) as scan:
+            entries = list(scan)
+        odd = {}
+        for entry in entries:
+            name = entry.name
+            parsed = parse_file_name(name)
+            if parsed is None and looks_like_log_file(name):
+                # e.g. 99999999999999999999.log (beyond the largest offset) or abc.log.swap:
+                # no Kafka file, so never loaded, renamed or deleted; said once per load
+                self.report.add("ignored_file", name,
+                                reason="named like a log file but not <20-digit offset "
+                                       "up to 2**63-1><suffix>: left alone")
+                continue
+            if entry.is_file(follow_symlinks=False):
+                continue                          # a regular file (from readdir, no stat)
+            if parsed is None or parsed[1] not in (LOG_SUFFIX,) + INDEX_SUFFIXES:
+                continue
+            try:
+                mode = entry.stat().st_mode       # what a symbolic link points at
+            except FileNotFoundError:
+                if not entry.is_symlink():
+                    continue                      # removed meanwhile
+                mode = None
+            if mode is None or not stat.S_ISREG(mode):
+                odd[name] = (parsed, "a dangling symbolic link" if mode is None
+                             else file_kind(mode))
+        if not odd:
+            return
+        skipped_logs = {p[0] for p, _ in odd.values()
+                        if p is not None and p[1:] == (LOG_SUFFIX, "")}
+        names = {e.name for e in entries}
+        for name, (parsed, kind) in sorted(odd.items()):
+            path = os.path.join(self.directory, name)
+            part_of_loaded_segment = (
+                parsed is not None and not parsed[2] and parsed[1] in INDEX_SUFFIXES
+                and parsed[0] not in skipped_logs
+                and file_name(parsed[0], LOG_SUFFIX) in names)
+            if part_of_loaded_segment:
+                raise NotARegularFileError(f"{path} is {kind}, not a regular file; move it "
+                                           f"away to load {self.directory}")
+            self._skipped.add(name)
+            self.report.add("skipped_file", name, parsed[0],
+                            reason=f"{kind}, not a regular file: never opened")
 
     def _remove_temp_files_and_complete_swaps(self):
         """Drop ``.deleted`` and ``.cleaned`` files (and ``.swap`` files of a cleaning that
         had not finished writing), then finish every replacement whose ``.swap`` files are
         complete (``local_log.replace_segments``)."""
-        names = os.listdir(self.directory)
+        names = [n for n in os.listdir(self.directory) if n not in self._skipped]
         parsed = {n: parse_file_name(n) for n in names}
         if not any(p is not None and p[2] in (DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX)
                    for p in parsed.values()):
@@ -262,17 +322,20 @@ class LogLoader:
             s.close_handlers()
 
     def _load_segments(self):
-        entries = {e.name: e for e in os.scandir(self.directory)}
+        with os.scandir(self.directory) as scan:
+            entries = {e.name: e for e in scan if e.name not in self._skipped}
         names = set(entries)
         parsed = {n: parse_file_name(n) for n in names}
         logs = {p[0] for p in parsed.values() if p is not None and p[1:] == (LOG_SUFFIX, "")}
+        skipped_logs = {parse_file_name(n)[0] for n in self._skipped
+                        if n.endswith(LOG_SUFFIX)}
         segments = []
         for name in sorted(names):
             p = parsed[name]
             if p is None or p[2]:
                 continue
             if p[1] in INDEX_SUFFIXES:
-                if p[0] not in logs and not self.read_only:
+                if p[0] not in logs and p[0] not in skipped_logs and not self.read_only:
                     self.report.add("removed_orphan_index", name, p[0],
                                     reason="its .log is missing")
                     _remove_quietly(os.path.join(self.directory, name))
@@ -281,6 +344,7 @@ class LogLoader:
                 continue
             segment = LogSegment(self.directory, p[0], self.config, read_only=self.read_only,
                                  time_fn=self.time_fn, size=entries[name].stat().st_size)
+            segment.report = self.report.add
             if not self.read_only:
                 try:
                     segment.sanity_check(file_name(p[0], TIME_INDEX_SUFFIX) not in names, names)
@@ -296,25 +360,27 @@ class LogLoader:
             segments.append(segment)
         return segments
 
-    def _recover_segment(self, segment):
-        if self._snapshots is None:
-            self._snapshots = list_snapshots(self.directory)
-        state = ProducerStateManager(self.directory)
-        state.load_latest_snapshot(segment.base_offset, self._snapshots)
-        before = [_entries_on_disk(cls, path, segment.base_offset)
-                  for cls, path in ((OffsetIndex, segment.index_path),
-                                    (TimeIndex, segment.time_index_path))]
+    def _recover_segment(self, segment, state=None, report_indexes=True):
+        """Recover one segment. ``state``: the producer state at its base offset, when the
+        caller has it (the state after the previous segment); else it is loaded from the
+        snapshots. The segment's descriptors and mappings are released after."""
+        if state is None:
+            if self._snapshots is None:
+                self._snapshots = list_snapshots(self.directory)
+            state = ProducerStateManager(self.directory)
+            state.load_latest_snapshot(segment.base_offset, self._snapshots)
         truncated = segment.recover(state, self.leader_epochs, self._before_truncate)
-        after = (segment.offset_index.entries, segment.time_index.entries)
-        for path, was, now in zip((segment.index_path, segment.time_index_path), before, after):
-            if was != now:
+        if report_indexes:
+            for path, was, now in segment.rebuilt_indexes:
                 self.report.add("rebuilt_index", path, segment.base_offset, reason=(
                     "it was missing" if was is None else
                     f"its {was} entries did not match the log; rebuilt with {now}"))
+        segment.release_handles()
         return truncated
 
     def _recover(self, segments):
-        """Recover every segment from the one holding the recovery point; the first that
+        """Recover every segment from the one holding the recovery point, in one pass: the
+        producer state is loaded once and carried from segment to segment. The first that
         truncates makes every later segment go."""
         start = 0
         for i, s in enumerate(segments):
@@ -322,20 +388,28 @@ class LogLoader:
                 start = i
         kept = list(segments[:start])
         truncated = False
+        state = None
         for segment in segments[start:]:
             if truncated:
                 self._drop(segment, "after a truncated segment")
                 continue
-            pieces, truncated_bytes = self._recover_or_split(segment)
+            if state is None:
+                if self._snapshots is None:
+                    self._snapshots = list_snapshots(self.directory)
+                state = ProducerStateManager(self.directory)
+                state.load_latest_snapshot(segment.base_offset, self._snapshots)
+            pieces, truncated_bytes = self._recover_or_split(segment, state)
+            if pieces != [segment]:
+                state = None           # split: reload at the next segment
             kept.extend(pieces)
             if truncated_bytes > 0:
                 truncated = True
         return kept
 
-    def _recover_or_split(self, segment):
+    def _recover_or_split(self, segment, state=None, report_indexes=True):
         """Recover a segment; returns (the segments it became, bytes truncated)."""
         try:
-            return [segment], self._recover_segment(segment)
+            return [segment], self._recover_segment(segment, state, report_indexes)
         except IndexOffsetOverflowError:
             # A legacy segment whose offsets do not fit its base: split, as Kafka does.
             return self._split_overflowed(segment)

@@ -89,12 +89,30 @@ class LocalLog:
                  scheduler, time_fn):
         self.directory = directory
         self.config = config
+        self._segments = LogSegments()
         self.segments = segments if isinstance(segments, LogSegments) else \
             LogSegments(segments)
         self.log_end_offset = log_end_offset
         self.recovery_point = recovery_point
         self._scheduler = scheduler
         self._time_fn = time_fn
+
+    @property
+    def segments(self):
+        """The current immutable ``LogSegments``."""
+        return self._segments
+
+    @segments.setter
+    def segments(self, segments):
+        # The segment appends go to owns its indexes: a read that finds them lying leaves
+        # the rebuild to its roll (LogSegment._index_lies).
+        old, new = self._segments.active, segments.active
+        if old is not new:
+            if old is not None:
+                old.set_active(False)
+            if new is not None:
+                new.set_active(True)
+        self._segments = segments
 
     @property
     def active_segment(self):
@@ -232,3 +250,8 @@ class LocalLog:
     def close(self):
         for segment in self.segments:
             segment.close()
+
+    def close_handlers(self):
+        """Release every file without writing (a log whose dir failed)."""
+        for segment in self.segments:
+            segment.close_handlers()

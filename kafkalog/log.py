@@ -28,12 +28,16 @@ from kafkalog.cleaner import (
 from kafkalog.config import LONG_MAX, LogConfig
 from kafkalog.errors import (
     CorruptRecordError, InvalidOffsetError, InvalidTimestampError, KafkaLogError,
-    LogDirFailureError, LogNotFoundError, OffsetOutOfRangeError, OutOfOrderSequenceError,
+    LogClosedError, LogDirFailureError, LogNotFoundError, OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
 )
 from kafkalog._layout import WALK_CORRUPT, WALK_INVALID
-from kafkalog.files import LOG_SUFFIX, file_path, parse_topic_partition, topic_partition_or_none
+from kafkalog.files import (
+    LOCK_FILE, LOG_SUFFIX, file_path, parse_topic_partition, topic_partition_or_none,
+)
 from kafkalog.isolation import ISOLATIONS, AbortedTxnFilter
 from kafkalog.loader import LogLoader, rebuild_producer_state
+from kafkalog.locks import FileLock
 from kafkalog.local_log import LocalLog, create_cleaned_segment
 from kafkalog.builder import build_batch
 from kafkalog.records import CONTROL_MASK, decode_batches, raise_walk_error
@@ -96,8 +100,9 @@ class Log:
     def __init__(self, path: str, config: LogConfig, loaded: Any, *,
                  high_watermark: int | None, replicated: bool, read_only: bool,
                  scheduler: Scheduler, time_fn: Callable[[], float], first_dirty_offset: int = 0,
-                 managed: bool = False) -> None:
+                 managed: bool = False, locks: list[FileLock] | None = None) -> None:
         self.path = path
+        self._locks = locks or []
         self.dir_name = os.path.basename(path)
         self.config = config
         self.recovery_report = loaded.report
@@ -169,8 +174,22 @@ class Log:
               high_watermark, replicated, read_only, scheduler, time_fn, topic_id,
               first_dirty_offset, managed, salvage_dir):
         if not os.path.isdir(path):
-            os.makedirs(path)
+            os.makedirs(path, exist_ok=True)       # a racing writer may make it first
             checkpoint.fsync_dir(os.path.dirname(path))
+        locks = [] if read_only else _lock_partition(path, managed)
+        try:
+            return cls._load(path, config, recovery_point, log_start_offset, clean_shutdown,
+                             high_watermark, replicated, read_only, scheduler, time_fn,
+                             topic_id, first_dirty_offset, managed, salvage_dir, locks)
+        except BaseException:
+            for lock in locks:
+                lock.release()
+            raise
+
+    @classmethod
+    def _load(cls, path, config, recovery_point, log_start_offset, clean_shutdown,
+              high_watermark, replicated, read_only, scheduler, time_fn, topic_id,
+              first_dirty_offset, managed, salvage_dir, locks):
         known = (recovery_point, log_start_offset, clean_shutdown, first_dirty_offset,
                  high_watermark)
         if any(v is None for v in known):
@@ -190,7 +209,8 @@ class Log:
                            salvage_dir=salvage_dir).load()
         log_ = cls(path, config, loaded, high_watermark=high_watermark, replicated=replicated,
                    read_only=read_only, scheduler=scheduler or default_scheduler(),
-                   time_fn=time_fn, first_dirty_offset=first_dirty_offset, managed=managed)
+                   time_fn=time_fn, first_dirty_offset=first_dirty_offset, managed=managed,
+                   locks=locks)
         if topic_id is not None:
             log_.assign_topic_id(topic_id)
         return log_
@@ -312,7 +332,7 @@ class Log:
 
     def _check_writable(self):
         if self._closed:
-            raise KafkaLogError(f"log {self.path} is closed")
+            raise LogClosedError(f"log {self.path} is closed")
         if self.read_only:
             raise KafkaLogError(f"log {self.path} was opened read-only")
         if self._failed is not None:
@@ -533,12 +553,26 @@ class Log:
             raise OffsetOutOfRangeError(
                 f"offset {start_offset} is out of range for {self.dir_name}: log start offset "
                 f"{self._log_start_offset}, log end offset {log_end}")
-        info, segment, segments = self._local.read(start_offset, max_bytes, max_offset,
-                                                   min_one_message)
-        if isolation == "committed":
-            info.aborted_transactions = [] if segment is None else \
-                self._aborted_transactions(start_offset, segment, info, segments, log_end)
+        with self._reading():
+            info, segment, segments = self._local.read(start_offset, max_bytes, max_offset,
+                                                       min_one_message)
+            if isolation == "committed":
+                info.aborted_transactions = [] if segment is None else \
+                    self._aborted_transactions(start_offset, segment, info, segments, log_end)
         return info
+
+    @contextlib.contextmanager
+    def _reading(self):
+        """A read of the files: LogClosedError once the log is closed, also when ``close()``
+        releases the files under a read that is running."""
+        if self._closed:
+            raise LogClosedError(f"log {self.path} is closed")
+        try:
+            yield
+        except (ValueError, OSError) as e:       # a released view, a closed descriptor
+            if self._closed:
+                raise LogClosedError(f"log {self.path} was closed during the read") from e
+            raise
 
     def _aborted_transactions(self, start_offset, segment, info, segments, log_end):
         meta = info.fetch_offset_metadata
@@ -551,7 +585,9 @@ class Log:
     def aborted_transactions(self, start_offset: int, end_offset: int) -> list[AbortedTxn]:
         """The ``AbortedTxn`` entries that a read_committed read of [start_offset,
         end_offset) must know (from the transaction indexes)."""
-        return LocalLog.collect_aborted_transactions(self.segments, start_offset, end_offset)
+        with self._reading():
+            return LocalLog.collect_aborted_transactions(self.segments, start_offset,
+                                                         end_offset)
 
     def records(self, start_offset: int | None = None, end_offset: int | None = None,
                 isolation: str = "log_end", include_control: bool = False,
@@ -582,10 +618,11 @@ class Log:
             if not info.records:
                 break
             data = info.records
-            batches, status, stop, message = walk_batches(data, validate_crc=validate_crc,
-                                                          stop_on_invalid=validate_crc)
-            if len(batches):
-                table = decode_batches(data, batches)
+            with self._reading():
+                batches, status, stop, message = walk_batches(
+                    data, validate_crc=validate_crc, stop_on_invalid=validate_crc)
+                table = decode_batches(data, batches) if len(batches) else None
+            if table is not None:
                 keep = (table.records["offset"] >= offset) & (table.records["offset"] < end)
                 if not include_control:
                     keep &= (batches["attributes"][table.batch] & CONTROL_MASK) == 0
@@ -611,11 +648,12 @@ class Log:
             return (self._log_start_offset, -1)
         if timestamp == LATEST_TIMESTAMP:
             return (self.log_end_offset, -1)
-        for segment in self.segments:
-            if segment.largest_timestamp >= timestamp:
-                found = segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
-                if found is not None:
-                    return (found.offset, found.timestamp)
+        with self._reading():
+            for segment in self.segments:
+                if segment.largest_timestamp >= timestamp:
+                    found = segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
+                    if found is not None:
+                        return (found.offset, found.timestamp)
         return None
 
     # ------------------------------------------------------------------------------ truncate
@@ -824,13 +862,34 @@ class Log:
         with self._lock:
             if self._closed:
                 return
-            with self._cleaning.paused():
-                if not self.read_only and self._failed is None:
-                    self.flush()
-                    with self._io("close"):
-                        self._producer_state.take_snapshot(self.log_end_offset)
-                self._local.close()
+            try:
+                with self._cleaning.paused():
+                    if not self.read_only and self._failed is None:
+                        self.flush()
+                        with self._io("close"):
+                            self._producer_state.take_snapshot(self.log_end_offset)
+            finally:
+                # Whatever failed above, the files are closed and the partition is free
+                # for the next writer (the failure is raised; nothing flushed is lost).
                 self._closed = True
+                try:
+                    self._close_files()
+                finally:
+                    for lock in self._locks:
+                        lock.release()
+
+    def _close_files(self):
+        """Close the segments: trimming their indexes while the dir works, only releasing
+        them once it has failed (or when trimming fails: then the log is offline)."""
+        if self._failed is None:
+            try:
+                with self._io("close"):
+                    self._local.close()
+                return
+            except LogDirFailureError:
+                self._local.close_handlers()
+                raise
+        self._local.close_handlers()
 
     def __enter__(self) -> Log:
         return self
@@ -841,6 +900,23 @@ class Log:
     def __repr__(self):
         return (f"Log({self.path!r}, log_start_offset={self._log_start_offset}, "
                 f"log_end_offset={self.log_end_offset}, segments={len(self.segments)})")
+
+
+def _lock_partition(path, managed):
+    """The locks a writer holds: the partition directory itself (no file is created), and,
+    shared, the log dir's ``.lock`` when the partition lives in a log dir a ``LogManager``
+    has used (a ``LogManager`` holds that one alone and takes only the partition's)."""
+    holder = "another writer (a Log or a LogManager, in this or another process)"
+    locks = [FileLock(path, holder=holder)]
+    dir_lock = os.path.join(os.path.dirname(path), LOCK_FILE)
+    if not managed and os.path.exists(dir_lock):
+        try:
+            locks.append(FileLock(dir_lock, shared=True,
+                                  holder=f"a LogManager (log dir of {path})"))
+        except BaseException:
+            locks[0].release()
+            raise
+    return locks
 
 
 def _first_known(*values):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import base64
 import concurrent.futures
-import fcntl
+import contextlib
 import json
 import logging
 import os
@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Union
 from kafkalog import checkpoint
 from kafkalog.cleaner import needs_cleaning
 from kafkalog.config import LogConfig
-from kafkalog.errors import InvalidTopicError, KafkaLogError, LogDirLockedError, LogNotFoundError
+from kafkalog.errors import InvalidTopicError, KafkaLogError, LogDirFailureError, LogNotFoundError
 from kafkalog.files import (
     CLEAN_SHUTDOWN_FILE, DELETED_SUFFIX, LOCK_FILE, META_PROPERTIES, parse_partition_dir_name,
     partition_dir_name, validate_topic,
 )
+from kafkalog.locks import FileLock
 from kafkalog.log import Log
 from kafkalog.scheduler import Scheduler
 
@@ -77,20 +78,22 @@ class LogManager:
         self._logs: dict[tuple[str, int], Log] = {}
         self._log_dir_of: dict[tuple[str, int], str] = {}
         self._lock = threading.RLock()
-        self._lock_files: list[int] = []
+        self._lock_files: list[FileLock] = []
         self._closed = False
         self.scheduler = Scheduler("kafkalog-log-manager")
         try:
-            for d in self.log_dirs:
-                if read_only:
-                    if not os.path.isdir(d):
-                        raise LogNotFoundError(f"{d}: no such log dir")
-                    continue
-                os.makedirs(d, exist_ok=True)
-                self._lock_dir(d)
-                self._ensure_meta_properties(d)
-            self._load_logs(recovery_threads)
+            with _dir_io(self.log_dirs, "loading"):
+                for d in self.log_dirs:
+                    if read_only:
+                        if not os.path.isdir(d):
+                            raise LogNotFoundError(f"{d}: no such log dir")
+                        continue
+                    os.makedirs(d, exist_ok=True)
+                    self._lock_dir(d)
+                    self._ensure_meta_properties(d)
+                self._load_logs(recovery_threads)
         except BaseException:
+            _close_all(self._logs.values())
             self._release_locks()
             self.scheduler.shutdown(run_pending=False)
             raise
@@ -104,22 +107,13 @@ class LogManager:
 
     # ------------------------------------------------------------------------------ dirs
     def _lock_dir(self, d):
-        fd = os.open(os.path.join(d, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            raise LogDirLockedError(f"failed to acquire lock on {os.path.join(d, LOCK_FILE)}: "
-                                    f"another process or LogManager is using log dir {d}") \
-                from None
-        self._lock_files.append(fd)
+        self._lock_files.append(FileLock(
+            os.path.join(d, LOCK_FILE), create=True,
+            holder=f"another process, LogManager or partition writer of log dir {d}"))
 
     def _release_locks(self):
-        for fd in self._lock_files:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-            finally:
-                os.close(fd)
+        for lock in self._lock_files:
+            lock.release()
         self._lock_files = []
 
     def _ensure_meta_properties(self, d):
@@ -194,13 +188,20 @@ class LogManager:
                 jobs.append((d, path, key, saved.for_partition(key)))
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
             futures = {pool.submit(self._open_log, *job): job for job in jobs}
-            for future in concurrent.futures.as_completed(futures):
-                d, _, key = futures[future][:3]
-                if key in self._logs:
-                    raise KafkaLogError(f"duplicate log directories for {key[0]}-{key[1]}: "
-                                        f"{self._log_dir_of[key]} and {d}")
-                self._logs[key] = future.result()
-                self._log_dir_of[key] = d
+        # Every load has finished: a failure closes the logs the others opened (and their
+        # partition locks) before it is raised.
+        opened = [f.result() for f in futures if f.exception() is None]
+        failure = next((f.exception() for f in futures if f.exception() is not None), None)
+        if failure is not None:
+            _close_all(opened)
+            raise failure
+        for future, (d, _, key, _) in futures.items():
+            if key in self._logs:
+                _close_all(opened)
+                raise KafkaLogError(f"duplicate log directories for {key[0]}-{key[1]}: "
+                                    f"{self._log_dir_of[key]} and {d}")
+            self._logs[key] = future.result()
+            self._log_dir_of[key] = d
         for d in self.log_dirs:
             marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
             if os.path.exists(marker) and not self.read_only:
@@ -264,8 +265,9 @@ class LogManager:
             log.close()
             target = os.path.join(d, partition_dir_name(topic, partition, "delete",
                                                         uuid.uuid4().hex))
-            os.replace(log.path, target)
-            checkpoint.fsync_dir(d)
+            with _dir_io(d, f"deleting {log.path}"):
+                os.replace(log.path, target)
+                checkpoint.fsync_dir(d)
             delay = log.config["file.delete.delay.ms"] / 1000.0
             self.scheduler.schedule_once(delay, lambda: shutil.rmtree(target, ignore_errors=True))
             self.checkpoint()
@@ -292,7 +294,7 @@ class LogManager:
             token = uuid.uuid4().hex
             future = os.path.join(target_dir,
                                   partition_dir_name(topic, partition, "future", token))
-            with log.exclusive():
+            with log.exclusive(), _dir_io([source_dir, target_dir], f"moving {log.path}"):
                 log.flush()
                 os.makedirs(future)
                 open(os.path.join(future, MOVE_MARKER), "wb").close()
@@ -342,32 +344,50 @@ class LogManager:
             raise KafkaLogError("this LogManager is read-only")
 
     # ------------------------------------------------------------------------------ tasks
+    def _each_usable_log(self, what, task):
+        """Run ``task(key, log)`` on every usable log. A log whose dir fails goes offline
+        (``LogDirFailureError``) without stopping the others; the first failure is raised at
+        the end."""
+        failure = None
+        for key, log_ in list(self._logs.items()):
+            if not log_.usable:
+                continue
+            try:
+                task(key, log_)
+            except LogDirFailureError as e:
+                log.error("%s of %s-%d failed, the log is offline: %s", what, *key, e)
+                failure = failure or e
+        if failure is not None:
+            raise failure
+
     def cleanup_logs(self) -> int:
         """Apply retention to every log and forget expired producers
         (``producer_id_expiration_ms``); returns the number of segments deleted."""
         deleted = 0
-        for log_ in list(self._logs.values()):
-            if log_.usable:
-                deleted += log_.delete_old_segments()
-                log_.remove_expired_producers(self.producer_id_expiration_ms)
+
+        def retain(key, log_):
+            nonlocal deleted
+            deleted += log_.delete_old_segments()
+            log_.remove_expired_producers(self.producer_id_expiration_ms)
+        self._each_usable_log("retention", retain)
         return deleted
 
     def compact_logs(self, now_ms: int | None = None) -> dict[tuple[str, int], CleanerStats]:
         """One cleaner pass over every log with ``cleanup.policy`` compact that the cleaner's
         policy says needs one (``cleaner.needs_cleaning``); returns {(topic, partition):
         CleanerStats}."""
-        now_ms = int(self._time_fn() * 1000) if now_ms is None else now_ms
+        now = int(self._time_fn() * 1000) if now_ms is None else now_ms
         done = {}
-        for key, log_ in list(self._logs.items()):
-            if log_.usable and log_.config.compact_enabled and \
-                    needs_cleaning(log_.cleaning_snapshot(), now_ms):
-                done[key] = log_.compact(now_ms)
+
+        def clean(key, log_):
+            if log_.config.compact_enabled and needs_cleaning(log_.cleaning_snapshot(), now):
+                done[key] = log_.compact(now)
+        self._each_usable_log("compaction", clean)
         return done
 
     def flush_dirty_logs(self) -> None:
         now = int(self._time_fn() * 1000)
-        for log_ in list(self._logs.values()):
-            log_.flush_if_due(now)
+        self._each_usable_log("flush", lambda key, log_: log_.flush_if_due(now))
 
     def checkpoint(self) -> None:
         """Write the recovery-point, log-start-offset, replication-offset and (for compacted
@@ -376,44 +396,96 @@ class LogManager:
         with self._lock:
             if self.read_only:
                 return
+            failure = None
             for d in self.log_dirs:
-                logs = {k: self._logs[k] for k, v in self._log_dir_of.items() if v == d}
-                saved = self._checkpoints[d]
-                saved.write("recovery_point", {k: x.recovery_point for k, x in logs.items()})
-                saved.write("log_start_offset",
-                            {k: x.log_start_offset for k, x in logs.items()})
-                saved.write("high_watermark", {k: x.high_watermark for k, x in logs.items()})
-                compacted = {k: x.first_dirty_offset for k, x in logs.items()
-                             if x.config.compact_enabled}
-                if compacted or saved.offsets["cleaner_offset"]:
-                    saved.write("cleaner_offset", compacted)
+                try:
+                    self._checkpoint_dir(d)
+                except LogDirFailureError as e:   # the other dirs still get theirs
+                    log.error("%s", e)
+                    failure = failure or e
+            if failure is not None:
+                raise failure
+
+    def _checkpoint_dir(self, d):
+        logs = {k: self._logs[k] for k, v in self._log_dir_of.items() if v == d}
+        saved = self._checkpoints[d]
+        with _dir_io(d, "writing the checkpoints"):
+            saved.write("recovery_point", {k: x.recovery_point for k, x in logs.items()})
+            saved.write("log_start_offset", {k: x.log_start_offset for k, x in logs.items()})
+            saved.write("high_watermark", {k: x.high_watermark for k, x in logs.items()})
+            compacted = {k: x.first_dirty_offset for k, x in logs.items()
+                         if x.config.compact_enabled}
+            if compacted or saved.offsets["cleaner_offset"]:
+                saved.write("cleaner_offset", compacted)
 
     def shutdown(self) -> None:
-        """Flush and close every log, write the checkpoints and the clean-shutdown marker."""
+        """Flush and close every log, write the checkpoints and the clean-shutdown marker.
+
+        A failing dir (full, read-only, I/O errors) does not stop the rest: every log is
+        closed, every dir that can be is checkpointed, a dir that failed gets no clean-shutdown
+        marker (its next load recovers), the locks are released in any case, and the first
+        failure is raised as ``LogDirFailureError``."""
         with self._lock:
             if self._closed:
                 return
-            self.scheduler.shutdown(run_pending=True)
-            for log in self._logs.values():
-                log.close()
-            self.checkpoint()
-            # A dir with a failed log gets no clean-shutdown marker: its next load recovers.
-            failed = {self._log_dir_of[k] for k, log in self._logs.items()
-                      if log.failed is not None}
-            for d in self.log_dirs:
-                if d in failed or self.read_only:
-                    continue
-                checkpoint.write_atomically(
-                    os.path.join(d, CLEAN_SHUTDOWN_FILE),
-                    json.dumps({"version": 0, "brokerEpoch": self.broker_epoch}))
-            self._release_locks()
             self._closed = True
+            failures: list[LogDirFailureError] = []
+            failed_dirs = set()
+            try:
+                self.scheduler.shutdown(run_pending=True)
+                for key, log_ in self._logs.items():
+                    try:
+                        log_.close()
+                    except LogDirFailureError as e:
+                        failures.append(e)
+                    if log_.failed is not None:
+                        failed_dirs.add(self._log_dir_of[key])
+                if not self.read_only:
+                    for d in self.log_dirs:
+                        try:
+                            self._checkpoint_dir(d)
+                            if d not in failed_dirs:
+                                with _dir_io(d, "writing the clean-shutdown marker"):
+                                    checkpoint.write_atomically(
+                                        os.path.join(d, CLEAN_SHUTDOWN_FILE),
+                                        json.dumps({"version": 0,
+                                                    "brokerEpoch": self.broker_epoch}))
+                        except LogDirFailureError as e:
+                            failures.append(e)
+            finally:
+                self._release_locks()
+            if failures:
+                for other in failures[1:]:
+                    log.error("shutdown: %s", other)
+                raise failures[0]
 
     def __enter__(self) -> LogManager:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
+
+
+@contextlib.contextmanager
+def _dir_io(dirs, what):
+    """Turn a failed file operation on log dir(s) into ``LogDirFailureError``."""
+    try:
+        yield
+    except KafkaLogError:
+        raise
+    except OSError as e:
+        names = dirs if isinstance(dirs, str) else ", ".join(dirs)
+        raise LogDirFailureError(f"{what} failed in log dir {names}: {e}", errno=e.errno) \
+            from e
+
+
+def _close_all(logs):
+    """Close logs after a failure that is being raised (their own errors are only logged)."""
+    for log_ in logs:
+        try:
+            log_.close()
+        except KafkaLogError as e:
+            log.error("closing %s: %s", log_.path, e)
 
 
 def _parsed(name):

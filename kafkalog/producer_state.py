@@ -15,9 +15,10 @@ from crc32c import crc32c
 
 from kafkalog.checkpoint import write_atomically_bytes
 from kafkalog.errors import (
-    CorruptSnapshotError, InvalidProducerEpochError, OutOfOrderSequenceError,
+    CorruptSnapshotError, InvalidProducerEpochError, NotARegularFileError,
+    OutOfOrderSequenceError,
 )
-from kafkalog.files import SNAPSHOT_SUFFIX, file_path, parse_file_name
+from kafkalog.files import SNAPSHOT_SUFFIX, file_path, parse_file_name, read_regular_file
 from kafkalog.index import AbortedTxn
 from kafkalog.records import (
     CONTROL_MASK, TRANSACTIONAL_MASK, decode_batches, increment_sequence, parse_control_record,
@@ -50,8 +51,10 @@ CompletedTxn = collections.namedtuple("CompletedTxn",
 
 def read_snapshot(path):
     """Entries of a producer snapshot, as a numpy array of ``SNAPSHOT_ENTRY_DTYPE``."""
-    with open(path, "rb") as f:
-        data = f.read()
+    try:
+        data = read_regular_file(path)
+    except NotARegularFileError as e:
+        raise CorruptSnapshotError(str(e)) from None
     if len(data) < _HEADER.size:
         raise CorruptSnapshotError(f"snapshot {path} is too short ({len(data)} bytes)")
     version, crc, count = _HEADER.unpack_from(data)

@@ -19,13 +19,14 @@ import numpy.typing as npt
 
 from kafkalog import codecs
 from kafkalog._kernels import (
-    decode_legacy_records, decode_v2_records, make_records, span_bytes, walk_batches,
+    check_batches, decode_legacy_records, decode_v2_records, make_records, span_bytes,
+    walk_batches,
 )
 from kafkalog._layout import (
     BATCH_DTYPE, RECORD_DTYPE, HEADER_DTYPE, V2_HEADER_SIZE, LOG_OVERHEAD,
-    WALK_CORRUPT, WALK_INVALID, WALK_PARTIAL,
+    WALK_CORRUPT, WALK_END, WALK_INVALID, WALK_PARTIAL,
 )
-from kafkalog.errors import CorruptRecordError, KafkaLogError
+from kafkalog.errors import CorruptRecordError, KafkaLogError, UnknownCodecError
 
 if TYPE_CHECKING:
     from kafkalog._core import Record
@@ -99,13 +100,23 @@ class RecordBatch:
     Made by ``iter_batches``; holds the buffer it came from and one row of the walk.
     ``position`` is the batch's byte position in that buffer.
     """
-    __slots__ = ("_buffer", "_row", "_table", "_path")
+    __slots__ = ("_buffer", "_row", "_table", "_path", "_checked")
 
     def __init__(self, buffer: Any, row: np.void, path: StrPath | None = None) -> None:
         self._buffer = buffer
         self._row = row
         self._table: RecordTable | None = None
         self._path = path
+        self._checked = False
+
+    def _check_header(self) -> None:
+        """Raise CorruptRecordError unless the header fields a count or sequence is derived
+        from agree with each other (``check_batches``); checked once."""
+        if not self._checked:
+            n_valid, reason, position = check_batches(self._buffer, self._row.reshape(1), False)
+            if n_valid == 0:
+                _raise_invalid(self._row, reason, position, self._path)
+            self._checked = True
 
     def _get(self, field):
         return int(self._row[field])
@@ -127,6 +138,7 @@ class RecordBatch:
     def record_count(self) -> int:
         """Records declared by a v2 header; for legacy entries, the records inside."""
         if self.magic == 2:
+            self._check_header()
             return self._get("record_count")
         return len(self.table())
 
@@ -161,7 +173,10 @@ class RecordBatch:
 
     @property
     def last_sequence(self) -> int:
-        if self.magic < 2 or self.base_sequence == NO_SEQUENCE:
+        if self.magic < 2:
+            return NO_SEQUENCE
+        self._check_header()
+        if self.base_sequence == NO_SEQUENCE:
             return NO_SEQUENCE
         return increment_sequence(self.base_sequence, self.last_offset - self._get("base_offset"))
 
@@ -384,14 +399,95 @@ def decode_batches(buf: Any, batches: np.ndarray, path: StrPath | None = None
     batches = np.asarray(batches, dtype=BATCH_DTYPE)
     if len(batches) == 0:
         return empty_table()
+    # The header fields the decode trusts (record count, lastOffsetDelta, codec, sequence,
+    # legacy key/value sizes), checked in one kernel pass over the batch rows.
+    n_valid, reason, position = check_batches(buf, batches, False)
+    if n_valid < len(batches):
+        _raise_invalid(batches[n_valid], reason, position, path)
     attributes = batches["attributes"]
     v2 = batches["magic"] == 2
     if v2.all() and not (attributes & COMPRESSION_MASK).any():
-        return _decode_v2_in_place(buf, batches, path)
-    pieces = []                   # (kind, bytes, batch index)
-    for i, row in enumerate(batches):
-        pieces.append(_piece(buf, row, i, path))
-    return _decode_pieces(pieces, batches, path)
+        table = _decode_v2_in_place(buf, batches, path)
+    else:
+        pieces = []                   # (kind, bytes, batch index)
+        for i, row in enumerate(batches):
+            pieces.append(_piece(buf, row, i, path))
+        table = _decode_pieces(pieces, batches, path)
+    control = v2 & ((attributes & CONTROL_MASK) != 0)
+    if control.any():
+        _check_control_keys(table, batches, control, path)
+    return table
+
+
+def _check_control_keys(table, batches, control, path):
+    """A control record's key is (int16 version, int16 type): Kafka's
+    ``ControlRecordType.parse`` refuses a shorter one, and so do the readers of markers."""
+    short = control[table.batch] & (table.records["key_len"] < 4)
+    if short.any():
+        row = batches[table.batch[np.argmax(short)]]
+        raise CorruptRecordError("control record key is too short (a control record's key "
+                                 "is an int16 version and an int16 type)",
+                                 position=int(row["position"]), path=path,
+                                 base_offset=int(row["base_offset"]))
+
+
+#: Compressed batches are decompressed and checked this many on-disk bytes at a time.
+VALIDATE_CHUNK_BYTES = 4 * 1024 * 1024
+
+
+def validate_batches(buf: Any, batches: np.ndarray, path: StrPath | None = None
+                     ) -> tuple[int, str | None]:
+    """How many of the walked ``batches`` (``BATCH_DTYPE`` rows of ``buf``, CRCs checked) are
+    structurally valid before the first that is not, and why that one is not.
+
+    A batch is valid when ``decode_batches`` decodes it: every header field it trusts agrees
+    with the bytes (``check_batches``: codec, lastOffsetDelta, record count, sequence, producer
+    id/epoch; every record of an uncompressed batch: varints, lengths, header counts, offset
+    deltas, timestamps), a compressed payload decompresses to such records (or for a legacy
+    wrapper, to a valid inner message set), and a control batch's records carry a control key.
+    Recovery cuts the log at the first invalid batch, as at a bad CRC, so that reading a
+    recovered log never meets one.
+
+    Returns
+    -------
+    (n_valid, reason)
+        ``n_valid`` = ``len(batches)`` and ``reason`` None when all are valid.
+    """
+    batches = np.asarray(batches, dtype=BATCH_DTYPE)
+    n_valid, reason, _ = check_batches(buf, batches, True)
+    head = batches[:n_valid]
+    v2 = head["magic"] == 2
+    deep = np.flatnonzero(((head["attributes"] & COMPRESSION_MASK) != 0) |
+                          (v2 & ((head["attributes"] & CONTROL_MASK) != 0)))   # control keys
+    if len(deep) == 0:
+        return n_valid, reason
+    sizes = head["size"][deep].astype(np.int64)
+    chunk_of = (np.cumsum(sizes) - sizes) // VALIDATE_CHUNK_BYTES
+    for chunk in np.split(deep, np.flatnonzero(np.diff(chunk_of)) + 1):
+        try:
+            decode_batches(buf, head[chunk], path)
+            continue
+        except KafkaLogError:
+            pass
+        for i in chunk.tolist():          # find the first batch of the chunk at fault
+            try:
+                decode_batches(buf, head[i:i + 1], path)
+            except KafkaLogError as e:
+                return i, f"{getattr(e, 'reason', None) or e}"
+    return n_valid, reason
+
+
+def _raise_invalid(row, reason, position, path):
+    """Raise the typed error for a batch that ``check_batches`` refused."""
+    base = int(row["base_offset"])
+    if reason == _UNKNOWN_CODEC:
+        raise UnknownCodecError(f"unknown compression codec "
+                                f"{int(row['attributes']) & COMPRESSION_MASK}",
+                                position=int(row["position"]), path=path, base_offset=base)
+    raise CorruptRecordError(reason, position=position, path=path, base_offset=base)
+
+
+_UNKNOWN_CODEC = "unknown compression codec in the batch attributes"
 
 
 def _decode_v2_in_place(buf, batches, path):
@@ -400,9 +496,11 @@ def _decode_v2_in_place(buf, batches, path):
     counts = batches["record_count"].astype(np.int64)
     try:
         records, headers = decode_v2_records(buf, starts, ends, batches["base_offset"].copy(),
-                                             batches["base_timestamp"].copy(), counts)
+                                             batches["base_timestamp"].copy(), counts,
+                                             batches["last_offset"].copy())
     except CorruptRecordError as e:
-        raise CorruptRecordError(e.reason, position=e.position, path=path) from None
+        raise CorruptRecordError(e.reason, position=e.position, path=path,
+                                 base_offset=int(batches["base_offset"][e.region])) from None
     batch_index = np.repeat(np.arange(len(batches), dtype=np.int32), counts)
     return _finish_v2(buf, records, headers, batches, batch_index)
 
@@ -444,7 +542,7 @@ def _piece(buf, row, index, path):
             planned = codecs.decompress_plan(codec, payload)
             if planned is not None and planned[0] <= codecs.MAX_DECOMPRESSED_BYTES:
                 return ("v2", payload, index, (codec,) + planned)
-            payload = _decompress(codec, payload, pos, path)
+            payload = _decompress(codec, payload, pos, path, int(row["base_offset"]))
         return ("v2", payload, index, None)
     if codec == codecs.NONE:
         return ("legacy", memoryview(buf)[pos:pos + size], index, None)
@@ -454,18 +552,25 @@ def _piece(buf, row, index, path):
         raise CorruptRecordError("compressed legacy wrapper has a null value", position=pos,
                                  path=path)
     value = memoryview(buf)[wrapper["value_pos"]:wrapper["value_pos"] + wrapper["value_len"]]
-    return ("wrapper", _decompress(codec, value, pos, path), index, None)
+    return ("wrapper", _decompress(codec, value, pos, path, int(row["last_offset"])), index,
+            None)
 
 
-def _decompress(codec, payload, position, path):
+def _decompress(codec, payload, position, path, base_offset):
     try:
         return codecs.decompress(codec, payload)
-    except CorruptRecordError as e:
-        raise CorruptRecordError(e.reason, position=position, path=path) from None
     except KafkaLogError as e:
-        exc = type(e)(f"{e} (batch at position {position}{', ' + str(path) if path else ''})")
-        exc.position, exc.path = position, path
-        raise exc from None
+        raise _located(e, position, path, base_offset) from None
+
+
+def _located(e, position, path, base_offset):
+    """``e`` (a codec's error) again, with where the batch is."""
+    if isinstance(e, CorruptRecordError):
+        return CorruptRecordError(e.reason, position=position, path=path,
+                                  base_offset=base_offset)
+    exc = type(e)(f"{e} (batch at position {position}{', ' + str(path) if path else ''})")
+    exc.position, exc.path, exc.base_offset = position, path, base_offset
+    return exc
 
 
 def _decode_pieces(pieces, batches, path):
@@ -505,7 +610,8 @@ def _decode_v2_run(pieces, batches, path):
                     n = codecs.decompress_into(bound[0], payload, view[at:at + bound[1]],
                                                bound[2])
                 except KafkaLogError as e:
-                    raise type(e)(f"{e} (batch at position {position})") from None
+                    raise _located(e, position, path,
+                                   int(batches["base_offset"][index])) from None
             lengths[i] = n
             at += n
     data = arena[:at]
@@ -516,10 +622,12 @@ def _decode_v2_run(pieces, batches, path):
     counts = rows["record_count"].astype(np.int64)
     try:
         records, headers = decode_v2_records(data, starts, ends, rows["base_offset"].copy(),
-                                             rows["base_timestamp"].copy(), counts)
+                                             rows["base_timestamp"].copy(), counts,
+                                             rows["last_offset"].copy())
     except CorruptRecordError as e:
         position = int(rows["position"][e.region])
-        raise CorruptRecordError(e.reason, position=position, path=path) from None
+        raise CorruptRecordError(e.reason, position=position, path=path,
+                                 base_offset=int(rows["base_offset"][e.region])) from None
     batch_index = np.repeat(index.astype(np.int32), counts)
     return _finish_v2(data, records, headers, batches, batch_index)
 
@@ -549,16 +657,12 @@ def _decode_wrapper(piece, batches, path):
     _, data, index, _ = piece
     wrapper = batches[index]
     pos = int(wrapper["position"])
-    inner, status, stop, message = walk_batches(data, validate_crc=True)
-    if status == WALK_CORRUPT or stop != len(data):
-        raise CorruptRecordError(f"invalid inner message set in compressed wrapper: "
-                                 f"{message or 'truncated'}", position=pos, path=path)
-    if (inner["magic"] > 1).any():
-        raise CorruptRecordError("compressed legacy wrapper holds a v2 batch", position=pos,
-                                 path=path)
-    inner = inner.copy()
     wrapper_offset = int(wrapper["last_offset"])
-    if wrapper["magic"] == 1 and len(inner):
+    inner, reason = _wrapper_entries(data, wrapper)
+    if reason is not None:
+        raise CorruptRecordError(f"invalid inner message set in compressed wrapper: {reason}",
+                                 position=pos, path=path, base_offset=wrapper_offset)
+    if wrapper["magic"] == 1:
         # v1 inner offsets are relative: the wrapper carries the offset of the last one.
         inner["base_offset"] = wrapper_offset - int(inner["base_offset"][-1]) + inner["base_offset"]
         inner["last_offset"] = inner["base_offset"]
@@ -566,8 +670,41 @@ def _decode_wrapper(piece, batches, path):
     if wrapper_type == TimestampType.LOG_APPEND_TIME:
         inner["base_timestamp"] = wrapper["max_timestamp"]
     ts_type = np.full(len(inner), int(wrapper_type), np.int8)
-    table = _legacy_table(data, inner, index, ts_type)
-    return table
+    try:
+        return _legacy_table(data, inner, index, ts_type)
+    except CorruptRecordError as e:
+        raise CorruptRecordError(f"invalid inner message set in compressed wrapper: "
+                                 f"{e.reason}", position=pos, path=path,
+                                 base_offset=wrapper_offset) from None
+
+
+def _wrapper_entries(data, wrapper):
+    """(inner entries, None), or (None, why the inner message set of a legacy compressed
+    wrapper is invalid). Kafka's ``DeepRecordsIterator`` rules: a non-empty set of whole,
+    CRC-valid, uncompressed messages of the wrapper's magic, offsets increasing; in v1 the
+    relative offsets end at most at the wrapper's offset (the absolute base is not negative),
+    in v0 the absolute ones end at most at it."""
+    inner, status, stop, message = walk_batches(data, validate_crc=True, stop_on_invalid=True)
+    if status != WALK_END:
+        return None, message or "truncated"
+    if len(inner) == 0:
+        return None, "no inner records"
+    if (inner["magic"] != wrapper["magic"]).any():
+        return None, (f"inner message magic {int(inner['magic'][inner['magic'] != wrapper['magic']][0])} "
+                      f"does not match the wrapper's {int(wrapper['magic'])}")
+    if (inner["attributes"] & COMPRESSION_MASK).any():
+        return None, "an inner message is compressed"
+    offsets = inner["base_offset"]
+    if (offsets[1:] <= offsets[:-1]).any():
+        return None, "inner offsets do not increase"
+    wrapper_offset, first, last = int(wrapper["last_offset"]), int(offsets[0]), int(offsets[-1])
+    if wrapper["magic"] == 1 and (first < 0 or last > wrapper_offset):
+        return None, (f"relative offsets {first}-{last} do not fit the wrapper offset "
+                      f"{wrapper_offset}")
+    if wrapper["magic"] == 0 and (first < 0 or last > wrapper_offset):
+        return None, (f"inner offsets {first}-{last} do not fit the wrapper offset "
+                      f"{wrapper_offset}")
+    return inner.copy(), None
 
 
 def parse_control_record(key: bytes | None, value: bytes | None

@@ -1,25 +1,32 @@
 """``LogSegment``: one ``.log`` file with its offset, time and transaction indexes."""
 from __future__ import annotations
 
+import collections
 import logging
 import mmap
 import os
 import random
+import stat
+import struct
 import threading
 import time
-import weakref
 from typing import TYPE_CHECKING, Any, Callable, Iterable, NamedTuple
 
 import numpy as np
 
 from kafkalog._kernels import find_batch, index_entries_for, walk_batches
-from kafkalog.errors import CorruptIndexError, IndexOffsetOverflowError
+from kafkalog._layout import HEADER_SIZE_UP_TO_MAGIC, LEGACY_OVERHEAD_V0, LOG_OVERHEAD
+from kafkalog.errors import (
+    CorruptIndexError, IndexOffsetOverflowError, InvalidOffsetError, InvalidTimestampError,
+    NotARegularFileError,
+)
 from kafkalog.files import (
-    INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, file_path,
+    DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, file_kind,
+    file_path, open_regular,
 )
 from kafkalog.index import OffsetIndex, TimeIndex, TimestampOffset, TransactionIndex
 from kafkalog.producer_state import ProducerStateManager
-from kafkalog.records import decode_batches
+from kafkalog.records import decode_batches, validate_batches
 
 if TYPE_CHECKING:
     from kafkalog._typing import StrPath
@@ -31,6 +38,128 @@ log = logging.getLogger(__name__)
 
 _INT32_MAX = 2**31 - 1
 _RNG = random.Random()
+_HEADER = struct.Struct(">qi")
+
+
+class _Descriptor:
+    """An open file descriptor, closed when the last holder drops it. A segment drops its
+    own reference to let the descriptor go (LRU eviction); a reader that took it for a
+    ``pread`` keeps it open until the call returns, so a number is never reused under it."""
+    __slots__ = ("fd",)
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def close(self) -> None:
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except OSError:
+            pass
+
+
+DEFAULT_MAX_OPEN_SEGMENTS = 256
+
+
+class _OpenSegments:
+    """The process's segments holding descriptors or mappings, least recently used first.
+
+    A segment opens its ``.log`` and index files when it is first used and enters this list;
+    past ``limit`` the least recently used segments that no operation has pinned drop their
+    descriptors and mappings (reopened lazily on their next use). Dropping only releases the
+    segment's references: a reader still holding a mapping, an index or a descriptor keeps
+    it until it is done. So a process holds about ``limit`` x 3 descriptors for segments,
+    however many segments its logs have (Kafka keeps every segment open; its file limit must
+    grow with the log)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._lru: collections.OrderedDict[LogSegment, None] = collections.OrderedDict()
+
+    def touch(self, segment: LogSegment) -> None:
+        """``segment`` was used: make it the most recent; evict beyond the limit."""
+        with self._lock:
+            lru = self._lru
+            if segment in lru:
+                lru.move_to_end(segment)
+                return
+            if not segment._evictable:
+                return
+            lru[segment] = None
+            if len(lru) > self.limit:
+                self._evict(len(lru) - self.limit)
+
+    def _evict(self, n):
+        victims = []
+        for s in self._lru:
+            if len(victims) >= n:
+                break
+            if s._pins == 0:
+                victims.append(s)
+        for s in victims:
+            del self._lru[s]
+            s._drop_handles()
+
+    def pin(self, segment: LogSegment) -> None:
+        with self._lock:
+            segment._pins += 1
+
+    def unpin(self, segment: LogSegment) -> None:
+        with self._lock:
+            segment._pins -= 1
+
+    def forget(self, segment: LogSegment) -> None:
+        with self._lock:
+            self._lru.pop(segment, None)
+
+    def set_limit(self, limit: int) -> int:
+        if limit < 1:
+            raise ValueError(f"the open segment limit must be at least 1, not {limit}")
+        with self._lock:
+            old, self.limit = self.limit, limit
+            if len(self._lru) > limit:
+                self._evict(len(self._lru) - limit)
+        return old
+
+    def __len__(self) -> int:
+        return len(self._lru)
+
+
+_OPEN = _OpenSegments(int(os.environ.get("KAFKALOG_MAX_OPEN_SEGMENTS",
+                                         DEFAULT_MAX_OPEN_SEGMENTS)))
+
+
+def set_max_open_segments(limit: int) -> int:
+    """Set how many segments of the process may hold descriptors and mappings at once (the
+    least recently used beyond it release theirs; default 256, or the
+    ``KAFKALOG_MAX_OPEN_SEGMENTS`` environment variable). Each holds at most three: its
+    ``.log`` mapping or descriptor and its two index mappings. Returns the previous limit."""
+    return _OPEN.set_limit(limit)
+
+
+def open_segment_count() -> int:
+    """How many segments hold descriptors or mappings now (at most the limit, plus those
+    pinned by operations in progress)."""
+    return len(_OPEN)
+
+
+class _Pinned:
+    """``with segment._pinned():``: no eviction while a multi-step operation runs."""
+    __slots__ = ("segment",)
+
+    def __init__(self, segment):
+        self.segment = segment
+
+    def __enter__(self):
+        _OPEN.pin(self.segment)
+
+    def __exit__(self, *exc):
+        _OPEN.unpin(self.segment)
 
 class LogOffsetMetadata(NamedTuple):
     """Where an offset is: its segment's base offset and its byte position in that segment."""
@@ -81,13 +210,24 @@ class LogSegment:
         self._time_fn = time_fn
         self.log_path = self._path(LOG_SUFFIX)
         # The .log is opened on first use: a log of many segments holds no descriptor for
-        # the ones nobody reads. ``size`` may come from the loader's directory scan.
-        self._fd_value = -1
-        self._finalizer: Any = None
+        # the ones nobody reads, and the least recently used give theirs back (_OPEN).
+        # ``size`` may come from the loader's directory scan.
+        self._desc: _Descriptor | None = None
         self._fd_lock = threading.Lock()
+        self._index_lock = threading.RLock()
+        self._pins = 0
+        self._evictable = True
+        #: ``report(action, file, offset, reason=...)``: where a repair found after loading
+        #: (an index that lies) is recorded; the loader passes its RecoveryReport's ``add``.
+        self.report: Callable[..., None] | None = None
+        #: Set by ``recover``: [(index path, entries before or None when missing, entries
+        #: after)] for each index whose contents it changed.
+        self.rebuilt_indexes: list[tuple[str, int | None, int]] = []
+        self._index_distrusted = False
+        self._active = False       # set by LocalLog for the segment appends go to
         if size is None:
             if not read_only and not os.path.exists(self.log_path):
-                self._open_fd()
+                self._descriptor(create=True)
             size = os.stat(self.log_path).st_size
         self._size = size
         self._map: Any = None
@@ -105,22 +245,45 @@ class LogSegment:
         self.created_ms = int(time_fn() * 1000)
         self.roll_jitter_ms = config.random_segment_jitter(rng or _RNG)
 
-    @property
-    def _fd(self):
-        fd = self._fd_value
-        return fd if fd >= 0 else self._open_fd()
+    def _descriptor(self, create: bool = False) -> _Descriptor:
+        """The ``.log``'s descriptor, opened if needed. Hold the returned object while using
+        its ``fd``: eviction only drops the segment's reference (a deleted segment may still
+        be read by a reader holding an older segment list)."""
+        desc = self._desc
+        if desc is None:
+            with self._fd_lock:
+                desc = self._desc
+                if desc is None:
+                    flags = os.O_RDONLY if self.read_only else os.O_RDWR
+                    if create:
+                        flags |= os.O_CREAT
+                    desc = _Descriptor(open_regular(self.log_path, flags))
+                    self._desc = desc
+        _OPEN.touch(self)
+        return desc
 
-    def _open_fd(self):
-        with self._fd_lock:
-            if self._fd_value < 0:
-                flags = os.O_RDONLY if self.read_only else os.O_RDWR | os.O_CREAT
-                fd = os.open(self.log_path, flags, 0o644)
-                # Closed by close(), or when the segment is collected (a deleted segment may
-                # still be read by a reader holding an older segment list).
-                self._fd_box = [fd]
-                self._finalizer = weakref.finalize(self, _close_fd, self._fd_box)
-                self._fd_value = fd
-            return self._fd_value
+    def set_active(self, active: bool) -> None:
+        """Mark the segment appends go to (its log's last); set by ``LocalLog``."""
+        self._active = active
+
+    def _pinned(self) -> _Pinned:
+        return _Pinned(self)
+
+    def _drop_handles(self):
+        """Let go of the descriptor and mappings (called by _OPEN, under its lock, for an
+        unpinned segment); each is reopened on its next use. Writable indexes are consistent
+        on disk (entries, then zeros), so nothing is lost by reopening them."""
+        self._map = None
+        self._desc = None
+        self._offset_index = None
+        self._time_index = None
+
+    def release_handles(self) -> None:
+        """Drop the descriptor and mappings now (reopened on the next use), as recovery does
+        for each segment it is done with."""
+        _OPEN.forget(self)
+        if self._pins == 0:
+            self._drop_handles()
 
     def _path(self, suffix):
         return self._stem + suffix + self.file_suffix
@@ -136,20 +299,51 @@ class LogSegment:
 
     @property
     def offset_index(self) -> OffsetIndex:
-        if self._offset_index is None:
-            self._offset_index = self._open_index(OffsetIndex, self.index_path)
-            self._rebuild_if_needed()
-        return self._offset_index
+        index = self._offset_index
+        if index is None:
+            index = self._load_index(OffsetIndex)
+        _OPEN.touch(self)
+        return index
 
     @property
     def time_index(self) -> TimeIndex:
-        if self._time_index is None:
-            self._time_index = self._open_index(TimeIndex, self.time_index_path)
-            self._rebuild_if_needed()
-        return self._time_index
+        index = self._time_index
+        if index is None:
+            index = self._load_index(TimeIndex)
+        _OPEN.touch(self)
+        return index
+
+    def _load_index(self, cls):
+        attr = "_offset_index" if cls is OffsetIndex else "_time_index"
+        path = self.index_path if cls is OffsetIndex else self.time_index_path
+        for _ in range(3):
+            with self._index_lock:
+                index = getattr(self, attr)
+                if index is None:
+                    index = self._open_index(cls, path)
+                    if index is not None:
+                        setattr(self, attr, index)
+            if index is not None and not (self._pending_rebuild and not self._recovering):
+                return index
+            # Within recover() the indexes are rebuilt anyway (and a cut must go through
+            # its hook); otherwise a damaged index is rebuilt from the log now.
+            self._pending_rebuild = False
+            self.recover()
+        raise CorruptIndexError(f"{path} could not be rebuilt from {self.log_path}")
 
     def _open_index(self, cls, path):
-        if self.read_only and not os.path.exists(path):
+        """The index at ``path`` opened and checked; None when it was damaged and must be
+        rebuilt (``_pending_rebuild`` is then set)."""
+        try:
+            mode = os.stat(path).st_mode
+        except FileNotFoundError:
+            mode = None
+        if mode is not None and not stat.S_ISREG(mode):
+            if not self.read_only:
+                raise NotARegularFileError(f"{path} is {file_kind(mode)}, not a regular file")
+            log.warning("%s is %s; reading %s without it", path, file_kind(mode), self.log_path)
+            return self._unindexed(cls, path)
+        if self.read_only and mode is None:
             log.warning("%s is missing; reading %s without it", path, self.log_path)
             return self._unindexed(cls, path)
         index = cls(path, self.base_offset, max_index_size=self.config.max_index_size,
@@ -159,18 +353,42 @@ class LogSegment:
         index.drop_zero_tail()
         try:
             index.sanity_check()
+            # Kafka trusts an index after a clean shutdown; these checks are cheap (one
+            # vectorized pass, one header read) and catch one that points outside the log.
+            if cls is OffsetIndex:
+                index.check_entries(self._size)
+                self._check_last_entry(index)
+            elif index.entries:
+                # offsets inside the segment: up to its last (a short walk from the last
+                # offset index entry; time indexes are opened rarely)
+                index.check_entries(self.read_next_offset() - 1)
         except CorruptIndexError as e:
+            index.close_handler()
             if self.read_only:
                 log.warning("%s; reading %s without it", e, self.log_path)
-                index.close_handler()
                 return self._unindexed(cls, path)
             # A damaged index is rebuilt from the log, as Kafka's loader does.
             log.warning("%s; rebuilding it from %s", e, self.log_path)
-            index.close_handler()
-            os.remove(path)
-            index = cls(path, self.base_offset, max_index_size=self.config.max_index_size)
+            if self.report is not None:
+                self.report("rebuilt_index", path, self.base_offset, reason=str(e))
+            if self._recovering:
+                # recover() is rewriting it: an empty stand-in until then
+                return cls(path, self.base_offset, empty=True)
             self._pending_rebuild = True
+            return None
         return index
+
+    def _check_last_entry(self, index):
+        """The last offset index entry must point at a batch header that holds no offset
+        above the entry's (a position inside the file can still be mid-batch)."""
+        if index.entries == 0:
+            return
+        last = index.entry(index.entries - 1)
+        if not _header_plausible(self.buffer(), last.position, self.base_offset, last.offset):
+            raise CorruptIndexError(
+                f"offset index {index.path} does not match its log: its last entry "
+                f"(offset {last.offset}) points at position {last.position}, where no batch "
+                f"holding it starts")
 
     def _unindexed(self, cls, path):
         """A read-only segment's stand-in for a missing or damaged index: no entries (lookups
@@ -182,12 +400,6 @@ class LogSegment:
                 self._max_timestamp_and_offset = TimestampOffset(
                     int(batches["max_timestamp"][i]), int(batches["last_offset"][i]))
         return cls(path, self.base_offset, empty=True)
-
-    def _rebuild_if_needed(self):
-        # Within recover() the indexes are rebuilt anyway (and a cut must go through its hook)
-        if self._pending_rebuild and not self._recovering:
-            self._pending_rebuild = False
-            self.recover()
 
     def indexes_opened(self) -> bool:
         return self._offset_index is not None or self._time_index is not None
@@ -223,18 +435,35 @@ class LogSegment:
         return self._size
 
     def buffer(self) -> Any:
-        """A read-only mapping of the ``.log`` file as it is now (b"" when empty)."""
+        """A read-only mapping of the ``.log`` file as it is now (b"" when empty). It stays
+        valid while held, even after the segment releases its own reference."""
         with self._map_lock:
             if self._size == 0:
                 return b""
             current = self._map
             if current is None or len(current) != self._size:
-                current = mmap.mmap(self._fd, self._size, access=mmap.ACCESS_READ)
+                desc = self._desc
+                if desc is not None:
+                    current = mmap.mmap(desc.fd, self._size, access=mmap.ACCESS_READ)
+                else:
+                    # A segment only read holds the mapping alone (it keeps its own
+                    # duplicate of the descriptor), not a second descriptor as well.
+                    fd = open_regular(self.log_path, os.O_RDONLY)
+                    try:
+                        current = mmap.mmap(fd, self._size, access=mmap.ACCESS_READ)
+                    finally:
+                        os.close(fd)
                 self._map = current
-            return current
+        _OPEN.touch(self)
+        return current
 
     def read_bytes(self, position: int, size: int) -> bytes:
-        return os.pread(self._fd, size, position)
+        """``size`` bytes from ``position`` (fewer at the end of the file)."""
+        desc = self._desc
+        if desc is not None and desc.fd >= 0:
+            return os.pread(desc.fd, size, position)
+        buf = self.buffer()
+        return bytes(buf[position:position + size])
 
     def can_convert_to_relative_offset(self, offset: int) -> bool:
         return 0 <= offset - self.base_offset <= _INT32_MAX
@@ -272,13 +501,20 @@ class LogSegment:
         if physical_position == 0:
             self.rolling_based_timestamp = largest_timestamp
         self._ensure_offset_in_range(largest_offset)
+        with self._pinned():
+            self._append(largest_offset, largest_timestamp, shallow_offset_of_max_timestamp,
+                         data, physical_position)
+
+    def _append(self, largest_offset, largest_timestamp, shallow_offset_of_max_timestamp, data,
+                physical_position):
+        desc = self._descriptor()
         written = 0
         try:
             while written < len(data):     # a short write is continued, not an error
-                written += os.pwrite(self._fd, data[written:], physical_position + written)
+                written += os.pwrite(desc.fd, data[written:], physical_position + written)
         except OSError:
             try:                           # leave no partial batch behind, if the disk lets us
-                os.ftruncate(self._fd, physical_position)
+                os.ftruncate(desc.fd, physical_position)
             except OSError:
                 pass                       # recovery at the next open cuts it off
             raise
@@ -303,11 +539,77 @@ class LogSegment:
                          ) -> tuple[int, int] | None:
         """(position, size) of the first batch whose last offset >= ``offset``, or None."""
         with self._scan_lock:
-            mapping = self.offset_index.lookup(offset)
             buf = self.buffer()
-            start = max(self._checked_position(mapping.position), starting_position)
+            start = starting_position
+            if not self._index_distrusted:
+                mapping = self.offset_index.lookup(offset)
+                if mapping.position > starting_position:
+                    if _header_plausible(buf, mapping.position, self.base_offset,
+                                         mapping.offset):
+                        start = mapping.position
+                    else:
+                        self._index_lies(mapping)
             position, size = find_batch(buf, min(start, len(buf)), len(buf), offset)
         return None if position < 0 else (position, size)
+
+    def _index_lies(self, mapping):
+        """An offset index entry points where no batch holding its offset starts (a lying
+        index trusted after a clean shutdown): scans start at the segment's start from now
+        on, and the index is rebuilt from the log (for the segment being appended to, at its
+        roll: the appender owns its index)."""
+        with self._index_lock:
+            if self._index_distrusted:
+                return
+            self._index_distrusted = True
+        reason = (f"its entry for offset {mapping.offset} points at position "
+                  f"{mapping.position}, where no batch holding it starts")
+        log.warning("offset index %s does not match its log: %s; reading %s from its start "
+                    "and rebuilding the index", self.index_path, reason, self.log_path)
+        if self.report is not None:
+            self.report("rebuilt_index", self.index_path, self.base_offset, reason=reason)
+        if not self.read_only and not self._active and not self.deleted:
+            self.rebuild_indexes()
+
+    def rebuild_indexes(self) -> None:
+        """Rewrite the offset and time indexes from the batches of the ``.log`` (nothing is
+        cut from the log; see ``recover`` for that)."""
+        with self._scan_lock, self._pinned():
+            batches = walk_batches(self.buffer(), 0, validate_crc=False)[0]
+            offset_entries, time_entries, max_ts, max_ts_offset = index_entries_for(
+                batches, self.config["index.interval.bytes"])
+            self._write_indexes(offset_entries, time_entries, max_ts, max_ts_offset)
+            self._index_distrusted = False
+
+    def _write_indexes(self, offset_entries, time_entries, max_ts, max_ts_offset):
+        """Replace the index files with exactly these entries (plus the time index's final
+        (max timestamp, offset) entry), in one write each; an index whose file already
+        holds them is left alone. The segment's index objects are dropped (reopened lazily:
+        the loader then holds no descriptor for a recovered segment). Records in
+        ``rebuilt_indexes`` what changed."""
+        with self._index_lock:
+            # Dropped, not closed: a reader still holding one keeps its mapping (of the old
+            # file: a changed index is written to a new file renamed over the old).
+            self._offset_index = self._time_index = None
+        if len(time_entries) and time_entries[-1, 0] >= max_ts:
+            final = time_entries
+        elif max_ts >= 0 or len(time_entries):
+            final = np.concatenate([time_entries, np.array([[max_ts, max_ts_offset]],
+                                                           dtype=np.int64)])
+        else:
+            final = time_entries
+        offset_bytes = np.empty(len(offset_entries), dtype=[("rel", ">i4"), ("pos", ">i4")])
+        offset_bytes["rel"] = offset_entries[:, 0] - self.base_offset
+        offset_bytes["pos"] = offset_entries[:, 1]
+        time_bytes = np.empty(len(final), dtype=[("ts", ">i8"), ("rel", ">i4")])
+        time_bytes["ts"] = final[:, 0]
+        time_bytes["rel"] = final[:, 1] - self.base_offset
+        self.rebuilt_indexes = []
+        for path, data, entry_size in ((self.index_path, offset_bytes.tobytes(), 8),
+                                       (self.time_index_path, time_bytes.tobytes(), 12)):
+            before = _replace_file(path, data, entry_size)
+            if before != -1:
+                self.rebuilt_indexes.append((path, before, len(data) // entry_size))
+        self._max_timestamp_and_offset = TimestampOffset(max_ts, max_ts_offset)
 
     def read(self, start_offset: int, max_size: int, max_position: int | None = None,
              min_one_message: bool = False) -> FetchDataInfo | None:
@@ -352,8 +654,14 @@ class LogSegment:
 
     def read_next_offset(self) -> int:
         """The offset after the last batch (the base offset when the segment is empty)."""
-        start = self.offset_index.lookup(self.offset_index.last_offset).position
-        batches, _, _, _ = self.batches(self._checked_position(start))
+        index = self.offset_index
+        start = 0 if self._index_distrusted else \
+            self._checked_position(index.lookup(index.last_offset).position)
+        batches, _, stop, _ = self.batches(start)
+        if start > 0 and (len(batches) == 0 or stop < self._size):
+            # The walk from the last entry did not reach the end: the entry is not at a
+            # batch boundary (the index lies) or the tail is torn; walk from the start.
+            batches, _, _, _ = self.batches(0)
         if len(batches):
             return int(batches["last_offset"][-1]) + 1
         return self.base_offset
@@ -413,11 +721,17 @@ class LogSegment:
                 or not self.can_convert_to_relative_offset(max_offset_in_messages))
 
     def on_becoming_inactive_segment(self) -> None:
-        """At roll: the last time index entry, then trim the indexes."""
-        self.time_index.maybe_append(self.max_timestamp_so_far,
-                                     self.offset_of_max_timestamp_so_far, skip_full_check=True)
-        self.offset_index.trim_to_valid_size()
-        self.time_index.trim_to_valid_size()
+        """At roll: the last time index entry, then trim the indexes (or rebuild them, when
+        a read found the offset index lying)."""
+        with self._pinned():
+            self.time_index.maybe_append(self.max_timestamp_so_far,
+                                         self.offset_of_max_timestamp_so_far,
+                                         skip_full_check=True)
+            self.offset_index.trim_to_valid_size()
+            self.time_index.trim_to_valid_size()
+        self._active = False
+        if self._index_distrusted and not self.read_only:
+            self.rebuild_indexes()
 
     # ------------------------------------------------------------------------------ recovery
     def recover(self, producer_state: ProducerStateManager | None = None,
@@ -426,6 +740,9 @@ class LogSegment:
         """Rebuild the indexes from the ``.log`` and cut it at the first invalid batch.
 
         Validates structure, CRC and offset range of every batch; returns the bytes truncated.
+        Structure is what ``records.validate_batches`` checks: a CRC-valid batch whose header
+        fields disagree with its records (or whose payload does not decompress to records) is
+        invalid like one with a bad CRC, so reading the recovered segment never meets it.
         ``producer_state`` is the state at this segment's base offset (for the transaction
         index); by default it is loaded from the producer snapshot at or below it.
         ``leader_epochs`` (a LeaderEpochCache) learns the epochs of the valid batches.
@@ -434,21 +751,24 @@ class LogSegment:
         if producer_state is None:
             producer_state = ProducerStateManager(self.directory)
             producer_state.load_latest_snapshot(self.base_offset)
-        with self._scan_lock:
+        with self._scan_lock, self._pinned():
             self._recovering = True
             try:
                 return self._recover(producer_state, leader_epochs, before_truncate)
             finally:
                 self._recovering = False
                 self._pending_rebuild = False
+                self._index_distrusted = False
 
     def _recover(self, producer_state, leader_epochs, before_truncate):
-        self.offset_index.reset()
-        self.time_index.reset()
         self.txn_index.reset()
         buf = self.buffer()
         batches, status, stop, reason = walk_batches(buf, 0, validate_crc=True,
                                                      stop_on_invalid=True)
+        n_valid, invalid = validate_batches(buf, batches, self.log_path)
+        if n_valid < len(batches):
+            reason = f"invalid batch structure: {invalid}"
+            batches = batches[:n_valid]
         if len(batches):
             out_of_range = (batches["last_offset"] - self.base_offset > _INT32_MAX) | \
                 (batches["last_offset"] < self.base_offset)
@@ -462,9 +782,6 @@ class LogSegment:
             else 0
         offset_entries, time_entries, max_ts, max_ts_offset = index_entries_for(
             batches, self.config["index.interval.bytes"])
-        self.offset_index.append_many(offset_entries[:, 0], offset_entries[:, 1])
-        self.time_index.append_many(time_entries[:, 0], time_entries[:, 1])
-        self._max_timestamp_and_offset = TimestampOffset(max_ts, max_ts_offset)
         producer_state.apply_batches(buf, batches, self.log_path, self.txn_index)
         if leader_epochs is not None:
             leader_epochs.assign_from_batches(batches)
@@ -474,20 +791,24 @@ class LogSegment:
                 before_truncate(self, valid_bytes, reason or "an incomplete batch at the "
                                 "end of the file (a torn write)")
             self._truncate_file(valid_bytes)
-        self.offset_index.trim_to_valid_size()
-        self.time_index.maybe_append(max_ts, max_ts_offset, skip_full_check=True)
-        self.time_index.trim_to_valid_size()
+        # One write per index file, at its final size (no preallocation, remap or msync per
+        # segment); unchanged files are not rewritten.
+        self._write_indexes(offset_entries, time_entries, max_ts, max_ts_offset)
         return truncated
 
     # ------------------------------------------------------------------------------ truncate
     def truncate_to(self, offset: int) -> int:
         """Remove every batch with offsets >= ``offset`` (the batch holding ``offset`` goes
         whole) and the index entries for them; returns the bytes truncated."""
-        with self._scan_lock:
+        with self._scan_lock, self._pinned():
             found = self.translate_offset(offset)
             self.offset_index.truncate_to(offset)
             self.time_index.truncate_to(offset)
             self.txn_index.truncate_to(offset)
+            # Trimmed first, so no entry past the cut stays in the file (an index reopened
+            # after its segment released it must read what is in memory now).
+            self.offset_index.trim_to_valid_size()
+            self.time_index.trim_to_valid_size()
             self.offset_index.resize(self.config.max_index_size)
             self.time_index.resize(self.config.max_index_size)
             truncated = 0
@@ -517,7 +838,7 @@ class LogSegment:
     def _truncate_file(self, size):
         with self._map_lock:
             self._map = None
-        os.ftruncate(self._fd, size)
+        os.ftruncate(self._descriptor().fd, size)
         self._size = size
 
     # ------------------------------------------------------------------------------ lifecycle
@@ -525,24 +846,34 @@ class LogSegment:
         """fsync the ``.log`` and flush the indexes."""
         if self.read_only:
             return
-        os.fsync(self._fd)
-        if self._offset_index is not None:
-            self._offset_index.flush()
-        if self._time_index is not None:
-            self._time_index.flush()
+        os.fsync(self._descriptor().fd)
+        offset_index, time_index = self._offset_index, self._time_index
+        if offset_index is not None:
+            offset_index.flush()
+        if time_index is not None:
+            time_index.flush()
         self.txn_index.flush()
 
     def close(self) -> None:
         """Append the final time index entry, trim the indexes, release the files."""
+        if self._index_distrusted and not self.read_only and not self.deleted:
+            self.rebuild_indexes()       # a read found it lying; it goes with the log now
+        _OPEN.forget(self)
+        self._evictable = False
         if not self.read_only:
-            if self._offset_index is None and not os.path.exists(self.index_path):
-                self.offset_index      # a segment always has its index files, as in Kafka
-            if self._time_index is None and not os.path.exists(self.time_index_path):
-                self.time_index
-            if self._max_timestamp_and_offset is not None:
-                self.time_index.maybe_append(self.max_timestamp_so_far,
-                                             self.offset_of_max_timestamp_so_far,
-                                             skip_full_check=True)
+            try:
+                if self._offset_index is None and not os.path.exists(self.index_path):
+                    self.offset_index    # a segment always has its index files, as in Kafka
+                if self._time_index is None and not os.path.exists(self.time_index_path):
+                    self.time_index
+                if self._max_timestamp_and_offset is not None:
+                    self.time_index.maybe_append(self.max_timestamp_so_far,
+                                                 self.offset_of_max_timestamp_so_far,
+                                                 skip_full_check=True)
+            except (CorruptIndexError, InvalidOffsetError, InvalidTimestampError) as e:
+                # close() always releases the files; the next load checks and rebuilds
+                log.warning("closing %s without its final time index entry: %s",
+                            self.log_path, e)
         if self._offset_index is not None:
             self._offset_index.close()
         if self._time_index is not None:
@@ -551,6 +882,8 @@ class LogSegment:
 
     def close_handlers(self) -> None:
         """Release files without trimming (used when a segment is deleted)."""
+        _OPEN.forget(self)
+        self._evictable = False
         if self._offset_index is not None:
             self._offset_index.close_handler()
         if self._time_index is not None:
@@ -560,9 +893,9 @@ class LogSegment:
     def _release(self):
         with self._map_lock:
             self._map = None
-        if self._finalizer is not None:
-            self._finalizer()
-        self._fd_value = -1
+        desc, self._desc = self._desc, None
+        if desc is not None:
+            desc.close()
 
     def files(self) -> list[str]:
         return [self.log_path, self.index_path, self.time_index_path, self.txn_index.path]
@@ -589,7 +922,9 @@ class LogSegment:
         """Prepare for deletion while readers may still hold the segment: the indexes are
         opened now (never lazily from a renamed or removed file), and from here on the files
         are only unlinked, not closed; the mappings and descriptor go with the object."""
-        self._fd        # opened now too: opened lazily later, it would create an empty file
+        self._evictable = False
+        _OPEN.forget(self)
+        self._descriptor()   # opened now too: the files are renamed, then removed
         self.offset_index
         self.time_index
         self.deleted = True
@@ -615,8 +950,59 @@ class LogSegment:
         return f"LogSegment(base_offset={self.base_offset}, size={self._size})"
 
 
-def _close_fd(box):
-    if box[0] >= 0:
-        os.close(box[0])
-        box[0] = -1
+def _header_plausible(buf, position, base_offset, offset):
+    """Whether a batch (or legacy entry) that may hold ``offset`` starts at ``position``: its
+    header fits the buffer, its size is possible, its magic known, its base offset in
+    [base_offset, offset]. One read of 17 bytes; catches an index entry that points into
+    the middle of a batch, or past the end of the file."""
+    if position < 0 or position + HEADER_SIZE_UP_TO_MAGIC > len(buf):
+        return False
+    base, size = _HEADER.unpack_from(buf, position)
+    return (buf[position + 16] <= 2 and LEGACY_OVERHEAD_V0 <= size
+            and position + LOG_OVERHEAD + size <= len(buf) and base_offset <= base <= offset)
+
+
+def _replace_file(path, data, entry_size):
+    """Make the file at ``path`` hold exactly ``data``. Returns -1 when it already did, else
+    how many valid entries (before an all-zero tail) it held, or None when it was missing.
+
+    Changed contents go to ``<path>.deleted`` renamed over ``path``: a reader still mapping
+    the old file keeps it whole (a file cut under a mapping faults, SIGBUS), and a crash
+    leaves a ``.deleted`` file, which loading removes."""
+    try:
+        fd = open_regular(path, os.O_RDWR)
+    except FileNotFoundError:
+        before = None
+    else:
+        try:
+            size = os.fstat(fd).st_size
+            old = os.pread(fd, size, 0) if size <= 1 << 24 else None
+            if old == data:
+                return -1
+            if old is None:
+                before = size // entry_size
+            else:
+                before = (len(old.rstrip(b"\0")) + entry_size - 1) // entry_size
+                if old[:len(data)] == data and before * entry_size <= len(data):
+                    # the same entries and a preallocated zero tail: only the tail goes (a
+                    # reader never reads past the entries it knows)
+                    os.ftruncate(fd, len(data))
+                    return -1 if before == len(data) // entry_size else before
+        finally:
+            os.close(fd)
+    temp = path + DELETED_SUFFIX
+    fd = open_regular(temp, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+    try:
+        _write_all(fd, data)
+    finally:
+        os.close(fd)
+    os.replace(temp, path)
+    return before
+
+
+def _write_all(fd, data):
+    view = memoryview(data)
+    written = 0
+    while written < len(view):
+        written += os.pwrite(fd, view[written:], written)
 

@@ -238,3 +238,17 @@ def _no_swallowed_exceptions(capfd):
     yield
     err = capfd.readouterr().err
     assert "Exception ignored" not in err, err
+
+
+def process_dies(log_or_manager):
+    """What the death of the process does to an open Log or LogManager, in-process: nothing
+    is flushed, closed or checkpointed; the kernel drops the process's ``flock`` locks."""
+    from kafkalog.manager import LogManager
+    logs = [log_or_manager]
+    if isinstance(log_or_manager, LogManager):
+        logs = list(log_or_manager.logs().values())
+        log_or_manager._release_locks()
+    for log in logs:
+        log._closed = True
+        for lock in log._locks:
+            lock.release()

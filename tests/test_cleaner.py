@@ -11,6 +11,8 @@ from kafkalog.errors import KafkaLogError, LogDirFailureError
 from kafkalog.log import Log
 from kafkalog.manager import LogManager
 
+from conftest import process_dies
+
 DAY = 86_400_000
 NOW = 1_800_000_000_000
 CONFIG = {"segment.bytes": 1024, "cleanup.policy": "compact", "file.delete.delay.ms": 0}
@@ -164,6 +166,7 @@ def test_a_crash_at_each_step_of_the_swap_recovers(tmp_path, monkeypatch, crash_
     with pytest.raises(KafkaLogError):
         kv(log, b"k0", b"refused")          # offline until reopened
     monkeypatch.setattr(log_module.os, "replace", real_replace)
+    process_dies(log)
     reopened = Log.open(tmp_path / "c-0", CONFIG, clean_shutdown=False)
     after = contents(reopened)
     latest = {}
@@ -176,7 +179,6 @@ def test_a_crash_at_each_step_of_the_swap_recovers(tmp_path, monkeypatch, crash_
     assert set(after) <= set(before)
     assert not any(n.endswith((".cleaned", ".swap")) for n in os.listdir(tmp_path / "c-0"))
     reopened.close()
-    log._closed = True
 
 
 def test_compacted_logs_read_everywhere(tmp_path):

@@ -23,7 +23,7 @@ from kafkalog.log import Log
 from kafkalog.producer_state import read_snapshot
 from kafkalog.records import decode_batches
 
-from conftest import FIXTURES
+from conftest import FIXTURES, process_dies
 
 CONFIG = {"segment.bytes": 4096, "index.interval.bytes": 256, "segment.index.bytes": 4096,
           "file.delete.delay.ms": 0, "retention.bytes": 16384}
@@ -79,7 +79,7 @@ def workload(path, acked):
         log.flush()
         acked[0] = log.log_end_offset
     finally:
-        log._closed = True       # the process "dies": no close, no snapshot
+        process_dies(log)        # no close, no snapshot
 
 
 def check_after_reopen(path, acked):

@@ -6,8 +6,10 @@ import pytest
 
 from kafkalog import Record
 from kafkalog.checkpoint import read_offset_checkpoint
-from kafkalog.errors import InvalidTopicError, LogDirLockedError
+from kafkalog.errors import InvalidTopicError, LogDirFailureError, LogDirLockedError
 from kafkalog.manager import LogManager
+
+from conftest import process_dies
 
 
 def records(n):
@@ -46,7 +48,7 @@ def test_unclean_shutdown_recovers_from_the_recovery_point(tmp_path):
     mgr.checkpoint()
     # the process dies: no shutdown, no marker; a torn write at the end
     active = log.active_segment.log_path
-    mgr._release_locks()
+    process_dies(mgr)
     with open(active, "ab") as f:
         f.write(b"\x00\x00\x00\x00\x00\x00\x00\x64\x00\x00\x10\x00torn")
     with LogManager([tmp_path], CONFIG, background=False) as again:
@@ -182,11 +184,11 @@ def test_move_log_survives_a_crash(tmp_path, monkeypatch, crash_at):
         return real_replace(src, dst)
     monkeypatch.setattr(shutil_module, "copy2", copy)
     monkeypatch.setattr(os, "replace", replace)
-    with pytest.raises(OSError):
+    with pytest.raises(LogDirFailureError):
         mgr.move_log("moving", 0, target)
     monkeypatch.setattr(shutil_module, "copy2", real_copy)
     monkeypatch.setattr(os, "replace", real_replace)
-    mgr._release_locks()            # the process dies here
+    process_dies(mgr)            # the process dies here
     mgr.scheduler.shutdown(run_pending=False)
     with LogManager(dirs, CONFIG, background=False) as again:
         log = again.get_log("moving", 0)

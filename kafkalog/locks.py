@@ -1,0 +1,59 @@
+"""Advisory locks that keep two writers off the same log dir or partition.
+
+``flock`` locks belong to an open file description, so a second open of the same path conflicts
+even inside one process: a second ``LogManager`` or a second writable ``Log`` of a partition is
+refused wherever it runs. The kernel drops the locks of a process that dies, so a crash leaves
+nothing to clean up.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+
+from kafkalog.errors import LogDirFailureError, LogDirLockedError
+
+
+class FileLock:
+    """A held ``flock`` on ``path`` (a file or a directory); ``release()`` drops it.
+
+    ``shared``: several holders may share it, none while an exclusive one is held (standalone
+    partition writers share their log dir's ``.lock``; a ``LogManager`` holds it alone).
+    ``create``: create the file when missing (a directory is never created).
+    """
+
+    def __init__(self, path: str, *, shared: bool = False, create: bool = False,
+                 holder: str = "another writer") -> None:
+        self.path = path
+        flags = os.O_RDONLY
+        if create:
+            flags = os.O_RDWR | os.O_CREAT
+        try:
+            # O_NONBLOCK: a FIFO planted under the lock's name must not hang the open.
+            self._fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+        except OSError as e:
+            raise LogDirFailureError(f"cannot open {path} to lock it: {e}", errno=e.errno) from e
+        try:
+            fcntl.flock(self._fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+        except OSError:
+            os.close(self._fd)
+            self._fd = -1
+            raise LogDirLockedError(f"failed to acquire lock on {path}: {holder} is using it") \
+                from None
+
+    @property
+    def held(self) -> bool:
+        return self._fd >= 0
+
+    def release(self) -> None:
+        """Drop the lock (closing the descriptor drops it even if unlocking fails)."""
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+
+    def __repr__(self) -> str:
+        return f"FileLock({self.path!r}, held={self.held})"

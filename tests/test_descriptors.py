@@ -1,0 +1,184 @@
+"""Descriptors bounded independently of segment count (issue #16): inactive segments hold
+no descriptor until read, the least recently used give theirs back past a process-wide
+limit, recovery releases what it opened, and readers racing eviction read correctly."""
+import os
+import random
+import struct
+import subprocess
+import sys
+import textwrap
+import threading
+
+import pytest
+
+from kafkalog import Record, build_batch
+from kafkalog.log import Log
+from kafkalog.segment import open_segment_count, set_max_open_segments
+
+RECORDS_PER_SEGMENT = 3
+
+
+def write_small_segments(directory, n, per=RECORDS_PER_SEGMENT):
+    """``n`` one-batch segments of ``per`` records, with trimmed indexes (as a clean close
+    leaves them)."""
+    os.makedirs(directory, exist_ok=True)
+    for i in range(n):
+        base = i * per
+        data = build_batch([Record(key=b"k%d" % (base + j), value=b"v%d" % (base + j),
+                                   timestamp=1_700_000_000_000 + base + j) for j in range(per)],
+                           base_offset=base)
+        stem = os.path.join(directory, f"{base:020d}")
+        with open(stem + ".log", "wb") as f:
+            f.write(data)
+        open(stem + ".index", "wb").close()
+        with open(stem + ".timeindex", "wb") as f:
+            f.write(struct.pack(">qi", 1_700_000_000_000 + base + per - 1, per - 1))
+
+
+def fds():
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.fixture
+def limit():
+    old = set_max_open_segments(32)
+    yield 32
+    set_max_open_segments(old)
+
+
+def _check_all(log_, n):
+    offsets = [r.offset for r in log_.records()]
+    assert offsets == list(range(n * RECORDS_PER_SEGMENT))
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_many_segments_hold_bounded_descriptors(tmp_path, limit, clean):
+    n = 3000
+    path = tmp_path / "t-0"
+    write_small_segments(path, n)
+    before = fds()
+    log_ = Log.open(path, clean_shutdown=clean, recovery_point=0, log_start_offset=0)
+    try:
+        assert len(log_.segments) == n
+        # After loading (and after recovering every segment) only the active one is open.
+        assert fds() - before <= 8
+        _check_all(log_, n)
+        # Reading every segment opened each one, but at most ``limit`` stay open, each
+        # holding at most its .log mapping and two index mappings.
+        assert open_segment_count() <= limit + 1
+        assert fds() - before <= 3 * (limit + 1) + 8
+        # random reads: still bounded, still right
+        rng = random.Random(16)
+        for offset in rng.sample(range(n * RECORDS_PER_SEGMENT), 300):
+            info = log_.read(offset, 1)
+            assert info.fetch_offset_metadata.segment_base_offset == \
+                offset - offset % RECORDS_PER_SEGMENT
+        assert fds() - before <= 3 * (limit + 1) + 8
+    finally:
+        log_.close()
+    assert fds() <= before
+
+
+def test_unclean_recovery_reports_nothing_for_sound_segments(tmp_path, limit):
+    path = tmp_path / "t-0"
+    write_small_segments(path, 200)
+    with Log.open(path, clean_shutdown=False, recovery_point=0, log_start_offset=0) as log_:
+        assert [a["action"] for a in log_.recovery_report] == []
+        _check_all(log_, 200)
+
+
+def test_appends_and_rolls_with_a_tiny_limit(tmp_path):
+    old = set_max_open_segments(2)
+    try:
+        path = tmp_path / "t-0"
+        before = fds()
+        with Log.open(path, {"segment.bytes": 300, "index.interval.bytes": 1}) as log_:
+            for i in range(200):
+                log_.append([Record(key=b"k", value=b"v%d" % i, timestamp=1000 + i)])
+                if i % 7 == 0:
+                    assert [r.value for r in log_.records(max(0, i - 5), i + 1)] == \
+                        [b"v%d" % j for j in range(max(0, i - 5), i + 1)]
+            assert len(log_.segments) > 20
+            assert fds() - before <= 3 * 3 + 8
+            assert [r.offset for r in log_.records()] == list(range(200))
+            assert log_.offset_for_timestamp(1100)[0] == 100
+        with Log.open(path, clean_shutdown=False, recovery_point=0) as log_:
+            assert [r.value for r in log_.records()] == [b"v%d" % i for i in range(200)]
+    finally:
+        set_max_open_segments(old)
+
+
+def test_readers_race_eviction_and_retention(tmp_path):
+    """Threads read random offsets while the limit forces constant eviction and retention
+    deletes the oldest segments: every read that succeeds returns the right batch."""
+    old = set_max_open_segments(3)
+    errors = []
+    try:
+        path = tmp_path / "t-0"
+        n = 300
+        write_small_segments(path, n)
+        with Log.open(path, {"file.delete.delay.ms": 0, "retention.ms": -1},
+                      clean_shutdown=True) as log_:
+            stop = threading.Event()
+
+            def reader(seed):
+                rng = random.Random(seed)
+                try:
+                    while not stop.is_set():
+                        start = log_.log_start_offset
+                        offset = rng.randrange(start, n * RECORDS_PER_SEGMENT)
+                        try:
+                            recs = list(log_.records(offset, offset + 1))
+                        except Exception as e:   # noqa: BLE001 - reported below
+                            if log_.log_start_offset > offset:
+                                continue          # deleted by retention meanwhile
+                            raise AssertionError(f"offset {offset}: {e!r}") from e
+                        if recs:
+                            assert recs[0].offset == offset
+                            assert recs[0].value == b"v%d" % offset
+                except BaseException as e:      # noqa: BLE001
+                    errors.append(e)
+
+            threads = [threading.Thread(target=reader, args=(i,)) for i in range(4)]
+            for t in threads:
+                t.start()
+            for cut in range(0, 150 * RECORDS_PER_SEGMENT, 30):
+                log_.delete_records(cut)
+                log_.delete_old_segments()
+            stop.set()
+            for t in threads:
+                t.join()
+    finally:
+        set_max_open_segments(old)
+    assert not errors, errors[:3]
+
+
+def test_limit_is_validated():
+    with pytest.raises(ValueError):
+        set_max_open_segments(0)
+
+
+def test_twenty_thousand_segments_open_under_a_low_file_limit(tmp_path):
+    """At 20,000 segments Log.open used to fail with "Too many open files" (2 descriptors a
+    segment, 3 during recovery); now it opens, recovers and reads under a limit of 1,024."""
+    path = tmp_path / "t-0"
+    write_small_segments(path, 20_000, per=1)
+    script = textwrap.dedent(f"""
+        import os, resource
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
+        from kafkalog.log import Log
+        for clean in (True, False):
+            with Log.open({str(path)!r}, clean_shutdown=clean, recovery_point=0,
+                          log_start_offset=0) as log_:
+                if not clean:
+                    n = 0
+                    for table in log_.record_tables():
+                        n += len(table)
+                    assert n == 20_000, n
+                assert len(os.listdir("/proc/self/fd")) < 1024
+        print("ok")
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=600, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().endswith("ok")

@@ -1,0 +1,210 @@
+"""A real full disk and a read-only remount (#16): a small tmpfs (and an ext4 loop mount) is
+filled for real, so the kernel, not a patched system call, says ENOSPC / EROFS.
+
+Mounting needs root; without it (or without mount support) the tests skip with a message.
+Each scenario runs in a subprocess: before index files were preallocated with real blocks,
+the first store into an unbacked index page killed the interpreter with SIGBUS (exit 135),
+which must show as a failed test here, not as a dead test run.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
+                                reason="mounting a small tmpfs / loop device needs root")
+
+
+def _mount(args, target):
+    done = subprocess.run(["mount", *args, str(target)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount ({' '.join(args)}): {done.stderr.strip()}")
+
+
+def _umount(target):
+    subprocess.run(["umount", "-l", str(target)], capture_output=True)
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    target = tmp_path / "tmpfs"
+    target.mkdir()
+    _mount(["-t", "tmpfs", "-o", "size=8m", "tmpfs"], target)
+    yield target
+    _umount(target)
+
+
+@pytest.fixture
+def small_ext4(tmp_path):
+    if shutil.which("mkfs.ext4") is None:
+        pytest.skip("mkfs.ext4 is not installed")
+    image = tmp_path / "disk.img"
+    with open(image, "wb") as f:
+        f.truncate(16 << 20)
+    made = subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"mkfs.ext4 failed: {made.stderr.strip()}")
+    target = tmp_path / "ext4"
+    target.mkdir()
+    _mount(["-o", "loop,errors=remount-ro", str(image)], target)
+    yield target
+    _umount(target)
+
+
+def _trigger_ext4_error(mount_point):
+    """Make ext4 record an error, so ``errors=remount-ro`` turns the mount read-only (the
+    state a broker's disk is in after an I/O error); skips where the kernel lacks the knob."""
+    device = subprocess.run(["findmnt", "-n", "-o", "SOURCE", str(mount_point)],
+                            capture_output=True, text=True).stdout.strip()
+    knob = f"/sys/fs/ext4/{os.path.basename(device)}/trigger_fs_error"
+    if not os.path.exists(knob):
+        pytest.skip(f"{knob} is missing: cannot make ext4 remount read-only")
+    return knob
+
+
+def _run(script, *args):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(script), *map(str, args)],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, (f"exit {done.returncode} (135 = SIGBUS)\n"
+                                  f"{done.stdout}\n{done.stderr}")
+    return done.stdout
+
+
+# Appends until the disk is full: first records with a small index interval, so that the
+# index crosses into a fresh page right when the disk fills (the page a sparse index could
+# not back), then a filler file takes the rest of the disk and appends go on. Every append
+# acknowledged before the failure was flushed (flush.messages=1): all must be there after.
+FILL_AND_APPEND = """
+    import errno, os, sys
+    from kafkalog import Record
+    from kafkalog.errors import KafkaLogError, LogDirFailureError
+    from kafkalog.log import Log
+    root, first = sys.argv[1], int(sys.argv[2])
+    config = {"segment.bytes": 1 << 20, "segment.index.bytes": 1 << 20,
+              "index.interval.bytes": 1, "flush.messages": 1}
+    log = Log.open(os.path.join(root, "t-0"), config)
+    acked = 0
+    for _ in range(first):
+        log.append([Record(key=b"k", value=b"v" * 100)])
+        acked += 1
+    fd = os.open(os.path.join(root, "filler"), os.O_WRONLY | os.O_CREAT)
+    try:
+        while True:
+            os.write(fd, b"x" * 4096)
+    except OSError as e:
+        assert e.errno == errno.ENOSPC
+    os.close(fd)
+    try:
+        while True:
+            log.append([Record(key=b"k", value=b"v" * 100)])
+            acked += 1
+    except LogDirFailureError as e:
+        assert e.errno == errno.ENOSPC, e
+        assert log.failed is not None and not log.usable
+    try:
+        log.append([Record(key=b"k", value=b"v")])
+        raise AssertionError("an offline log took an append")
+    except KafkaLogError as e:
+        assert "offline" in str(e)
+    log.close()                       # a failed log still closes and frees its partition
+    os.remove(os.path.join(root, "filler"))
+    with Log.open(os.path.join(root, "t-0"), config) as again:
+        assert again.log_end_offset >= acked
+        assert sum(1 for _ in again.records()) == again.log_end_offset
+        again.append([Record(key=b"k", value=b"after")])   # writable again
+    print("acked", acked)
+"""
+
+
+@pytest.mark.parametrize("first", [300, 341, 509, 511])
+def test_full_tmpfs_raises_log_dir_failure_not_sigbus(small_tmpfs, first):
+    assert "acked" in _run(FILL_AND_APPEND, small_tmpfs, first)
+
+
+def test_full_ext4_loop_mount_raises_log_dir_failure(small_ext4):
+    assert "acked" in _run(FILL_AND_APPEND, small_ext4, 509)
+
+
+def test_index_larger_than_the_disk_fails_typed(small_tmpfs):
+    out = _run("""
+        import errno, os, sys
+        from kafkalog import Record
+        from kafkalog.errors import LogDirFailureError
+        from kafkalog.log import Log
+        try:                  # 10 MiB indexes on an 8 MiB disk: refused when they are made
+            log = Log.open(os.path.join(sys.argv[1], "t-0"))
+            log.append([Record(key=b"k", value=b"v")])
+            raise AssertionError("no error")
+        except LogDirFailureError as e:
+            assert e.errno == errno.ENOSPC
+        print("ok")
+    """, small_tmpfs)
+    assert "ok" in out
+
+
+# The manager on a full disk and after a read-only remount: checkpoint() and shutdown()
+# raise LogDirFailureError with the errno, shutdown still releases .lock and the partition
+# locks, so the same process opens the dir again once it is writable.
+MANAGER = """
+    import errno, os, subprocess, sys
+    from kafkalog import Record
+    from kafkalog.errors import LogDirFailureError
+    from kafkalog.manager import LogManager
+    root, how = sys.argv[1], sys.argv[2]
+    config = {"segment.index.bytes": 1 << 16}
+    mgr = LogManager([root], config, background=False)
+    log = mgr.get_or_create_log("t", 0)
+    for i in range(100):
+        log.append([Record(key=b"k%d" % i, value=b"v" * 100)])
+    log.flush()
+    mgr.checkpoint()
+    if how == "full":
+        fd = os.open(os.path.join(root, "filler"), os.O_WRONLY | os.O_CREAT)
+        try:
+            while True:
+                os.write(fd, b"x" * 4096)
+        except OSError:
+            pass
+        os.close(fd)
+        expected = errno.ENOSPC
+    else:
+        with open(sys.argv[3], "w") as knob:     # ext4 errors=remount-ro: EROFS from now on
+            knob.write("1")
+        expected = errno.EROFS
+    try:
+        mgr.checkpoint()
+        raise AssertionError("checkpoint on a failed dir did not fail")
+    except LogDirFailureError as e:
+        assert e.errno == expected, e
+    try:
+        mgr.shutdown()
+        raise AssertionError("shutdown on a failed dir did not fail")
+    except LogDirFailureError as e:
+        assert e.errno == expected, e
+    import fcntl                      # the failed shutdown released the dir and partition
+    for path in (os.path.join(root, ".lock"), os.path.join(root, "t-0")):
+        fd = os.open(path, os.O_RDONLY)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.close(fd)
+    if how == "full":
+        os.remove(os.path.join(root, "filler"))
+        with LogManager([root], config, background=False) as again:   # same process
+            assert sum(1 for _ in again.get_log("t", 0).records()) == 100
+    else:
+        with LogManager([root], config, background=False, read_only=True) as again:
+            assert sum(1 for _ in again.get_log("t", 0).records()) == 100
+    print("ok")
+"""
+
+
+def test_manager_checkpoint_and_shutdown_on_a_full_disk(small_tmpfs):
+    assert "ok" in _run(MANAGER, small_tmpfs, "full")
+
+
+def test_manager_checkpoint_and_shutdown_after_an_ext4_error_remount(small_ext4):
+    assert "ok" in _run(MANAGER, small_ext4, "readonly", _trigger_ext4_error(small_ext4))
