@@ -1,10 +1,21 @@
 #!/usr/bin/env python3
-"""Spark read of kafka-written-large/bench-0 (1M records): kafkalog vs Spark's Parquet reader
-over the same records vs a plain mapPartitions reader yielding one Row per record from
-kafka-python's decoder. Each computes count() and sum(length(value)); times are medians of
---runs runs in one Spark session (local[2]), after one warm-up run each.
+"""Spark reads of kafka-written-large/bench-0 (1M records): kafkalog vs Spark's Parquet reader
+over the same records, in one Spark session (local[2]); times are medians of --runs runs after
+one warm-up run each. Prints, for each query, the ratio kafkalog / Parquet:
 
-Usage: python bench/spark_compare.py [--runs 5] [--json]
+- ``count``: ``df.count()``
+- ``sum``: ``sum(length(value))``
+- ``last1%``: ``df.filter("offset >= N").count()`` for the last 1% of offsets (kafkalog pushes
+  the filter; also given as a ratio to kafkalog's own full ``count``: target <= 1/3)
+
+for kafkalog through ``spark.read.format("kafkalog")`` (filter pushdown on) and through
+``kafkalog.spark.read`` (mapInArrow; no pushdown: ``startingOffsets`` is how it reads a tail),
+and the peak RSS (VmHWM) of each Python worker of this session, which ``maxBytesPerTask``
+bounds (--max-bytes-per-task). --kafka-python adds a plain mapPartitions reader that yields
+one Row per record from kafka-python's decoder.
+
+Run it from outside the checkout (Spark workers put their cwd on sys.path):
+``cd /tmp && python /path/to/bench/spark_compare.py [--runs 5] [--json]``.
 """
 import argparse
 import json
@@ -13,6 +24,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -36,31 +48,93 @@ def kafka_python_partition(paths):
                           offset=r.offset, timestamp=r.timestamp, timestampType=0)
 
 
+class WorkerMemory:
+    """Peak RSS (VmHWM, bytes) of every Python process under the Spark JVM, polled."""
+
+    def __init__(self, jvm_pid):
+        self.jvm_pid = jvm_pid
+        self.peaks = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _children(self):
+        parents = {}
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                try:
+                    with open(f"/proc/{name}/stat") as f:
+                        parents[int(name)] = int(f.read().rsplit(")", 1)[1].split()[1])
+                except (OSError, IndexError, ValueError):
+                    pass
+        out, todo = set(), [self.jvm_pid]
+        while todo:
+            pid = todo.pop()
+            for child, parent in parents.items():
+                if parent == pid and child not in out:
+                    out.add(child)
+                    todo.append(child)
+        return out
+
+    def _poll(self):
+        for pid in self._children():
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+                if "pyspark" not in cmd:
+                    continue
+                with open(f"/proc/{pid}/status") as f:
+                    for line in f:
+                        if line.startswith("VmHWM:"):
+                            kb = int(line.split()[1])
+                            key = (pid, cmd.split("pyspark.", 1)[-1][:60])
+                            self.peaks[key] = max(self.peaks.get(key, 0), kb * 1024)
+            except OSError:
+                pass
+
+    def _run(self):
+        while not self._stop.wait(0.1):
+            self._poll()
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join()
+        self._poll()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("path", nargs="?", default=DEFAULT)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--max-bytes-per-task", type=int, default=None)
+    ap.add_argument("--kafka-python", action="store_true")
     args = ap.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
+
+    import kafkalog
     import kafkalog.spark as ks
+    if not kafkalog.compiled():
+        print("warning: kafkalog runs its pure-Python kernels here", file=sys.stderr)
     spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+             .config("spark.sql.session.timeZone", "UTC")
+             .config("spark.sql.python.filterPushdown.enabled", "true").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
+    ks.register(spark)
+    memory = WorkerMemory(spark.sparkContext._gateway.proc.pid)
     path = os.path.abspath(args.path)
+    options = {} if args.max_bytes_per_task is None else \
+        {"maxBytesPerTask": str(args.max_bytes_per_task)}
     tmp = tempfile.mkdtemp()
     try:
         parquet = os.path.join(tmp, "bench.parquet")
         ks.read(spark, path).write.parquet(parquet)
         logs = sorted(os.path.join(path, n) for n in os.listdir(path) if n.endswith(".log"))
-
-        def kafkalog_df():
-            return ks.read(spark, path)
-
-        def parquet_df():
-            return spark.read.parquet(parquet)
+        last = spark.read.parquet(parquet).selectExpr("max(offset)").collect()[0][0]
+        first = spark.read.parquet(parquet).selectExpr("min(offset)").collect()[0][0]
+        cut = last - (last - first + 1) // 100 + 1
 
         def kafka_python_df():
             rdd = spark.sparkContext.parallelize(logs, len(logs)).mapPartitions(
@@ -69,29 +143,56 @@ def main():
                                               "partition int, offset long, timestamp long, "
                                               "timestampType int")
 
+        readers = {
+            "kafkalog format": lambda: spark.read.format("kafkalog").options(**options)
+            .load(path),
+            "kafkalog.spark.read": lambda: ks.read(spark, path, **options),
+            "parquet": lambda: spark.read.parquet(parquet),
+        }
+        if args.kafka_python:
+            readers["kafka-python mapPartitions"] = kafka_python_df
+        queries = {
+            "count": lambda df: df.count(),
+            "sum": lambda df: df.selectExpr("sum(length(value))").collect()[0][0],
+            "last1%": lambda df: df.filter(f"offset >= {cut}").count(),
+        }
         results = {}
-        for name, make in [("kafkalog", kafkalog_df), ("parquet", parquet_df),
-                           ("kafka-python mapPartitions", kafka_python_df)]:
-            times, answer = [], None
-            for i in range(args.runs + 1):
-                start = time.perf_counter()
-                answer = make().selectExpr("count(*) AS n", "sum(length(value)) AS bytes") \
-                    .collect()[0]
-                if i:
-                    times.append(time.perf_counter() - start)
-            results[name] = {"median_s": statistics.median(times), "min_s": min(times),
-                             "max_s": max(times), "count": answer.n, "value_bytes": answer.bytes}
-        base = results["kafkalog"]["median_s"]
-        for r in results.values():
-            r["ratio_to_kafkalog"] = r["median_s"] / base
+        for query, run in queries.items():
+            for name, make in readers.items():
+                times, answer = [], None
+                for i in range(args.runs + 1):
+                    start = time.perf_counter()
+                    answer = run(make())
+                    if i:
+                        times.append(time.perf_counter() - start)
+                results.setdefault(name, {})[query] = {
+                    "median_s": statistics.median(times), "min_s": min(times),
+                    "max_s": max(times), "answer": answer}
+        memory.stop()
+        base = results["parquet"]
+        for name, r in results.items():
+            for query, q in r.items():
+                q["x_parquet"] = q["median_s"] / base[query]["median_s"]
+            r["last1%"]["x_own_count"] = r["last1%"]["median_s"] / r["count"]["median_s"]
+        workers = sorted(((cmd, pid, peak) for (pid, cmd), peak in memory.peaks.items()),
+                         key=lambda x: -x[2])
         if args.json:
-            print(json.dumps(results, indent=1))
-        else:
-            print(f"{'reader':30s} {'median':>9s} {'min':>9s} {'max':>9s} {'x kafkalog':>10s}  "
-                  f"count / sum(length(value))")
-            for name, r in results.items():
-                print(f"{name:30s} {r['median_s']:8.2f}s {r['min_s']:8.2f}s {r['max_s']:8.2f}s "
-                      f"{r['ratio_to_kafkalog']:10.2f}  {r['count']} / {r['value_bytes']}")
+            print(json.dumps({"cut": cut, "results": results, "workers": [
+                {"pid": pid, "module": cmd, "peak_rss_bytes": peak}
+                for cmd, pid, peak in workers]}, indent=1))
+            return
+        print(f"bench: {path}, last1% = offset >= {cut}, options {options}, "
+              f"compiled kernels: {kafkalog.compiled()}")
+        print(f"{'reader':28s} {'query':7s} {'median':>8s} {'min':>8s} {'max':>8s} "
+              f"{'x parquet':>9s}  answer")
+        for name, r in results.items():
+            for query, q in r.items():
+                extra = f"  ({q['x_own_count']:.2f} x own count)" if "x_own_count" in q else ""
+                print(f"{name:28s} {query:7s} {q['median_s']:7.2f}s {q['min_s']:7.2f}s "
+                      f"{q['max_s']:7.2f}s {q['x_parquet']:9.2f}  {q['answer']}{extra}")
+        print("peak RSS of the Python workers of this session (MB):")
+        for cmd, pid, peak in workers:
+            print(f"  {peak / 2**20:7.1f}  pid {pid}  {cmd}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         spark.stop()

@@ -78,6 +78,18 @@ def _preallocate(fd, offset, length):
         _write_zeros(fd, offset, length)
 
 
+def _read_at_most(fd, length):
+    """Up to ``length`` bytes from the start of the file (fewer if it shrank meanwhile)."""
+    chunks, position = [], 0
+    while position < length:
+        chunk = os.pread(fd, length - position, position)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        position += len(chunk)
+    return b"".join(chunks)
+
+
 def _write_zeros(fd, offset, length):
     zeros = bytes(min(length, 1 << 20))
     position, end = offset, offset + length
@@ -107,6 +119,7 @@ class _MappedIndex:
         self.writable = writable and not empty
         self._lock = threading.RLock()
         self._mmap: Any = None  # mmap.mmap once mapped (writes happen only then)
+        self._data = b""        # a read-only index's entries, copied
         self._view: Any = None  # the held IndexView
         self._n = 0
         newly_created = empty or not os.path.exists(self.path)
@@ -148,11 +161,16 @@ class _MappedIndex:
         return size - size % self.entry_size
 
     def _map(self, fd):
-        if self._length == 0:
-            self._mmap = None
-        else:
-            self._mmap = mmap.mmap(fd, self._length,
-                                   access=mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ)
+        self._mmap = None
+        self._data = b""
+        if self._length and self.writable:
+            self._mmap = mmap.mmap(fd, self._length, access=mmap.ACCESS_WRITE)
+        elif self._length:
+            # A reader copies the entries instead of mapping them: the writer of a live log
+            # (a broker, a Log in another process) trims its indexes at roll and close, and a
+            # read of a mapped page past the new end is a SIGBUS that kills the reader.
+            self._data = _read_at_most(fd, self._length)
+            self._length = self._round_down(len(self._data))
         self._rebind_view()
 
     def _rebind_view(self):
@@ -181,13 +199,14 @@ class _MappedIndex:
         cache, and ``flush()`` (an msync, which syncs the file range whichever mapping wrote
         it) is what makes entries durable."""
         old, self._mmap = self._mmap, None
+        self._data = b""
         if self._view is not None:
             self._view.release()
         _close_quietly(old)
 
     @property
     def _buffer(self):
-        return self._mmap if self._mmap is not None else b""
+        return self._mmap if self._mmap is not None else self._data
 
     @property
     def entries(self) -> int:
@@ -272,6 +291,15 @@ class _MappedIndex:
         if dropped:
             self._truncate_to_entries(valid)
         return dropped
+
+    def _drop_trailing(self, past):
+        """Truncate to before the run of True at the end of ``past`` (if all after its first
+        True are True); returns how many entries went."""
+        bad = np.flatnonzero(past)
+        if len(bad) == 0 or len(bad) != len(past) - bad[0]:
+            return 0
+        self._truncate_to_entries(int(bad[0]))
+        return len(bad)
 
     def _truncate_to_entries(self, entries):
         with self._lock:
@@ -495,6 +523,13 @@ class OffsetIndex(_MappedIndex):
         if problem is not None:
             raise CorruptIndexError(f"offset index {self.path} does not match its log: {problem}")
 
+    def drop_entries_past(self, log_size: int) -> int:
+        """Forget the trailing entries that point past ``log_size`` bytes (a reader's view of
+        a live log: the writer indexed data appended after the reader looked at the
+        ``.log``); returns how many. Entries in the wrong order are left for the checks."""
+        _, pos = self.key_values()
+        return self._drop_trailing(pos + HEADER_SIZE_UP_TO_MAGIC > log_size)
+
     def entries_array(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """(absolute offsets, positions) of every entry, as int64 arrays."""
         rel, pos = self.key_values()
@@ -627,6 +662,12 @@ class TimeIndex(_MappedIndex):
             ts, rel, None if max_offset is None else max_offset - self.base_offset)
         if problem is not None:
             raise CorruptIndexError(f"time index {self.path} does not match its log: {problem}")
+
+    def drop_entries_past(self, max_offset: int) -> int:
+        """Forget the trailing entries for offsets above ``max_offset`` (see
+        ``OffsetIndex.drop_entries_past``); returns how many."""
+        _, rel = self.key_values()
+        return self._drop_trailing(rel > max_offset - self.base_offset)
 
     def entries_array(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """(timestamps, absolute offsets) of every entry, as int64 arrays."""

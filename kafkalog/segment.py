@@ -224,6 +224,7 @@ class LogSegment:
         #: after)] for each index whose contents it changed.
         self.rebuilt_indexes: list[tuple[str, int | None, int]] = []
         self._index_distrusted = False
+        self._final_time_entry: TimestampOffset | None = None  # written by recovery
         self._active = False       # set by LocalLog for the segment appends go to
         if size is None:
             if not read_only and not os.path.exists(self.log_path):
@@ -355,13 +356,20 @@ class LogSegment:
             index.sanity_check()
             # Kafka trusts an index after a clean shutdown; these checks are cheap (one
             # vectorized pass, one header read) and catch one that points outside the log.
+            # A read-only view of a live log first forgets the writer's entries for data
+            # appended after it looked at the .log (they are no damage).
             if cls is OffsetIndex:
+                if self.read_only:
+                    index.drop_entries_past(self._size)
                 index.check_entries(self._size)
                 self._check_last_entry(index)
             elif index.entries:
                 # offsets inside the segment: up to its last (a short walk from the last
                 # offset index entry; time indexes are opened rarely)
-                index.check_entries(self.read_next_offset() - 1)
+                last = self.read_next_offset() - 1
+                if self.read_only:
+                    index.drop_entries_past(last)
+                index.check_entries(last)
         except CorruptIndexError as e:
             index.close_handler()
             if self.read_only:
@@ -610,6 +618,7 @@ class LogSegment:
             if before != -1:
                 self.rebuilt_indexes.append((path, before, len(data) // entry_size))
         self._max_timestamp_and_offset = TimestampOffset(max_ts, max_ts_offset)
+        self._final_time_entry = self._max_timestamp_and_offset
 
     def read(self, start_offset: int, max_size: int, max_position: int | None = None,
              min_one_message: bool = False) -> FetchDataInfo | None:
@@ -794,6 +803,10 @@ class LogSegment:
         # One write per index file, at its final size (no preallocation, remap or msync per
         # segment); unchanged files are not rewritten.
         self._write_indexes(offset_entries, time_entries, max_ts, max_ts_offset)
+        # Appends go on indexing where recovery stopped, so the next recovery of this segment
+        # finds the entries it would write itself (no "rebuilt index" for a sound segment).
+        self.bytes_since_last_index_entry = valid_bytes - (
+            int(offset_entries[-1, 1]) if len(offset_entries) else 0)
         return truncated
 
     # ------------------------------------------------------------------------------ truncate
@@ -866,7 +879,9 @@ class LogSegment:
                     self.offset_index    # a segment always has its index files, as in Kafka
                 if self._time_index is None and not os.path.exists(self.time_index_path):
                     self.time_index
-                if self._max_timestamp_and_offset is not None:
+                # (recovery wrote it already unless an append or truncation came since)
+                if self._max_timestamp_and_offset is not None and \
+                        self._max_timestamp_and_offset != self._final_time_entry:
                     self.time_index.maybe_append(self.max_timestamp_so_far,
                                                  self.offset_of_max_timestamp_so_far,
                                                  skip_full_check=True)

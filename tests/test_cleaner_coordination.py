@@ -35,7 +35,7 @@ import time
 import pytest
 
 from kafkalog import Log, Record
-from kafkalog.errors import KafkaLogError, LogDirFailureError
+from kafkalog.errors import KafkaLogError, LogClosedError, LogDirFailureError
 
 RECORDS = 3000
 KEYS = 50
@@ -115,12 +115,12 @@ def live_files(path):
 
 
 def documented_compaction_error(error):
-    """A compaction refused on a closed log (``KafkaLogError`` itself), or one that reports
-    being aborted by the concurrent operation (a ``KafkaLogError`` whose type names an abort,
+    """A compaction refused on a closed log (``LogClosedError``), or one that reports being
+    aborted by the concurrent operation (a ``KafkaLogError`` whose type names an abort,
     Kafka's LogCleaningAbortedException). Never a log dir failure."""
     if not isinstance(error, KafkaLogError) or isinstance(error, LogDirFailureError):
         return False
-    return type(error) is KafkaLogError or "abort" in type(error).__name__.lower()
+    return isinstance(error, LogClosedError) or "abort" in type(error).__name__.lower()
 
 
 @pytest.fixture(scope="module")

@@ -229,24 +229,43 @@ def queries(path, t):
     q["read_uncommitted"] = ("uncommitted", UNCOMMITTED, t.uncommitted)
     q[f"read_committed (LSO {t.lso}, log end {t.log_end})"] = ("committed", COMMITTED,
                                                                t.committed)
+    # As Spark's Kafka source: a batch read cannot start at latest.
     for start in ("latest", _partition_spec(path, -1)):
         for name, opts, _ in both:
             q[f"{name} startingOffsets={start}"] = ("latest", dict(opts, startingOffsets=start),
-                                                    [])
+                                                    Refused("can't be latest"))
     middle = t.uncommitted[len(t.uncommitted) * 2 // 3]
     for name, opts, offsets in both:
+        # read_committed ends at the last stable offset; a start above it is Spark's
+        # "resolved start offset ... greater than the resolved end offset"
+        end = t.lso if opts is COMMITTED else t.log_end
         q[f"{name} startingOffsets {middle}"] = (
             "json", dict(opts, startingOffsets=_partition_spec(path, middle)),
-            [o for o in offsets if o >= middle])
+            [o for o in offsets if o >= middle] if middle <= end else
+            Refused("greater than the resolved end offset"))
     q[f"read_uncommitted startingOffsets {t.log_end} (the log end)"] = (
         "json", dict(UNCOMMITTED, startingOffsets=_partition_spec(path, t.log_end)), [])
     for ts, found in t.timestamps.items():
         assert found is not None, (ts, found)
         for name, opts, offsets in both:
+            # a timestamp only matches below latest (ListOffsets answers below the last
+            # stable offset for read_committed): else "No offset matched"
+            end = t.lso if opts is COMMITTED else t.log_end
             q[f"{name} startingTimestamp {ts} (offset_for_timestamp: {found})"] = (
                 "timestamp", dict(opts, startingTimestamp=str(ts)),
-                [o for o in offsets if o >= found[0]])
+                [o for o in offsets if o >= found[0]] if found[0] < end else
+                Refused("No offset matched"))
     return q
+
+
+class Refused:
+    """What a query Spark's Kafka source refuses must give: a planning error saying this."""
+
+    def __init__(self, says):
+        self.says = says
+
+    def __repr__(self):
+        return f"Refused({self.says!r})"
 
 
 class Views:
@@ -288,7 +307,11 @@ class Views:
         wrong = []
         for label in mine:
             got, want = self._results[label], self.queries[label][2]
-            if isinstance(got, Exception):
+            if isinstance(want, Refused):
+                if not (isinstance(got, ValueError) and want.says in str(got)):
+                    wrong.append(f"{label}: want a planning error saying {want.says!r}, got "
+                                 f"{got!r}")
+            elif isinstance(got, Exception):
                 wrong.append(f"{label}: planning raised {got!r}")
             elif got != want:
                 wrong.append(f"{label}: Spark read {_summary(got)}, the read-only Log holds "
@@ -311,11 +334,10 @@ def check_ground_truth(t):
 
 
 def check_planned_start(path, t):
-    """The planner starts a read_uncommitted read from latest at the log end offset."""
+    """A read_uncommitted read ends at latest: the high watermark, here the log end offset."""
     import kafkalog.spark as ks
-    for task in ks.plan([str(path)], {"startingOffsets": "latest"}):
-        if "start_offset" in task:
-            assert task["start_offset"] == t.log_end, task
+    ends = [task["end_offset"] for task in ks.plan([str(path)], {}) if "end_offset" in task]
+    assert ends and max(ends) == t.log_end, ends
 
 
 def run_verify_json(path):

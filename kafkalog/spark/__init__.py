@@ -1,8 +1,9 @@
 """Kafka partition directories as Spark DataFrames, with the schema of Spark's Kafka source.
 
 Two entry points: ``kafkalog.spark.read(spark, paths, **options)`` (tasks run through
-``mapInArrow``) and the Python data source ``spark.read.format("kafkalog")`` (after
-``kafkalog.spark.register(spark)``). Rooms: ``options`` (Spark's Kafka option names),
+``mapInArrow``) and the Python data source ``spark.read.format("kafkalog")`` (found by PySpark
+through the ``pyspark_kafkalog`` module; ``kafkalog.spark.register(spark)`` for other setups).
+Both plan again on every action. Rooms: ``options`` (Spark's Kafka option names),
 ``planner`` (the driver: offsets and byte ranges from the engine's read-only view of each
 partition), ``reader`` (executors: kernels to Arrow), ``schema``, ``datasource`` (Spark glue).
 
@@ -78,5 +79,11 @@ for _public, _inner in ((read, _datasource.read), (register, _datasource.registe
     _public.__doc__ = _inner.__doc__
 del _public, _inner
 
-__all__ = ["MissingSparkExtraError", "Options", "arrow_schema", "kafka_schema", "plan", "read",
-           "read_task", "register", "require_spark_extra"]
+# Kafka's internal topics as DataFrames (each checks the extra itself).
+from kafkalog.spark.internal import (  # noqa: E402
+    group_members_df, metadata_partitions_df, offsets_df, transactions_df,
+)
+
+__all__ = ["MissingSparkExtraError", "Options", "arrow_schema", "group_members_df",
+           "kafka_schema", "metadata_partitions_df", "offsets_df", "plan", "read",
+           "read_task", "register", "require_spark_extra", "transactions_df"]

@@ -1,78 +1,205 @@
 """Spark glue: ``read(spark, paths, **options)`` through ``mapInArrow``, and the Python data
-source ``spark.read.format("kafkalog")``; both plan on the driver and read on executors."""
+source ``spark.read.format("kafkalog")`` (found by PySpark through the ``pyspark_kafkalog``
+module, or registered with ``register(spark)``).
+
+Both plan again on every action, as Spark's ``KafkaRelation`` plans in ``buildScan``: appended
+records are read and segments deleted by retention are not looked for. Options are checked
+(and the logs planned once, for the number of Spark tasks) when the DataFrame is made.
+
+- ``read``: the plan is made by a Spark task of the action itself (a one-row DataFrame whose
+  ``mapInArrow`` plans), its tasks dealt round-robin to the reading tasks, so one action reads
+  one snapshot of the logs.
+- The data source: PySpark asks a reader for its partitions once per DataFrame and keeps
+  them, so its partitions are slots: each slot plans when it runs and reads every n-th task of
+  that plan. Slots of one action plan separately; when the logs change while it runs they may
+  see different ends (use ``read`` for one snapshot of live logs).
+"""
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
+from kafkalog.errors import InvalidConfigError
 from kafkalog.spark.options import Options, paths_option
-from kafkalog.spark.planner import plan
+from kafkalog.spark.planner import Pushdown, plan
 from kafkalog.spark.reader import read_task
 from kafkalog.spark.schema import kafka_schema
 
 if TYPE_CHECKING:
+    import pyarrow
     from pyspark.sql import DataFrame, SparkSession
 
     from kafkalog._typing import StrPath
 
 
-def _read_tasks_arrow(iterator):
+def _request_json(paths: list[str], options: dict[str, Any]) -> str:
+    return json.dumps({"paths": paths, "options": options})
+
+
+def _plan_tasks_arrow(iterator: Iterator[pyarrow.RecordBatch]
+                      ) -> Iterator[pyarrow.RecordBatch]:
+    """Plan at execution: one request row in, one row per task out."""
+    import pyarrow as pa
+    for batch in iterator:
+        for request_json in batch.column(0).to_pylist():
+            request = json.loads(request_json)
+            tasks = [json.dumps(t) for t in plan(request["paths"], request["options"])]
+            yield pa.RecordBatch.from_arrays([pa.array(tasks, pa.string())], names=["task"])
+
+
+def _read_tasks_arrow(iterator: Iterator[pyarrow.RecordBatch]
+                      ) -> Iterator[pyarrow.RecordBatch]:
     for batch in iterator:
         for task_json in batch.column(0).to_pylist():
             yield from read_task(json.loads(task_json))
 
 
+def _paths_list(paths: StrPath | Iterable[StrPath]) -> list[str]:
+    import os
+    if isinstance(paths, (str, os.PathLike)):
+        return [os.path.abspath(os.fspath(paths))]
+    return [os.path.abspath(os.fspath(p)) for p in paths]
+
+
+def _json_options(options: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for k, v in options.items():
+        if v is None:
+            continue
+        out[k] = v if isinstance(v, (str, bool, int, float, dict)) else str(v)
+    return out
+
+
 def read(spark: SparkSession, paths: StrPath | Iterable[StrPath], **options: Any) -> DataFrame:
     """A DataFrame of the records under ``paths`` (partition dirs, log dirs, or folders of
-    them), with the schema of Spark's Kafka source. Options use Spark's Kafka names."""
+    them), with the schema of Spark's Kafka source. Options use Spark's Kafka names.
+
+    Options are checked now (``InvalidConfigError``); every action plans again from the logs
+    as they are then, in one Spark task, and reads that plan.
+    """
     opts = Options(options)
-    tasks = plan(paths, opts)
+    path_list = _paths_list(paths)
+    # Planned now for the option errors Spark raises up front and for the number of tasks;
+    # each action plans again.
+    slots = max(1, len(plan(path_list, opts)))
     schema = kafka_schema(opts.include_headers)
-    payload = [(json.dumps(t),) for t in tasks]
-    rdd = spark.sparkContext.parallelize(payload, max(1, len(payload)))
-    frame = spark.createDataFrame(rdd, "task string")
-    return frame.mapInArrow(_read_tasks_arrow, schema)
+    request = spark.createDataFrame([(_request_json(path_list, _json_options(options)),)],
+                                    "request string")
+    tasks = request.mapInArrow(_plan_tasks_arrow, "task string")
+    # A repartition to a number of partitions is never coalesced by adaptive execution, and
+    # round-robin from one partition gives each task its own Spark task.
+    return tasks.repartition(slots).mapInArrow(_read_tasks_arrow, schema)
 
 
-def _datasource_classes():
+def _datasource_classes() -> type:
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-    class TaskPartition(InputPartition):
-        def __init__(self, task_json):
-            super().__init__(task_json)
-            self.task_json = task_json
+    class SlotPartition(InputPartition):
+        """Slot ``index`` of ``count``: reads tasks index, index + count, ... of the plan
+        made when it runs."""
+
+        def __init__(self, index: int, count: int) -> None:
+            super().__init__(index)
+            self.index = index
+            self.count = count
 
     class KafkaLogReader(DataSourceReader):
-        def __init__(self, options):
-            self.options = options
+        pushdown: Pushdown | None = None
 
-        def partitions(self):
-            opts = dict(self.options)
-            paths = paths_option(opts)
-            return [TaskPartition(json.dumps(t)) for t in plan(paths, Options(opts))]
+        def __init__(self, options: dict[str, Any]) -> None:
+            opts = dict(options)
+            self.paths = _paths_list(paths_option(opts))
+            self.options = opts
+            Options(opts)                  # the option errors Spark raises up front
 
-        def read(self, partition):
-            # PySpark runs one InputPartition(None) when partitions() planned no task
-            task_json = getattr(partition, "task_json", None)
-            if task_json is not None:
-                yield from read_task(json.loads(task_json))
+        def partitions(self) -> list[InputPartition]:
+            # PySpark calls this once per DataFrame; the plan is remade in read()
+            count = max(1, len(plan(self.paths, self.options, self.pushdown)))
+            return [SlotPartition(i, count) for i in range(count)]
+
+        def read(self, partition: InputPartition) -> Iterator[pyarrow.RecordBatch]:
+            index = getattr(partition, "index", None)
+            if index is None:          # InputPartition(None): PySpark's stand-in for none
+                return
+            tasks = plan(self.paths, self.options, self.pushdown)
+            for task in tasks[index::getattr(partition, "count")]:
+                yield from read_task(task)
+
+    class KafkaLogPushdownReader(KafkaLogReader):
+        def pushFilters(self, filters: list[Any]) -> Iterable[Any]:
+            """Handle the filters on topic, partition, offset and timestamp that prune
+            (``planner.Pushdown``: comparisons, ranges, IN, = and <> on topic/partition,
+            IS NOT NULL); return the others, which Spark applies after the read."""
+            self.pushdown, unhandled = Pushdown.from_filters(filters)
+            return unhandled
 
     class KafkaLogDataSource(DataSource):
-        """``spark.read.format("kafkalog").load(path)``."""
+        """``spark.read.format("kafkalog").load(path)``: Spark's Kafka source over log
+        directories."""
+
+        def __init__(self, options: dict[str, Any]) -> None:
+            super().__init__(options)
+            # Spark's Kafka source: "Kafka source has a fixed schema and cannot be set with a
+            # custom one". PySpark passes a user schema to reader() only, so it is refused there.
 
         @classmethod
-        def name(cls):
+        def name(cls) -> str:
             return "kafkalog"
 
-        def schema(self):
+        def schema(self) -> Any:
             return kafka_schema(Options(dict(self.options)).include_headers)
 
-        def reader(self, schema):
-            return KafkaLogReader(self.options)
+        def reader(self, schema: Any) -> DataSourceReader:
+            expected = kafka_schema(Options(dict(self.options)).include_headers)
+            if schema != expected:
+                raise InvalidConfigError("Kafka source has a fixed schema and cannot be set "
+                                         "with a custom one")
+            if _called_by_plain_planner():
+                return KafkaLogReader(dict(self.options))
+            return KafkaLogPushdownReader(dict(self.options))
+
+        def streamReader(self, schema: Any) -> Any:
+            """``spark.readStream.format("kafkalog")``: see :mod:`kafkalog.spark.streaming`."""
+            from kafkalog.spark.streaming import stream_reader_class
+            expected = kafka_schema(Options(dict(self.options), streaming=True).include_headers)
+            if schema != expected:
+                raise InvalidConfigError("Kafka source has a fixed schema and cannot be set "
+                                         "with a custom one")
+            return stream_reader_class()(dict(self.options))
 
     return KafkaLogDataSource
 
 
+def _called_by_plain_planner() -> bool:
+    """Whether PySpark's planning worker without filter pushdown asks for the reader.
+
+    PySpark (4.1+) calls ``pushFilters`` only when ``spark.sql.python.filterPushdown.enabled``
+    is true (false by default), from its pushdown worker; its other planning worker
+    (``plan_data_source_read``) never calls it, and refuses a reader that defines it when the
+    setting is false (DATA_SOURCE_PUSHDOWN_DISABLED). That worker gets the reader without
+    ``pushFilters`` (it would not call it), so reading works with the setting either way and
+    filters are pushed when it is true."""
+    import sys
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_globals.get("__name__") == "pyspark.sql.worker.plan_data_source_read":
+            return True
+        frame = frame.f_back      # type: ignore[assignment]
+    return False
+
+
+_DATA_SOURCE: type | None = None
+
+
+def data_source_class() -> type:
+    """The ``pyspark.sql.datasource.DataSource`` subclass named ``kafkalog`` (made once)."""
+    global _DATA_SOURCE
+    if _DATA_SOURCE is None:
+        _DATA_SOURCE = _datasource_classes()
+    return _DATA_SOURCE
+
+
 def register(spark: SparkSession) -> None:
-    """Register the ``kafkalog`` data source with a SparkSession."""
-    spark.dataSource.register(_datasource_classes())
+    """Register the ``kafkalog`` data source with a SparkSession (PySpark 4 finds it without
+    this when kafkalog is installed: the ``pyspark_kafkalog`` module exposes it)."""
+    spark.dataSource.register(data_source_class())

@@ -1,27 +1,145 @@
-"""Options: Spark's Kafka source names (case-insensitive) and kafkalog's own."""
+"""Options: Spark's Kafka source names (case-insensitive) and kafkalog's own, validated as
+Spark's ``KafkaSourceProvider`` validates a batch read (same cases, same messages where Spark
+has one). Every failure is an ``InvalidConfigError`` (a ``ValueError``)."""
 from __future__ import annotations
 
 import json
+import logging
+import re
 from typing import Any, Mapping, Sequence, overload
+
+from kafkalog.errors import InvalidConfigError
+
+log = logging.getLogger(__name__)
+
+STRATEGY_OPTIONS = ("subscribe", "subscribePattern", "assign")
 
 _OPTION_NAMES = {
     "subscribe", "subscribepattern", "assign", "startingoffsets", "endingoffsets",
     "startingtimestamp", "endingtimestamp", "startingoffsetsbytimestamp",
-    "endingoffsetsbytimestamp", "includeheaders", "minpartitions", "failondataloss",
-    "kafka.isolation.level", "validatecrc", "maxrecordsperpartition", "maxbytespertask",
-    "path", "paths",
+    "endingoffsetsbytimestamp", "startingoffsetsbytimestampstrategy", "includeheaders",
+    "minpartitions", "failondataloss", "maxrecordsperpartition",
+    # kafkalog's own
+    "validatecrc", "maxbytespertask", "readabovehighwatermark", "path", "paths",
 }
+# Spark's Kafka source options that mean nothing for files at rest: accepted, ignored.
+_IGNORED = {
+    "groupidprefix": logging.INFO, "fetchoffset.numretries": logging.INFO,
+    "fetchoffset.retryintervalms": logging.INFO, "kafkaconsumer.polltimeoutms": logging.INFO,
+    # Spark logs these three as ignored in batch queries
+    "maxoffsetspertrigger": logging.WARNING, "minoffsetspertrigger": logging.WARNING,
+    "maxtriggerdelay": logging.WARNING,
+}
+# Consumer settings Spark's source refuses (KafkaSourceProvider.validateGeneralOptions).
+_REFUSED = {
+    "kafka.auto.offset.reset":
+        "Kafka option 'auto.offset.reset' is not supported. Instead set the source option "
+        "'startingoffsets' to 'earliest' or 'latest' to specify where to start.",
+    "kafka.key.deserializer":
+        "Kafka option 'key.deserializer' is not supported as keys are deserialized as byte "
+        "arrays with ByteArrayDeserializer. Use DataFrame operations to explicitly "
+        "deserialize the keys.",
+    "kafka.value.deserializer":
+        "Kafka option 'value.deserializer' is not supported as values are deserialized as "
+        "byte arrays with ByteArrayDeserializer. Use DataFrame operations to explicitly "
+        "deserialize the values.",
+    "kafka.enable.auto.commit": "Kafka option 'enable.auto.commit' is not supported",
+    "kafka.interceptor.classes": "Kafka option 'interceptor.classes' is not supported",
+}
+# Limits of a streaming micro-batch; only batch queries ignore them.
+_TRIGGER_OPTIONS = {"maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay"}
+# kafka.* settings that change what is read; every other kafka.* setting is about brokers,
+# security or consumer tuning and is ignored (logged at INFO).
+_USED_KAFKA = {"kafka.isolation.level"}
 
 
 class Options:
-    """Spark's Kafka option names (case-insensitive) and kafkalog's own."""
+    """Spark's Kafka option names (case-insensitive) and kafkalog's own.
 
-    def __init__(self, options: Mapping[str, Any]) -> None:
+    Raises ``InvalidConfigError`` for an unknown option, a refused consumer setting, more than
+    one of ``subscribe``/``subscribePattern``/``assign`` or an empty one, and ``minPartitions``
+    or ``maxRecordsPerPartition`` not positive, as Spark's Kafka source does. ``streaming``:
+    the checks of Spark's ``validateStreamOptions`` too (no ``endingOffsets``/
+    ``endingOffsetsByTimestamp``; trigger limits positive, min not above max).
+    """
+
+    def __init__(self, options: Mapping[str, Any], streaming: bool = False) -> None:
         self._raw = {str(k).lower(): v for k, v in options.items() if v is not None}
-        unknown = sorted(k for k in self._raw if k not in _OPTION_NAMES
+        self.streaming = streaming
+        unknown = sorted(k for k in self._raw if k not in _OPTION_NAMES and k not in _IGNORED
                          and not k.startswith("kafka."))
         if unknown:
-            raise ValueError(f"unknown option(s) {', '.join(unknown)}")
+            raise InvalidConfigError(f"unknown option(s) {', '.join(unknown)}")
+        self._validate()
+
+    def _validate(self) -> None:
+        for key, message in _REFUSED.items():
+            if key in self._raw:
+                raise InvalidConfigError(message)
+        chosen = [name for name in STRATEGY_OPTIONS if name.lower() in self._raw]
+        if len(chosen) > 1:
+            raise InvalidConfigError(
+                "Only one of the following options can be specified for Kafka source: "
+                "subscribe, subscribepattern, assign. See the docs for more details.")
+        if chosen:
+            value = str(self._raw[chosen[0].lower()])
+            if chosen[0] == "assign" and not value.strip().startswith("{"):
+                raise InvalidConfigError("No topicpartitions to assign as specified value for "
+                                         f"option 'assign' is '{value}'")
+            if chosen[0] == "subscribe" and not self.topics():
+                raise InvalidConfigError("No topics to subscribe to as specified value for "
+                                         f"option 'subscribe' is '{value}'")
+            if chosen[0] == "subscribePattern" and not value.strip():
+                raise InvalidConfigError("Pattern to subscribe is empty as specified value for "
+                                         f"option 'subscribePattern' is '{value}'")
+        for name in ("minPartitions", "maxRecordsPerPartition"):
+            n = self.integer(name)
+            if n is not None and n <= 0:
+                raise InvalidConfigError(f"{name} must be positive")
+        if "kafka.group.id" in self._raw:
+            log.warning("Kafka option 'kafka.group.id' is set; kafkalog reads files and joins "
+                        "no consumer group: ignored")
+        if self.streaming:
+            self._validate_streaming()
+        for key in sorted(self._raw):
+            if key in _IGNORED and not (self.streaming and key in _TRIGGER_OPTIONS):
+                log.log(_IGNORED[key], "option %s ignored in batch queries on kafkalog", key)
+            elif key.startswith("kafka.") and key not in _USED_KAFKA \
+                    and key != "kafka.group.id":
+                log.info("Kafka option %s ignored: kafkalog reads log files, not brokers", key)
+        self.read_committed  # noqa: B018  (validates kafka.isolation.level)
+        self.timestamp_strategy  # noqa: B018
+
+    def _validate_streaming(self) -> None:
+        """Spark's ``validateStreamOptions``: no end for a stream; trigger limits checked."""
+        if "endingoffsets" in self._raw:
+            raise InvalidConfigError("ending offset not valid in streaming queries")
+        if "endingoffsetsbytimestamp" in self._raw:
+            raise InvalidConfigError("ending timestamp not valid in streaming queries")
+        if "endingtimestamp" in self._raw:
+            log.warning("option endingtimestamp ignored in streaming queries")
+        low, high = self.integer("minOffsetsPerTrigger"), self.integer("maxOffsetsPerTrigger")
+        for name, n in (("minOffsetsPerTrigger", low), ("maxOffsetsPerTrigger", high)):
+            if n is not None and n <= 0:
+                raise InvalidConfigError(f"{name} must be positive")
+        if low is not None and high is not None and low > high:
+            raise InvalidConfigError(f"The value of minOffsetPerTrigger({low}) is higher than "
+                                     f"the maxOffsetsPerTrigger({high}).")
+        self.max_trigger_delay_ms  # noqa: B018  (validates maxTriggerDelay)
+
+    @property
+    def max_trigger_delay_ms(self) -> int:
+        """``maxTriggerDelay`` in milliseconds (default 15m), written as Spark's
+        ``timeStringAsMs`` reads it: a number of milliseconds or one with a unit (us, ms, s,
+        m, min, h, d)."""
+        raw = str(self.get("maxTriggerDelay", "15m")).strip().lower()
+        match = re.fullmatch(r"(-?[0-9]+)\s*([a-z]*)", raw)
+        units = {"": 1.0, "us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0,
+                 "min": 60_000.0, "h": 3_600_000.0, "d": 86_400_000.0}
+        if match is None or match.group(2) not in units:
+            raise InvalidConfigError(f"option maxTriggerDelay must be a time such as 15m, 30s "
+                                     f"or 500ms, not {self.get('maxTriggerDelay')!r}")
+        return int(int(match.group(1)) * units[match.group(2)])
 
     def get(self, name: str, default: Any = None) -> Any:
         return self._raw.get(name.lower(), default)
@@ -32,9 +150,10 @@ class Options:
             return default
         if isinstance(v, bool):
             return v
+        # Scala's String.toBoolean: case-insensitive, not trimmed
         if str(v).lower() in ("true", "false"):
             return str(v).lower() == "true"
-        raise ValueError(f"option {name} must be true or false, not {v!r}")
+        raise InvalidConfigError(f"option {name} must be true or false, not {v!r}")
 
     @overload
     def integer(self, name: str) -> int | None: ...
@@ -47,42 +166,86 @@ class Options:
         v = self.get(name)
         if v is None:
             return default
+        if isinstance(v, bool):
+            raise InvalidConfigError(f"option {name} must be an integer, not {v!r}")
         try:
-            return int(v)
+            return int(str(v).strip())
         except (TypeError, ValueError):
-            raise ValueError(f"option {name} must be an integer, not {v!r}") from None
+            raise InvalidConfigError(f"option {name} must be an integer, not {v!r}") from None
+
+    def timestamp(self, name: str) -> int | None:
+        """A ``startingTimestamp``/``endingTimestamp`` value (milliseconds), or None."""
+        v = self.get(name)
+        if v is None:
+            return None
+        try:
+            return int(str(v).strip())
+        except ValueError:
+            raise InvalidConfigError(f"Expected a single long value, got {str(v).strip()}") \
+                from None
 
     def json(self, name: str) -> Any:
         v = self.get(name)
         if v is None or isinstance(v, dict):
             return v
         try:
-            return json.loads(v)
+            return json.loads(str(v).strip())
         except ValueError:
-            raise ValueError(f"option {name} is not valid JSON: {v!r}") from None
+            raise InvalidConfigError(f"option {name} is not valid JSON: {v!r}") from None
+
+    def partition_map(self, name: str) -> dict[tuple[str, int], int] | None:
+        """A ``{"topic": {"0": n}}`` option as {(topic, partition): n}, or None."""
+        spec = self.json(name)
+        if spec is None:
+            return None
+        try:
+            return {(str(t), int(p)): int(n) for t, parts in spec.items()
+                    for p, n in parts.items()}
+        except (AttributeError, TypeError, ValueError):
+            raise InvalidConfigError(f"Expected e.g. {{\"topicA\":{{\"0\":23,\"1\":-1}}}}, "
+                                     f"got {self.get(name)}") from None
 
     def offsets_spec(self, name: str, default: str,
                      allowed: Sequence[str]) -> str | dict[str, Any]:
-        """A ``startingOffsets``/``endingOffsets`` value: one of ``allowed`` words, or the
-        JSON {"topic": {"partition": offset}} spec as a dict."""
+        """A ``startingOffsets``/``endingOffsets`` value: one of ``allowed`` words (trimmed,
+        case-insensitive as in Spark), or the JSON {"topic": {"partition": offset}} as a dict."""
         raw = self.get(name, default)
         if isinstance(raw, dict) or str(raw).strip().startswith("{"):
             return self.json(name)
-        word = str(raw).lower()
+        word = str(raw).strip().lower()
         if word not in allowed:
-            raise ValueError(f"{name} must be {' or '.join(allowed)} or JSON, not {raw!r}")
+            raise InvalidConfigError(f"{name} must be {' or '.join(allowed)} or JSON, "
+                                     f"not {raw!r}")
         return word
+
+    def topics(self) -> set[str]:
+        """The topics of ``subscribe`` (comma-separated, trimmed)."""
+        return {t.strip() for t in str(self.get("subscribe", "")).split(",") if t.strip()}
 
     @property
     def include_headers(self) -> bool:
         return self.flag("includeHeaders", False)
 
     @property
+    def read_above_high_watermark(self) -> bool:
+        """kafkalog's ``readAboveHighWatermark``: ``latest`` is the log end offset."""
+        return self.flag("readAboveHighWatermark", False)
+
+    @property
+    def timestamp_strategy(self) -> str:
+        """``startingOffsetsByTimestampStrategy``: ``error`` (default) or ``latest``."""
+        v = str(self.get("startingOffsetsByTimestampStrategy", "error"))
+        if v.lower() not in ("error", "latest"):
+            raise InvalidConfigError(f"startingOffsetsByTimestampStrategy must be error or "
+                                     f"latest, not {v!r}")
+        return v.lower()
+
+    @property
     def read_committed(self) -> bool:
-        level = str(self.get("kafka.isolation.level", "read_uncommitted")).lower()
+        level = str(self.get("kafka.isolation.level", "read_uncommitted")).strip().lower()
         if level not in ("read_committed", "read_uncommitted"):
-            raise ValueError(f"kafka.isolation.level must be read_committed or "
-                             f"read_uncommitted, not {level!r}")
+            raise InvalidConfigError(f"kafka.isolation.level must be read_committed or "
+                                     f"read_uncommitted, not {level!r}")
         return level == "read_committed"
 
 
@@ -91,9 +254,9 @@ def paths_option(opts: dict[str, Any]) -> list[Any]:
     paths = opts.pop("path", None) or opts.pop("paths", None)
     opts.pop("paths", None)
     if not paths:
-        raise ValueError("give a path: spark.read.format('kafkalog').load(path)")
+        raise InvalidConfigError("give a path: spark.read.format('kafkalog').load(path)")
     if isinstance(paths, str):
         if paths.startswith("["):
-            return json.loads(paths)
+            return list(json.loads(paths))
         return [p for p in paths.split(",") if p]
     return list(paths)

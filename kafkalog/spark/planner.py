@@ -10,6 +10,12 @@ Replicas: when several paths hold the same topic-partition (copies from several 
 replica whose newest segment starts at the highest offset (then: the most bytes, then the first
 path given) is read for every offset it holds; offsets below its log start are read from the
 next replica that holds them, and so on down. Each offset is read once.
+
+Offsets and timestamps are resolved as Spark's Kafka source resolves them for a batch read
+(``KafkaSourceProvider.getKafkaOffsetRangeLimit``, ``KafkaOffsetReaderAdmin``): a timestamp
+option wins over a by-timestamp JSON, which wins over ``startingOffsets``/``endingOffsets``;
+``minPartitions`` divides partitions' offset ranges as ``KafkaOffsetRangeCalculator`` does, cut
+where a batch starts.
 """
 from __future__ import annotations
 
@@ -20,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import numpy as np
 
-from kafkalog.errors import OffsetOutOfRangeError
+from kafkalog.errors import InvalidConfigError, OffsetOutOfRangeError
 from kafkalog.files import holds_segments, topic_partition_or_none
 from kafkalog.log import Log
 from kafkalog.spark.options import Options
@@ -30,15 +36,18 @@ if TYPE_CHECKING:
 
 EARLIEST, LATEST = -2, -1
 DEFAULT_MAX_BYTES_PER_TASK = 128 * 1024 * 1024
+_ABOVE_ANY_OFFSET = 2 ** 63 - 1   # a high watermark the engine clamps to the log end
 
 
 class Replica:
-    """One copy of a topic-partition: the engine's read-only view of its directory."""
+    """One copy of a topic-partition: the engine's read-only view of its directory.
+    ``log_end_is_latest``: its high watermark is the log end (``readAboveHighWatermark``)."""
 
-    def __init__(self, path, order):
+    def __init__(self, path, order, log_end_is_latest=False):
         self.path = path
         self.order = order
-        self.log = Log.open(path, read_only=True)
+        self.log = Log.open(path, read_only=True,
+                            high_watermark=_ABOVE_ANY_OFFSET if log_end_is_latest else None)
 
     @property
     def log_start_offset(self):
@@ -52,7 +61,7 @@ class Replica:
         self.log.close()
 
 
-def discover(paths, stack):
+def discover(paths, stack, log_end_is_latest=False):
     """{(topic, partition): [Replica, ...]} for every partition directory under ``paths``
     (each replica's view closed by ``stack``, a ``contextlib.ExitStack``)."""
     if isinstance(paths, (str, os.PathLike)):
@@ -67,7 +76,7 @@ def discover(paths, stack):
             subdirs.sort()
             key = topic_partition_or_none(os.path.basename(directory))
             if key is not None and holds_segments(directory):
-                replica = Replica(directory, order)
+                replica = Replica(directory, order, log_end_is_latest)
                 stack.callback(replica.close)
                 found.setdefault(key, []).append(replica)
                 order += 1
@@ -76,67 +85,225 @@ def discover(paths, stack):
 
 
 def _select_topics(found, opts):
-    subscribe = opts.get("subscribe")
-    pattern = opts.get("subscribePattern")
-    assign = opts.json("assign")
-    chosen = [o for o in (subscribe, pattern, assign) if o is not None]
-    if len(chosen) > 1:
-        raise ValueError("only one of subscribe, subscribePattern and assign may be given")
-    if subscribe is not None:
-        topics = {t.strip() for t in str(subscribe).split(",") if t.strip()}
+    """The partitions ``subscribe``/``subscribePattern``/``assign`` select (all when none is
+    given: the paths already choose); ``Options`` checked that at most one is."""
+    if opts.get("subscribe") is not None:
+        topics = opts.topics()
         return {k: v for k, v in found.items() if k[0] in topics}
+    pattern = opts.get("subscribePattern")
     if pattern is not None:
-        regex = re.compile(pattern)
+        try:
+            regex = re.compile(str(pattern).strip())
+        except re.error as e:
+            raise InvalidConfigError(f"subscribePattern {pattern!r}: {e}") from None
         return {k: v for k, v in found.items() if regex.fullmatch(k[0])}
+    assign = opts.json("assign")
     if assign is not None:
-        wanted = {(t, int(p)) for t, ps in assign.items() for p in ps}
+        try:
+            wanted = {(str(t), int(p)) for t, ps in assign.items() for p in ps}
+        except (AttributeError, TypeError, ValueError):
+            raise InvalidConfigError(f"Expected e.g. {{\"topicA\":[0,1]}}, got "
+                                     f"{opts.get('assign')}") from None
         return {k: v for k, v in found.items() if k in wanted}
     return found
 
 
-def _per_partition(spec, key, default):
-    """Value for ``key`` from a Spark JSON offsets spec {"topic": {"0": n}}."""
-    topic, partition = key
-    if spec is None:
-        return default
-    return spec.get(topic, {}).get(str(partition), default)
+def _tp(key):
+    """A topic-partition as Kafka's ``TopicPartition.toString`` writes it."""
+    return f"{key[0]}-{key[1]}"
+
+
+def _tp_set(keys):
+    return "Set(" + ", ".join(_tp(k) for k in sorted(keys)) + ")"
+
+
+class _Limit:
+    """One end of the range Spark's Kafka source would read (a ``KafkaOffsetRangeLimit``):
+    ``kind`` is earliest, latest, offsets ({tp: offset}), timestamp (one for all) or
+    timestamps ({tp: timestamp})."""
+
+    def __init__(self, kind, value=None):
+        self.kind = kind
+        self.value = value
+
+
+def _limit(opts, timestamp_key, by_timestamp_key, offsets_key, default):
+    """Spark's preference order: a global timestamp, then per-partition timestamps, then
+    offsets (``getKafkaOffsetRangeLimit``)."""
+    if opts.get(timestamp_key) is not None:
+        return _Limit("timestamp", opts.timestamp(timestamp_key))
+    if opts.get(by_timestamp_key) is not None:
+        return _Limit("timestamps", opts.partition_map(by_timestamp_key))
+    spec = opts.offsets_spec(offsets_key, default, ("earliest", "latest"))
+    if isinstance(spec, str):
+        return _Limit(spec)
+    return _Limit("offsets", opts.partition_map(offsets_key))
+
+
+def batch_limits(opts: Options) -> tuple[_Limit, _Limit]:
+    """The (start, end) limits of a batch read, checked as Spark checks them
+    (``validateBatchOptions``, ``checkOffsetLimitValidity``)."""
+    start = _limit(opts, "startingTimestamp", "startingOffsetsByTimestamp", "startingOffsets",
+                   "earliest")
+    end = _limit(opts, "endingTimestamp", "endingOffsetsByTimestamp", "endingOffsets", "latest")
+    if start.kind == "latest":
+        raise InvalidConfigError("starting offset can't be latest for batch queries on Kafka")
+    if start.kind == "offsets":
+        for key, offset in sorted(start.value.items()):
+            if offset == LATEST:
+                raise InvalidConfigError(f"startingOffsets for {_tp(key)} can't be latest for "
+                                         "batch queries on Kafka")
+    if end.kind == "earliest":
+        raise InvalidConfigError("ending offset can't be earliest for batch queries on Kafka")
+    if end.kind == "offsets":
+        for key, offset in sorted(end.value.items()):
+            if offset == EARLIEST:
+                raise InvalidConfigError(f"ending offset for {_tp(key)} can't be earliest for "
+                                         "batch queries on Kafka")
+    if start.kind == end.kind and start.kind in ("offsets", "timestamps"):
+        if set(start.value) != set(end.value):
+            raise InvalidConfigError(
+                "The specified start offset and end offset should have the same "
+                f"topic-partitions. Topic-partitions for start offset: {_tp_set(start.value)}, "
+                f"topic-partitions for end offset: {_tp_set(end.value)}.")
+        what = "offset" if start.kind == "offsets" else "timestamp"
+        for key in sorted(start.value):
+            lo, hi = start.value[key], end.value[key]
+            if lo > hi and lo >= 0 and hi >= 0:
+                raise InvalidConfigError(
+                    f"The specified start {what} {lo} is greater than the end {what} {hi} "
+                    f"for topic {key[0]} partition {key[1]}.")
+    return start, end
+
+
+def _check_assigned(limit, keys, option):
+    """A JSON of offsets or timestamps names exactly the partitions read, as Spark asserts."""
+    if limit.kind == "offsets" and set(limit.value) != set(keys):
+        raise InvalidConfigError(
+            f"If {option} contains specific offsets, you must specify all TopicPartitions. "
+            f"Use -1 for latest, -2 for earliest. Specified: {_tp_set(limit.value)} "
+            f"Assigned: {_tp_set(keys)}")
+    if limit.kind == "timestamps" and set(limit.value) != set(keys):
+        raise InvalidConfigError(
+            "If starting/endingOffsetsByTimestamp contains specific offsets, you must specify "
+            f"all topics. Specified: {_tp_set(limit.value)} Assigned: {_tp_set(keys)}")
 
 
 def plan(paths: StrPath | Iterable[StrPath],
-         options: Options | Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
-    """The read tasks for ``paths`` (JSON-able dicts)."""
+         options: Options | Mapping[str, Any] | None = None,
+         pushdown: Pushdown | None = None) -> list[dict[str, Any]]:
+    """The read tasks for ``paths`` (JSON-able dicts), planned from the logs as they are now.
+
+    ``pushdown``: filters on topic, partition, offset and timestamp (``Pushdown``) that prune
+    partitions, segments and batches; the options are resolved (and checked) as without it.
+
+    Raises ``InvalidConfigError`` (a ``ValueError``) for options Spark's Kafka source rejects,
+    incl. a starting timestamp no record matches (unless
+    ``startingOffsetsByTimestampStrategy=latest``) and a start above the end.
+    """
     opts = options if isinstance(options, Options) else Options(options or {})
-    starting = opts.offsets_spec("startingOffsets", "earliest", ("earliest", "latest"))
-    ending = opts.offsets_spec("endingOffsets", "latest", ("latest",))
-    request = {
-        "starting": starting, "ending": ending,
-        "start_ts": opts.integer("startingTimestamp"),
-        "end_ts": opts.integer("endingTimestamp"),
-        "start_ts_spec": opts.json("startingOffsetsByTimestamp"),
-        "end_ts_spec": opts.json("endingOffsetsByTimestamp"),
-        "fail_on_data_loss": opts.flag("failOnDataLoss", True),
-        "committed": opts.read_committed,
-    }
+    start, end = batch_limits(opts)
+
+    def check(found):
+        _check_assigned(start, found, "startingOffsets")
+        _check_assigned(end, found, "startingOffsets")   # Spark's message names the start
+        return sorted(found)
+    return _plan_tasks(paths, opts, start, end, check, pushdown)
+
+
+def _plan_tasks(paths, opts, start, end, keys, pushdown=None):
+    """The tasks reading [start, end) of the partitions ``keys(found)`` picks from those
+    found under ``paths``: planned per partition, split (``maxBytesPerTask``,
+    ``maxRecordsPerPartition``), cut further for ``minPartitions``."""
+    request = {"start": start, "end": end, "strategy": opts.timestamp_strategy,
+               "fail_on_data_loss": opts.flag("failOnDataLoss", True),
+               "committed": opts.read_committed}
     max_records = opts.integer("maxRecordsPerPartition")
     max_bytes = opts.integer("maxBytesPerTask", DEFAULT_MAX_BYTES_PER_TASK)
+    if max_bytes <= 0:
+        raise InvalidConfigError("maxBytesPerTask must be positive")
     min_partitions = opts.integer("minPartitions")
-    tasks = []
+    per_partition = {}
     with contextlib.ExitStack() as stack:
-        found = _select_topics(discover(paths, stack), opts)
-        for key in sorted(found):
+        found = _select_topics(discover(paths, stack, opts.read_above_high_watermark), opts)
+        for key in keys(found):
             replicas = sorted(found[key], key=lambda r: r.preference(), reverse=True)
-            tasks.extend(_plan_partition(key, replicas, request))
-    total = sum(t["end_pos"] - t["start_pos"] for t in tasks)
-    target = max_bytes
-    if min_partitions and tasks:
-        target = max(1, min(max_bytes, total // max(min_partitions, 1) or 1))
-    tasks = [piece for t in tasks for piece in _split(t, target, max_records)]
+            tasks = _plan_partition(key, replicas, request, pushdown)
+            per_partition[key] = [piece for t in tasks
+                                  for piece in _split(t, max_bytes, max_records)]
+        if min_partitions:
+            for key, parts in _part_counts(per_partition, min_partitions).items():
+                if parts > len(per_partition[key]):
+                    per_partition[key] = _cut_at_batches(per_partition[key], parts)
+    tasks = [t for key in sorted(per_partition) for t in per_partition[key]]
     common = {"validate_crc": opts.flag("validateCrc", True),
               "fail_on_data_loss": request["fail_on_data_loss"],
               "committed": request["committed"], "include_headers": opts.include_headers}
+    if pushdown is not None:
+        common.update(pushdown.task_fields())
     for t in tasks:
+        t.pop("_segment", None)
         t.update(common)
     return tasks
+
+
+def _part_counts(per_partition, min_partitions):
+    """{tp: number of tasks} as ``KafkaOffsetRangeCalculator.getRanges`` divides offset
+    ranges (sizes in offsets) when there are fewer than ``min_partitions`` of them."""
+    sizes = {k: _span(ts)[1] - _span(ts)[0] for k, ts in per_partition.items() if ts}
+    sizes = {k: n for k, n in sizes.items() if n > 0}
+    if len(sizes) >= min_partitions or not sizes:
+        return {}
+    total = sum(sizes.values())
+
+    def count(size, whole, parts):
+        return max(int(_round_half_up(size / whole * parts)), 1)
+
+    unsplit = {k for k, n in sizes.items() if count(n, total, min_partitions) == 1}
+    split_total = total - sum(sizes[k] for k in unsplit)
+    split_min = max(min_partitions - len(unsplit), 1)
+    return {k: 1 if k in unsplit else count(n, split_total, split_min)
+            for k, n in sizes.items()}
+
+
+def _span(tasks):
+    """(first offset, end offset) a partition's tasks read."""
+    return min(t["start_offset"] for t in tasks), max(t["end_offset"] for t in tasks)
+
+
+def _round_half_up(x):
+    # Scala's math.round rounds halves up
+    return int(np.floor(x + 0.5))
+
+
+def _cut_at_batches(tasks, parts):
+    """Cut a partition's tasks (in offset order) into about ``parts`` pieces of even offset
+    spans, each cut where a batch starts, so every batch still belongs to one task."""
+    lo, hi = _span(tasks)
+    starts = []                        # (base offset, task index, position) of batch starts
+    for i, t in enumerate(tasks):
+        batches = t["_segment"].batches(t["start_pos"])[0]
+        inside = (batches["position"] > t["start_pos"]) & (batches["position"] < t["end_pos"])
+        for base, pos in zip(batches["base_offset"][inside].tolist(),
+                             batches["position"][inside].tolist()):
+            starts.append((base, i, pos))
+    if not starts:
+        return tasks
+    bases = [b for b, _, _ in starts]
+    cuts = set()
+    for n in range(1, parts):
+        target = lo + (hi - lo) * n // parts
+        j = int(np.searchsorted(bases, target, side="left"))
+        if j < len(starts) and starts[j][0] < hi:
+            cuts.add(starts[j][1:])
+    pieces = []
+    for i, t in enumerate(tasks):
+        begin = t["start_pos"]
+        for pos in sorted(p for ti, p in cuts if ti == i):
+            pieces.append(dict(t, start_pos=begin, end_pos=pos))
+            begin = pos
+        pieces.append(dict(t, start_pos=begin))
+    return pieces
 
 
 def _served_ranges(replicas):
@@ -155,68 +322,97 @@ def _served_ranges(replicas):
     return ranges
 
 
-def _offset_for_timestamp(ranges, timestamp):
-    """The first offset whose record has a timestamp >= ``timestamp``, or None."""
+def _offset_for_timestamp(ranges, timestamp, latest):
+    """The first offset below ``latest`` whose record has a timestamp >= ``timestamp``, or
+    None (a broker's ListOffsets looks no further than what a consumer may read)."""
     for replica, lo, hi in ranges:
         found = replica.log.offset_for_timestamp(timestamp)
         if found is None:
             continue
         offset = max(found[0], lo)
-        if hi is None or offset < hi:
+        if (hi is None or offset < hi) and offset < latest:
             return offset
     return None
 
 
-def _plan_partition(key, replicas, request):
+def _resolve_start(key, limit, earliest, latest, ranges, request):
+    if limit.kind == "earliest":
+        return earliest
+    if limit.kind == "offsets":
+        start = limit.value[key]
+        if start == EARLIEST:
+            return earliest
+        if start < earliest:
+            if request["fail_on_data_loss"]:
+                raise OffsetOutOfRangeError(
+                    f"startingOffsets {start} for {_tp(key)} is below the earliest "
+                    f"available offset {earliest} (set failOnDataLoss=false to start there)")
+            return earliest
+        return start
+    ts = limit.value if limit.kind == "timestamp" else limit.value[key]
+    found = _offset_for_timestamp(ranges, ts, latest)
+    if found is not None:
+        return found
+    if request["strategy"] == "latest":
+        return latest
+    raise InvalidConfigError(f"No offset matched from request of topic-partition {_tp(key)} "
+                             f"and timestamp {ts}.")
+
+
+def _resolve_end(key, limit, latest, ranges):
+    if limit.kind == "latest":
+        return latest
+    if limit.kind == "offsets":
+        end = limit.value[key]
+        return latest if end == LATEST else end
+    ts = limit.value if limit.kind == "timestamp" else limit.value[key]
+    found = _offset_for_timestamp(ranges, ts, latest)
+    return latest if found is None else found      # Spark: no match ends at latest
+
+
+def _plan_partition(key, replicas, request, pushdown=None):
     primary = replicas[0].log
     ranges = _served_ranges(replicas)
     earliest = ranges[0][1]
-    starting, ending = request["starting"], request["ending"]
-    start = _per_partition(starting, key, EARLIEST) if isinstance(starting, dict) else \
-        (EARLIEST if starting == "earliest" else LATEST)
-    end = _per_partition(ending, key, LATEST) if isinstance(ending, dict) else LATEST
     # Spark's `latest` is what a consumer could see: the high watermark (a broker's
-    # replication-offset-checkpoint, else the log end), the last stable offset for read_committed.
+    # replication-offset-checkpoint, else the log end), the last stable offset for
+    # read_committed; the log end with readAboveHighWatermark.
     latest = primary.last_stable_offset if request["committed"] else primary.high_watermark
-    if start == EARLIEST:
-        start = earliest
-    elif start == LATEST:
-        start = latest
-    elif start < earliest:
-        if request["fail_on_data_loss"]:
-            raise OffsetOutOfRangeError(
-                f"startingOffsets {start} for {key[0]}-{key[1]} is below the earliest "
-                f"available offset {earliest} (set failOnDataLoss=false to start there)")
-        start = earliest
-    if end == EARLIEST:
-        raise ValueError("endingOffsets cannot be earliest (-2)")
-    if end == LATEST:
-        end = latest
-    elif request["committed"]:
+    start = _resolve_start(key, request["start"], earliest, latest, ranges, request)
+    end = _resolve_end(key, request["end"], latest, ranges)
+    if start > end:
+        raise InvalidConfigError(
+            f"The resolved start offset {start} is greater than the resolved end offset {end} "
+            f"for topic {key[0]} partition {key[1]}.")
+    if request["committed"]:
         end = min(end, latest)
-    start_ts = request["start_ts"] if request["start_ts"] is not None else \
-        _per_partition(request["start_ts_spec"], key, None)
-    end_ts = request["end_ts"] if request["end_ts"] is not None else \
-        _per_partition(request["end_ts_spec"], key, None)
-    if start_ts is not None:
-        found = _offset_for_timestamp(ranges, start_ts)
-        if found is None:
-            return []
-        start = max(start, found)
-    if end_ts is not None:
-        found = _offset_for_timestamp(ranges, end_ts)
-        if found is not None:
-            end = min(end, found)
+    spans = [(start, end)] if pushdown is None else _pushed_spans(key, pushdown, start, end,
+                                                                  ranges)
     tasks = []
-    for replica, lo, hi in ranges:
-        lo = max(lo, start)
-        hi = end if hi is None else min(hi, end)
-        if lo >= hi:
-            continue
-        aborted = [tuple(a) for a in replica.log.aborted_transactions(lo, hi)] \
-            if request["committed"] else []
-        tasks.extend(_segment_tasks(key, replica, lo, hi, aborted))
-    return tasks
+    for span_lo, span_hi in spans:
+        for replica, lo, hi in ranges:
+            lo = max(lo, span_lo)
+            hi = span_hi if hi is None else min(hi, span_hi)
+            if lo >= hi:
+                continue
+            aborted = [tuple(a) for a in replica.log.aborted_transactions(lo, hi)] \
+                if request["committed"] else []
+            tasks.extend(_segment_tasks(key, replica, lo, hi, aborted))
+    return tasks if len(spans) < 2 else _coalesce(tasks)
+
+
+def _pushed_spans(key, pushdown, start, end, ranges):
+    """The offset ranges of ``[start, end)`` (the options' range) the pushed filters keep."""
+    if not pushdown.keeps(key):
+        return []
+    if pushdown.ts_lo is not None and pushdown.ts_lo >= 0 and start < end:
+        # -1 and -2 ask Kafka's ListOffsets for the log end and start; legacy v0 records
+        # have timestamp -1: a negative bound is left to the row mask
+        first = _first_offset_at_or_after(ranges, pushdown.ts_lo)
+        if first is None:
+            return []
+        start = max(start, first)
+    return pushdown.offset_ranges(start, end)
 
 
 def _index_entries(segment):
@@ -245,7 +441,7 @@ def _segment_tasks(key, replica, lo, hi, aborted):
         tasks.append({
             "topic": key[0], "partition": key[1], "dir": replica.path,
             "segment": segment.base_offset, "start_pos": start_pos, "end_pos": end_pos,
-            "start_offset": lo, "end_offset": hi, "aborted": aborted,
+            "start_offset": lo, "end_offset": hi, "aborted": aborted, "_segment": segment,
             "split_positions": positions[inside].tolist(),
             "split_offsets": offsets[inside].tolist(),
         })
@@ -267,3 +463,295 @@ def _split(task, target_bytes, max_records):
             start, start_offset = pos, off
     pieces.append(dict(task, start_pos=start))
     return pieces
+
+
+# ------------------------------------------------------------------------------ streaming
+def partition_offsets(paths: StrPath | Iterable[StrPath], options: Options,
+                      resolve_start: bool = False
+                      ) -> dict[tuple[str, int], tuple[int, int, int | None]]:
+    """{(topic, partition): (earliest, latest, start)} for the partitions the options select,
+    from the logs as they are now: earliest is the log start offset (over replicas), latest
+    what a consumer may read (high watermark, last stable offset for read_committed, log end
+    with ``readAboveHighWatermark``). ``start`` is the starting offset Spark's Kafka source
+    resolves for a new streaming query (``startingTimestamp``, then
+    ``startingOffsetsByTimestamp``, then ``startingOffsets``, default latest) when
+    ``resolve_start``, else None."""
+    start = _limit(options, "startingTimestamp", "startingOffsetsByTimestamp",
+                   "startingOffsets", "latest") if resolve_start else None
+    request = {"start": start, "strategy": options.timestamp_strategy,
+               "fail_on_data_loss": options.flag("failOnDataLoss", True),
+               "committed": options.read_committed}
+    out = {}
+    with contextlib.ExitStack() as stack:
+        found = _select_topics(discover(paths, stack, options.read_above_high_watermark),
+                               options)
+        if start is not None:
+            _check_assigned(start, found, "startingOffsets")
+        for key in sorted(found):
+            replicas = sorted(found[key], key=lambda r: r.preference(), reverse=True)
+            ranges = _served_ranges(replicas)
+            earliest = ranges[0][1]
+            primary = replicas[0].log
+            latest = primary.last_stable_offset if request["committed"] \
+                else primary.high_watermark
+            first = None
+            if start is not None:
+                if start.kind == "latest" or (start.kind == "offsets"
+                                              and start.value[key] == LATEST):
+                    first = latest
+                else:
+                    first = _resolve_start(key, start, earliest, latest, ranges, request)
+            out[key] = (earliest, latest, first)
+    return out
+
+
+def plan_ranges(paths: StrPath | Iterable[StrPath], options: Options,
+                ranges: Mapping[tuple[str, int], tuple[int, int]]) -> list[dict[str, Any]]:
+    """The read tasks for explicit offset ranges {(topic, partition): (start, end)} (a
+    streaming micro-batch), split as ``plan`` splits (``maxBytesPerTask``,
+    ``maxRecordsPerPartition``, ``minPartitions``). A start below the log start offset
+    is an ``OffsetOutOfRangeError`` with ``failOnDataLoss`` (else read from the log start);
+    read_committed ends at the last stable offset and drops aborted records. Partitions not
+    found under ``paths`` plan nothing."""
+    wanted = {k: v for k, v in ranges.items() if v[0] < v[1]}
+    if not wanted:
+        return []
+    return _plan_tasks(paths, options,
+                       _Limit("offsets", {k: v[0] for k, v in wanted.items()}),
+                       _Limit("offsets", {k: v[1] for k, v in wanted.items()}),
+                       lambda found: [k for k in sorted(wanted) if k in found])
+
+
+# ----------------------------------------------------------------------------- filter pushdown
+_NEVER_NULL = frozenset({"topic", "partition", "offset", "timestamp", "timestampType"})
+_MAX_OFFSET_RUNS = 256        # an IN list of more runs of offsets is planned as one span
+
+
+class Pushdown:
+    """The filters of a query on ``topic``, ``partition``, ``offset`` and ``timestamp`` that
+    planning and reading apply (their conjunction), all exact: the rows read are those the
+    filters keep.
+
+    ``topics``/``partitions``: the values kept (None: all), ``no_topics``/``no_partitions``:
+    values excluded; offsets in ``[offset_lo, offset_hi)`` and, when ``offset_in`` is not None,
+    in that sorted tuple; timestamps (Kafka's milliseconds) in ``[ts_lo, ts_hi)``. None bounds
+    are open.
+
+    Planning keeps only the partitions the filters keep, intersects each partition's offset
+    range (from ``startingOffsets``/``endingOffsets`` & co.) with the offset filters, and raises
+    its start to the first offset whose record has a timestamp >= ``ts_lo`` (the engine's
+    ``offset_for_timestamp``, i.e. Kafka's time index); reading skips batches whose max
+    timestamp is below ``ts_lo`` or that hold no offset kept, and masks rows. Filters never
+    change which option errors are raised: the options are resolved for every partition first.
+    """
+
+    def __init__(self) -> None:
+        self.topics: frozenset[str] | None = None
+        self.partitions: frozenset[int] | None = None
+        self.no_topics: frozenset[str] = frozenset()
+        self.no_partitions: frozenset[int] = frozenset()
+        self.offset_lo = 0
+        self.offset_hi: int | None = None
+        self.offset_in: tuple[int, ...] | None = None
+        self.ts_lo: int | None = None
+        self.ts_hi: int | None = None
+
+    def __repr__(self) -> str:
+        return "Pushdown(%s)" % ", ".join(f"{k}={v!r}" for k, v in vars(self).items()
+                                          if v not in (None, frozenset()) and
+                                          not (k == "offset_lo" and v == 0))
+
+    # ---------------------------------------------------------------- from Spark's filters
+    @classmethod
+    def from_filters(cls, filters: Iterable[Any]) -> tuple[Pushdown, list[Any]]:
+        """(the pushdown of ``filters``, the filters it does not handle) for PySpark's
+        ``pyspark.sql.datasource.Filter`` objects (read by class name, attribute and value,
+        so this module does not import pyspark). Unhandled filters are returned in order and
+        are the very objects given, as ``DataSourceReader.pushFilters`` must return them."""
+        pushdown = cls()
+        unhandled = [f for f in filters if not pushdown.add(f)]
+        return pushdown, unhandled
+
+    def add(self, f: Any) -> bool:
+        """Apply one PySpark filter; False (nothing changed) when it is not handled exactly."""
+        kind = type(f).__name__
+        negated = kind == "Not"
+        if negated:
+            f = getattr(f, "child", None)
+            kind = type(f).__name__
+        column = getattr(f, "attribute", None)
+        if not isinstance(column, tuple) or len(column) != 1:
+            return False
+        column = column[0]
+        if kind == "IsNotNull" and not negated:
+            return column in _NEVER_NULL
+        if not hasattr(f, "value"):
+            return False
+        value = f.value
+        if column == "topic":
+            return self._add_key_filter("topics", kind, value, negated, str)
+        if column == "partition":
+            return self._add_key_filter("partitions", kind, value, negated, int)
+        if negated:
+            return False
+        if column == "offset":
+            return self._add_offset(kind, value)
+        if column == "timestamp":
+            return self._add_timestamp(kind, value)
+        return False
+
+    def _add_key_filter(self, name, kind, value, negated, type_):
+        if kind in ("EqualTo", "EqualNullSafe"):
+            values = (value,)
+        elif kind == "In" and isinstance(value, (tuple, list)):
+            values = tuple(v for v in value if v is not None)   # NULL matches nothing
+        else:
+            return False
+        if not all(_is(v, type_) for v in values):
+            return False
+        if negated:
+            if kind == "In" and len(values) != len(value):
+                return False        # NOT IN with a NULL keeps no row (SQL): leave it to Spark
+            setattr(self, "no_" + name, getattr(self, "no_" + name) | frozenset(values))
+        else:
+            current = getattr(self, name)
+            kept = frozenset(values)
+            setattr(self, name, kept if current is None else current & kept)
+        return True
+
+    def _add_offset(self, kind, value):
+        if kind == "In" and isinstance(value, (tuple, list)):
+            values = [v for v in value if v is not None]
+            if not all(_is(v, int) for v in values):
+                return False
+            kept = set(values)
+            if self.offset_in is not None:
+                kept &= set(self.offset_in)
+            self.offset_in = tuple(sorted(kept))
+            return True
+        if not _is(value, int):
+            return False
+        if kind in ("EqualTo", "EqualNullSafe"):
+            self._raise_lo(value)
+            self._lower_hi(value + 1)
+        elif kind == "GreaterThan":
+            self._raise_lo(value + 1)
+        elif kind == "GreaterThanOrEqual":
+            self._raise_lo(value)
+        elif kind == "LessThan":
+            self._lower_hi(value)
+        elif kind == "LessThanOrEqual":
+            self._lower_hi(value + 1)
+        else:
+            return False
+        return True
+
+    def _raise_lo(self, offset):
+        self.offset_lo = max(self.offset_lo, offset)
+
+    def _lower_hi(self, offset):
+        self.offset_hi = offset if self.offset_hi is None else min(self.offset_hi, offset)
+
+    def _add_timestamp(self, kind, value):
+        micros = _epoch_micros(value)
+        if micros is None:
+            return False
+        # Spark's timestamps are microseconds, Kafka's milliseconds: ms * 1000 >= us etc.
+        ceil_ms, floor_ms = -(-micros // 1000), micros // 1000
+        if kind in ("EqualTo", "EqualNullSafe"):
+            lo, hi = ceil_ms, floor_ms + 1
+        elif kind == "GreaterThan":
+            lo, hi = floor_ms + 1, None
+        elif kind == "GreaterThanOrEqual":
+            lo, hi = ceil_ms, None
+        elif kind == "LessThan":
+            lo, hi = None, ceil_ms
+        elif kind == "LessThanOrEqual":
+            lo, hi = None, floor_ms + 1
+        else:
+            return False
+        if lo is not None:
+            self.ts_lo = lo if self.ts_lo is None else max(self.ts_lo, lo)
+        if hi is not None:
+            self.ts_hi = hi if self.ts_hi is None else min(self.ts_hi, hi)
+        return True
+
+    # ------------------------------------------------------------------------- planning
+    def keeps(self, key: tuple[str, int]) -> bool:
+        """Whether the filters keep any row of topic-partition ``key``."""
+        topic, partition = key
+        return ((self.topics is None or topic in self.topics) and topic not in self.no_topics
+                and (self.partitions is None or partition in self.partitions)
+                and partition not in self.no_partitions)
+
+    def offset_ranges(self, start: int, end: int) -> list[tuple[int, int]]:
+        """The offset ranges ``[lo, hi)`` within ``[start, end)`` the offset filters keep, in
+        order and disjoint (runs of consecutive ``offset_in`` values; one span over them when
+        there are more than ``_MAX_OFFSET_RUNS``: rows are masked by the values anyway)."""
+        lo = max(start, self.offset_lo)
+        hi = end if self.offset_hi is None else min(end, self.offset_hi)
+        if lo >= hi:
+            return []
+        if self.offset_in is None:
+            return [(lo, hi)]
+        values = [v for v in self.offset_in if lo <= v < hi]
+        runs: list[tuple[int, int]] = []
+        for v in values:
+            if runs and runs[-1][1] == v:
+                runs[-1] = (runs[-1][0], v + 1)
+            else:
+                runs.append((v, v + 1))
+        if len(runs) > _MAX_OFFSET_RUNS:
+            return [(runs[0][0], runs[-1][1])]
+        return runs
+
+    def task_fields(self) -> dict[str, Any]:
+        """What the reader applies to rows (JSON-able)."""
+        return {"ts_lo": self.ts_lo, "ts_hi": self.ts_hi,
+                "offset_in": None if self.offset_in is None else list(self.offset_in)}
+
+
+def _is(value, type_):
+    return isinstance(value, type_) and not isinstance(value, bool)
+
+
+def _epoch_micros(value):
+    """Microseconds since the epoch of a timezone-aware ``datetime`` (Spark's TimestampType
+    literal), else None (a naive one, i.e. TIMESTAMP_NTZ, is not compared here)."""
+    import datetime
+    if not isinstance(value, datetime.datetime) or value.tzinfo is None:
+        return None
+    delta = value - datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def _first_offset_at_or_after(ranges, timestamp):
+    """The first offset whose record has a timestamp >= ``timestamp`` (ms, >= 0) in the
+    replicas' ``ranges``, or None: every record before it is earlier (Kafka's ListOffsets by
+    timestamp, from the time index)."""
+    return _offset_for_timestamp(ranges, timestamp, _ABOVE_ANY_OFFSET)
+
+
+def _coalesce(tasks):
+    """Merge the tasks of one segment whose byte ranges overlap or touch (offset runs of an IN
+    filter that share batches), so every batch is read by one task; split lists are made again
+    from the segment's index."""
+    if len(tasks) < 2:
+        return tasks
+    out: list[dict[str, Any]] = []
+    for t in tasks:
+        last = out[-1] if out else None
+        if last is not None and last["dir"] == t["dir"] and last["segment"] == t["segment"] \
+                and t["start_pos"] <= last["end_pos"] and last["start_pos"] <= t["end_pos"]:
+            start_pos = min(last["start_pos"], t["start_pos"])
+            end_pos = max(last["end_pos"], t["end_pos"])
+            offsets, positions = _index_entries(t["_segment"])
+            inside = (positions > start_pos) & (positions < end_pos)
+            out[-1] = dict(last, start_pos=start_pos, end_pos=end_pos,
+                           start_offset=min(last["start_offset"], t["start_offset"]),
+                           end_offset=max(last["end_offset"], t["end_offset"]),
+                           split_positions=positions[inside].tolist(),
+                           split_offsets=offsets[inside].tolist())
+        else:
+            out.append(t)
+    return out

@@ -3,7 +3,9 @@ decode records columnar, filter them, and build ``pyarrow.RecordBatch`` es witho
 object per field."""
 from __future__ import annotations
 
+import functools
 import logging
+import os
 from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
@@ -24,9 +26,22 @@ log = logging.getLogger(__name__)
 _CHUNK_BYTES = 32 * 1024 * 1024
 
 
+@functools.lru_cache(maxsize=None)
+def _log_kernels_once():
+    """Say once per worker process which kernels it runs (a worker that imported an unbuilt
+    source tree runs the slow pure-Python ones)."""
+    import kafkalog._kernels as kernels
+    log.info("kafkalog executor (pid %d) runs the %s kernels (%s)", os.getpid(),
+             "compiled" if kernels.COMPILED else "pure-Python", kernels.KERNELS_FILE)
+
+
 def read_task(task: dict[str, Any]) -> Iterator[pyarrow.RecordBatch]:
-    """Yield ``pyarrow.RecordBatch`` es of one planned task."""
+    """Yield ``pyarrow.RecordBatch`` es of one planned task (at most about ``_CHUNK_BYTES`` of
+    log each): the records of its byte range in ``[start_offset, end_offset)`` that a consumer
+    sees, and that the pushed filters keep (``ts_lo``/``ts_hi``: timestamps in ms,
+    ``offset_in``: offsets; absent or None when not filtered)."""
     import pyarrow as pa
+    _log_kernels_once()
     path = file_path(task["dir"], task["segment"], LOG_SUFFIX)
     buf = open_buffer(path)
     end = min(task["end_pos"], len(buf)) if task["end_pos"] is not None else len(buf)
@@ -41,8 +56,11 @@ def read_task(task: dict[str, Any]) -> Iterator[pyarrow.RecordBatch]:
         log.warning("stopping at corrupt data (failOnDataLoss=false): %s", error)
     schema = arrow_schema(task["include_headers"])
     state = _TaskState(task)
-    start = 0
+    batches = batches[state.batch_mask(batches)]
+    if len(batches) == 0:
+        return
     sizes = np.cumsum(batches["size"].astype(np.int64))
+    start = 0
     while start < len(batches):
         stop_at = int(np.searchsorted(sizes, (sizes[start - 1] if start else 0) + _CHUNK_BYTES,
                                       side="right"))
@@ -51,34 +69,79 @@ def read_task(task: dict[str, Any]) -> Iterator[pyarrow.RecordBatch]:
         start = stop_at
         table = decode_batches(buf, chunk, path)
         keep = state.mask(chunk, table)
-        if keep.any():
-            yield _to_arrow(table.slice(keep), task, schema, pa)
-        if state.done:
-            break
+        if keep is not None:
+            if not keep.any():
+                continue
+            table = table.slice(keep)
+        yield _to_arrow(table, task, schema, pa)
+        del table
 
 
 class _TaskState:
-    """Which records of a task are returned: its offset range, no control records, and for
-    read_committed none of an aborted transaction's."""
+    """Which records of a task are returned: its offset range, no control records, for
+    read_committed none of an aborted transaction's, and those the pushed filters keep."""
 
     def __init__(self, task):
         self.start_offset = task["start_offset"]
         self.end_offset = task["end_offset"]
         self.aborted = AbortedTxnFilter(task["aborted"]) if task["committed"] else None
-        self.done = False
+        self.ts_lo = task.get("ts_lo")
+        self.ts_hi = task.get("ts_hi")
+        offset_in = task.get("offset_in")
+        self.offset_in = None if offset_in is None else np.asarray(offset_in, np.int64)
+
+    def batch_mask(self, batches):
+        """The batches that may hold a record returned: some offset in range, a max
+        timestamp not below ``ts_lo``, not an aborted transaction's. Control batches in range
+        are kept: they are decoded (and their keys checked) as a consumer parses them."""
+        keep = batches["last_offset"] >= self.start_offset
+        if self.aborted is not None:
+            # over every batch in order: the filter follows the markers (control batches)
+            keep &= ~self.aborted.aborted_mask(batches)
+        v2 = batches["magic"] == 2
+        # A legacy compressed wrapper carries its last inner offset only: its first is known
+        # once decoded, so it is kept whenever its last offset is in range.
+        if self.end_offset is not None:
+            keep &= ~v2 | (batches["base_offset"] < self.end_offset)
+        control = (batches["attributes"] & CONTROL_MASK) != 0
+        if self.ts_lo is not None:
+            # a v2 batch's max timestamp bounds its records' (Kafka's LogValidator sets it)
+            keep &= ~v2 | control | (batches["max_timestamp"] >= self.ts_lo)
+        if self.offset_in is not None:
+            first = np.searchsorted(self.offset_in, batches["base_offset"], side="left")
+            after_last = np.searchsorted(self.offset_in, batches["last_offset"], side="right")
+            keep &= control | ~v2 | (after_last > first)
+        return keep
 
     def mask(self, batches, table):
-        offsets = table.records["offset"]
-        keep = offsets >= self.start_offset
-        if self.end_offset is not None:
-            keep &= offsets < self.end_offset
-        # consumers never see control records
-        keep &= (batches["attributes"][table.batch] & CONTROL_MASK) == 0
-        if self.aborted is not None:
-            keep &= ~self.aborted.aborted_mask(batches)[table.batch]
-        if self.end_offset is not None and len(offsets) and offsets[-1] >= self.end_offset:
-            self.done = True
+        """The records of ``table`` (decoded from ``batches``, all passed by
+        ``batch_mask``) to return, or None for all of them."""
+        recs = table.records
+        n = len(recs)
+        if n == 0:
+            return None
+        offsets = recs["offset"]
+        keep = None
+        control = (batches["attributes"] & CONTROL_MASK) != 0
+        if control.any():           # consumers never see control records
+            keep = ~control[table.batch]
+        if offsets[0] < self.start_offset:
+            keep = _and(keep, offsets >= self.start_offset)
+        if self.end_offset is not None and offsets[-1] >= self.end_offset:
+            keep = _and(keep, offsets < self.end_offset)
+        if self.ts_lo is not None or self.ts_hi is not None:
+            ts = recs["timestamp"]
+            if self.ts_lo is not None:
+                keep = _and(keep, ts >= self.ts_lo)
+            if self.ts_hi is not None:
+                keep = _and(keep, ts < self.ts_hi)
+        if self.offset_in is not None:
+            keep = _and(keep, np.isin(offsets, self.offset_in))
         return keep
+
+
+def _and(keep, more):
+    return more if keep is None else keep & more
 
 
 def _binary(pa, type_, data, positions, lengths):
