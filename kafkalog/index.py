@@ -170,7 +170,7 @@ class _MappedIndex:
             # (a broker, a Log in another process) trims its indexes at roll and close, and a
             # read of a mapped page past the new end is a SIGBUS that kills the reader.
             self._data = _read_at_most(fd, self._length)
-            self._length = self._round_down(len(self._data))
+            self._length = len(self._data)
         self._rebind_view()
 
     def _rebind_view(self):

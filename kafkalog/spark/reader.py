@@ -12,7 +12,7 @@ import numpy as np
 
 from kafkalog._kernels import gather_spans, walk_batches
 from kafkalog._layout import WALK_CORRUPT, WALK_INVALID
-from kafkalog.errors import CorruptRecordError
+from kafkalog.errors import CorruptRecordError, KafkaLogError, OffsetOutOfRangeError
 from kafkalog.files import LOG_SUFFIX, file_path
 from kafkalog.isolation import AbortedTxnFilter
 from kafkalog.records import CONTROL_MASK, decode_batches, open_buffer
@@ -43,7 +43,20 @@ def read_task(task: dict[str, Any]) -> Iterator[pyarrow.RecordBatch]:
     import pyarrow as pa
     _log_kernels_once()
     path = file_path(task["dir"], task["segment"], LOG_SUFFIX)
-    buf = open_buffer(path)
+    try:
+        buf = open_buffer(path)
+    except FileNotFoundError as e:
+        if isinstance(e, KafkaLogError):
+            raise
+        # Deleted after planning (retention, a compacted log's swap): its offsets are gone,
+        # which Spark's Kafka source reports as data loss.
+        lost = (f"{task['topic']}-{task['partition']}: segment {task['segment']} was "
+                f"deleted after planning, offsets [{task['start_offset']}, "
+                f"{task['end_offset']}) are no longer in the log")
+        if task["fail_on_data_loss"]:
+            raise OffsetOutOfRangeError(lost) from e
+        log.warning("%s (failOnDataLoss=false: skipped)", lost)
+        return
     end = min(task["end_pos"], len(buf)) if task["end_pos"] is not None else len(buf)
     batches, status, stop, message = walk_batches(buf, task["start_pos"], end,
                                                   validate_crc=task["validate_crc"],
