@@ -1,4 +1,6 @@
 """kafkalog: Apache Kafka's log storage layer for Python, with a Cython core."""
+from typing import TYPE_CHECKING, Any
+
 from kafkalog._version import __version__  # noqa: E402
 
 from kafkalog import errors  # noqa: E402
@@ -16,6 +18,22 @@ from kafkalog.segment import FetchDataInfo, LogSegment  # noqa: E402
 from kafkalog.log import Log, LogAppendInfo, LogOffsetSnapshot  # noqa: E402
 from kafkalog.manager import LogManager  # noqa: E402
 
+if TYPE_CHECKING:
+    from kafkalog import arrow
+    from kafkalog.arrow import read_arrow, read_pandas, record_batch_reader
+
+# kafkalog.arrow (and the Spark planner it uses) is imported when first asked for; it imports
+# pyarrow and pandas only when called (MissingArrowExtraError without them).
+_ARROW_NAMES = ("read_arrow", "read_pandas", "record_batch_reader")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _ARROW_NAMES or name == "arrow":
+        import importlib
+        module = importlib.import_module("kafkalog.arrow")
+        return module if name == "arrow" else getattr(module, name)
+    raise AttributeError(f"module 'kafkalog' has no attribute {name!r}")
+
 
 def compiled() -> bool:
     """True when the Cython kernels are in use (not the pure-Python reference)."""
@@ -27,5 +45,6 @@ __all__ = [
     "TimestampType", "ControlType", "build_batch", "build_control_batch", "iter_batches",
     "decode_batches", "OffsetIndex", "TimeIndex", "TransactionIndex", "AbortedTxn",
     "OffsetPosition", "TimestampOffset", "LogConfig", "LogSegment", "FetchDataInfo", "Log",
-    "LogAppendInfo", "LogOffsetSnapshot", "LogManager",
+    "LogAppendInfo", "LogOffsetSnapshot", "LogManager", "arrow", "read_arrow", "read_pandas",
+    "record_batch_reader",
 ]

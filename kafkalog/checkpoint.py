@@ -11,6 +11,7 @@ import logging
 import os
 from typing import TYPE_CHECKING, Mapping, NamedTuple, Sequence
 
+from kafkalog import storage
 from kafkalog.errors import CorruptCheckpointError, NotARegularFileError
 from kafkalog.files import (
     CLEAN_SHUTDOWN_FILE, CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
@@ -163,7 +164,7 @@ class LogDirCheckpoints:
         self.log_dir = os.fspath(log_dir)
         self.problems: list[str] = []
         self.offsets = {field: self._read(name) for field, name in self.NAMES.items()}
-        self.clean_shutdown = os.path.exists(os.path.join(self.log_dir, CLEAN_SHUTDOWN_FILE))
+        self.clean_shutdown = storage.exists(os.path.join(self.log_dir, CLEAN_SHUTDOWN_FILE))
 
     def _read(self, name):
         path = os.path.join(self.log_dir, name)

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 
-from kafkalog import codecs
+from kafkalog import codecs, storage
 from kafkalog._kernels import span_bytes, walk_batches
 from kafkalog._layout import BATCH_DTYPE, LOG_OVERHEAD, WALK_CORRUPT, WALK_END
 from kafkalog.checkpoint import read_leader_epoch_checkpoint
@@ -246,7 +246,7 @@ class _SegmentScan:
         self.options = options
         self.report = report
         try:
-            self.size = os.path.getsize(self.path)
+            self.size = storage.size_of(self.path)
         except OSError as e:            # removed meanwhile (a .deleted rename)
             report.add(self.path, None, f"cannot read the segment: {e}")
             self.size = 0
@@ -269,7 +269,7 @@ class _SegmentScan:
         if self.end == 0:
             return
         try:
-            f = open(self.path, "rb")
+            f = storage.open_file(self.path)
         except OSError as e:
             self.report.add(self.path, None, f"cannot read the segment: {e}")
             return
@@ -515,7 +515,7 @@ def _index_or_problem(cls, path, base_offset, report):
     """``_read_index``'s result, None when there is no file, or a dict with ``error`` when it
     cannot be read (reported). A partial entry at the end is reported and left out (Kafka's
     sanity check refuses such a file; its readers ignore the partial entry)."""
-    if not os.path.exists(path):
+    if not storage.exists(path):
         return None
     try:
         read = _read_index(cls, path, base_offset)
@@ -534,7 +534,7 @@ def _index_or_problem(cls, path, base_offset, report):
 
 def _size_or_none(path):
     try:
-        return os.path.getsize(path)
+        return storage.size_of(path)
     except OSError:
         return None
 
@@ -548,7 +548,7 @@ def _txn_entry_dicts(entries):
 def _txn_index(path, base_offset, report):
     """The ``txn_index`` entry; a damaged file is reported and the whole entries before the
     damage listed."""
-    if not os.path.exists(path):
+    if not storage.exists(path):
         return None
     d = {"file": os.path.basename(path), "file_size": _size_or_none(path)}
     try:
@@ -564,9 +564,8 @@ def _txn_entries_before_damage(path):
     # TransactionIndex refuses the whole file; the entries before the damage still tell what
     # was aborted.
     try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError:
+        data = storage.read_file(path)
+    except (OSError, KafkaLogError):
         return []
     whole = len(data) - len(data) % TXN_ENTRY_DTYPE.itemsize
     entries = np.frombuffer(data[:whole], TXN_ENTRY_DTYPE)
@@ -612,7 +611,7 @@ def _snapshot(path, report):
 
 
 def _leader_epochs(path, report):
-    if not os.path.exists(path):
+    if not storage.exists(path):
         return None
     try:
         return [{"epoch": e, "start_offset": o} for e, o in read_leader_epoch_checkpoint(path)]
@@ -624,6 +623,10 @@ def _leader_epochs(path, report):
 def _file_sizes(path, names):
     """Name and size of every regular file; a file that vanishes meanwhile (a ``.deleted``
     segment removed by a running log) is left out."""
+    if storage.is_remote(path):
+        wanted = set(names)
+        return [{"name": e.name, "size": e.size} for e in storage.list_dir(path)
+                if e.is_file and e.name in wanted]
     out = []
     for n in names:
         try:
@@ -641,7 +644,7 @@ def _file_sizes(path, names):
 def _partition_dirs(path):
     """The partition directories a dump of ``path`` covers (a directory that is none, e.g. an
     empty one, is dumped as itself)."""
-    return partition_dirs(path, named=True) or [os.path.abspath(path)]
+    return partition_dirs(path, named=True) or [storage.abspath(path)]
 
 
 KRAFT_SNAPSHOT = "kraft-snapshot"
@@ -659,7 +662,7 @@ def _file_kind(path):
     elif kind not in (LOG_SUFFIX, SNAPSHOT_SUFFIX) + INDEX_SUFFIXES:
         raise KafkaLogError(f"{path}: not a partition directory or a Kafka segment, index, "
                             f"snapshot, KRaft snapshot or checkpoint file")
-    if not os.path.isfile(path):
+    if not storage.isfile(path):
         raise FileNotFoundError(f"{path}: no such file")
     return kind, parsed[0] if parsed else None
 
@@ -684,7 +687,8 @@ _dumps = json.dumps
 
 
 def iter_json(path: StrPath, options: DumpOptions | None = None,
-              report: DumpReport | None = None) -> Iterator[str]:
+              report: DumpReport | None = None,
+              storage_options: dict[str, Any] | None = None) -> Iterator[str]:
     """Yield the ``dump --json`` output of ``path`` in pieces of text.
 
     ``path`` is a partition directory, a log dir (one document per partition directory) or a
@@ -696,8 +700,8 @@ def iter_json(path: StrPath, options: DumpOptions | None = None,
     """
     options = _options(options)
     report = DumpReport() if report is None else report
-    path = os.fspath(path)
-    if os.path.isdir(path):
+    path = storage.configure(os.fspath(path), storage_options)
+    if storage.isdir(path):
         for d in _partition_dirs(path):
             yield from _partition_json(d, options, report)
             yield "\n"
@@ -707,11 +711,11 @@ def iter_json(path: StrPath, options: DumpOptions | None = None,
 
 
 def _partition_json(path, options, report):
-    path = os.path.abspath(path)
+    path = storage.abspath(path)
     first_problem = len(report.problems)
     name = os.path.basename(path)
     topic, partition = topic_partition_or_none(name) or (name, None)
-    names = sorted(os.listdir(path))
+    names = sorted(storage.listdir(path))
     head = {"dir": name, "topic": topic, "partition": partition,
             "records_mode": options.records, "files": _file_sizes(path, names)}
     if options.limits():
@@ -880,14 +884,16 @@ def dump_segment(log_path: StrPath, records_mode: str = "full",
 
 
 def dump_path(path: StrPath, records_mode: str = "full", options: DumpOptions | None = None,
-              report: DumpReport | None = None
+              report: DumpReport | None = None, storage_options: dict[str, Any] | None = None
               ) -> dict[str, Any] | list[dict[str, Any]]:
     """The document of a partition directory or of one segment, index, snapshot or checkpoint
-    file, as a dict; for a log dir, a list of its partitions' documents."""
+    file, as a dict; for a log dir, a list of its partitions' documents. ``path`` may be an
+    fsspec URL (``s3://...``), with the filesystem's ``storage_options``."""
     options = _options(options, records_mode)
+    path = storage.configure(os.fspath(path), storage_options)
     docs = [json.loads(line) for line in
             "".join(iter_json(path, options, report)).splitlines()]
-    if os.path.isdir(path) and _partition_dirs(path) != [os.path.abspath(path)]:
+    if storage.isdir(path) and _partition_dirs(path) != [storage.abspath(path)]:
         return docs
     return docs[0]
 
@@ -896,7 +902,8 @@ def dump_path(path: StrPath, records_mode: str = "full", options: DumpOptions | 
 # Text, streamed: kafka-dump-log --deep-iteration --print-data-log, plus the damage found
 
 def iter_text(path: StrPath, options: DumpOptions | None = None,
-              report: DumpReport | None = None) -> Iterator[str]:
+              report: DumpReport | None = None,
+              storage_options: dict[str, Any] | None = None) -> Iterator[str]:
     """Yield a readable listing of ``path`` (as ``iter_json`` takes) in pieces of text, each
     one or more whole lines ending in a newline.
 
@@ -906,8 +913,8 @@ def iter_text(path: StrPath, options: DumpOptions | None = None,
     """
     options = _options(options)
     report = DumpReport() if report is None else report
-    path = os.fspath(path)
-    if os.path.isdir(path):
+    path = storage.configure(os.fspath(path), storage_options)
+    if storage.isdir(path):
         for d in _partition_dirs(path):
             yield from _partition_text(d, options, report)
         return
@@ -919,12 +926,12 @@ def _lines(lines):
 
 
 def _partition_text(path, options, report):
-    path = os.path.abspath(path)
+    path = storage.abspath(path)
     name = os.path.basename(path)
     tp = topic_partition_or_none(name)
     yield (f"Partition directory {name} (topic {tp[0]}, partition {tp[1]})\n" if tp else
            f"Partition directory {name}\n")
-    names = sorted(os.listdir(path))
+    names = sorted(storage.listdir(path))
     for base in _segments_in_range(offsets_of(names, LOG_SUFFIX), options):
         yield from _segment_text(file_path(path, base, LOG_SUFFIX), options, report)
     for _, checkpoint in kraft_snapshot_files(path):      # KRaft snapshots dump like segments
@@ -932,7 +939,7 @@ def _partition_text(path, options, report):
     for o in offsets_of(names, SNAPSHOT_SUFFIX):
         yield _lines(_snapshot_lines(file_path(path, o, SNAPSHOT_SUFFIX), report))
     checkpoint = os.path.join(path, LEADER_EPOCH_CHECKPOINT)
-    if os.path.exists(checkpoint):
+    if storage.exists(checkpoint):
         yield _lines(_epoch_lines(checkpoint, report))
 
 
@@ -995,7 +1002,7 @@ def _decoder_of(log_path, options):
     """The internal-topic decoder for a segment's records, or None."""
     if options.decoder != "auto":
         return None if options.decoder == "none" else options.decoder
-    tp = topic_partition_or_none(os.path.basename(os.path.dirname(os.path.abspath(log_path))))
+    tp = topic_partition_or_none(os.path.basename(os.path.dirname(storage.abspath(log_path))))
     return decoder_for_topic(tp[0]) if tp else None
 
 

@@ -3,6 +3,9 @@
 Every failure caused by bad input (a corrupt file, an invalid argument) is one of these, so
 callers can tell "the data is damaged" from "the program is wrong".
 """
+from __future__ import annotations
+
+from typing import Iterable
 
 
 class KafkaLogError(Exception):
@@ -115,22 +118,37 @@ class LogNotFoundError(KafkaLogError, FileNotFoundError):
     """A read-only open of a partition directory that does not exist (or holds no segment)."""
 
 
-class MissingSparkExtraError(KafkaLogError, ImportError):
-    """A ``kafkalog.spark`` function was called without the ``spark`` extra installed.
+class MissingExtraError(KafkaLogError, ImportError):
+    """A function was called without the optional packages of its extra installed.
 
     Attributes
     ----------
     missing : tuple of str
-        The modules that could not be imported (``pyspark``, ``pyarrow``, ``pandas``).
+        The modules that could not be imported.
     """
+    extra = ""
+    module = "kafkalog"
 
-    def __init__(self, missing, function):
+    def __init__(self, missing: Iterable[str], function: str) -> None:
         self.missing = tuple(missing)
         super().__init__(
-            f"kafkalog.spark.{function} needs {', '.join(self.missing)}, which "
+            f"{self.module}.{function} needs {', '.join(self.missing)}, which "
             f"{'is' if len(self.missing) == 1 else 'are'} not installed: install "
-            f"kafkalog[spark] (pip install 'kafkalog[spark]'; from a clone, "
-            f"pip install '.[spark]')")
+            f"kafkalog[{self.extra}] (pip install 'kafkalog[{self.extra}]'; from a clone, "
+            f"pip install '.[{self.extra}]')")
+
+
+class MissingSparkExtraError(MissingExtraError):
+    """A ``kafkalog.spark`` function was called without the ``spark`` extra (pyspark,
+    pyarrow, pandas)."""
+    extra = "spark"
+    module = "kafkalog.spark"
+
+
+class MissingArrowExtraError(MissingExtraError):
+    """``kafkalog.read_arrow`` and its kin were called without the ``arrow`` extra (pyarrow,
+    pandas)."""
+    extra = "arrow"
 
 
 class CleaningAbortedError(KafkaLogError):
@@ -163,6 +181,34 @@ class UnknownCodecError(UnsupportedCompressionError, CorruptRecordError):
     (Kafka's ``CompressionType.forId`` refuses it), so both ``except`` clauses catch it."""
 
 
+class ObjectStorageError(KafkaLogError):
+    """A request to remote storage (an fsspec URL: ``s3://``, ``gs://``, ``hdfs://``, ...)
+    failed after the client's retries.
+
+    Attributes
+    ----------
+    url : str or None
+        The object or prefix the request was for.
+    """
+
+    def __init__(self, message, url=None):
+        super().__init__(message)
+        self.url = url
+
+
+class StorageAccessDeniedError(ObjectStorageError):
+    """Remote storage refused the credentials (HTTP 403, wrong or missing keys)."""
+
+
+class ObjectChangedError(ObjectStorageError):
+    """A remote object was deleted, truncated or replaced after the log listing it was
+    opened: its bytes no longer match what the read was planned on."""
+
+
+class ReadOnlyStorageError(KafkaLogError):
+    """A writable open of a remote URL: remote logs are read-only (``read_only=True``)."""
+
+
 __all__ = [
     "KafkaLogError",
     "CorruptRecordError",
@@ -184,9 +230,15 @@ __all__ = [
     "InvalidConfigError",
     "CleaningAbortedError",
     "LogNotFoundError",
+    "MissingExtraError",
     "MissingSparkExtraError",
+    "MissingArrowExtraError",
     "InternalRecordError",
     "NotARegularFileError",
     "LogClosedError",
     "UnknownCodecError",
+    "ObjectStorageError",
+    "StorageAccessDeniedError",
+    "ObjectChangedError",
+    "ReadOnlyStorageError",
 ]

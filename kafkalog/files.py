@@ -107,8 +107,9 @@ def offsets_of(names: Iterable[str], suffix: str, state: str = "") -> list[int]:
 
 def holds_segments(directory: StrPath) -> bool:
     """True when ``directory`` holds at least one ``.log`` segment file."""
+    from kafkalog import storage
     try:
-        return any(is_file_of(n, LOG_SUFFIX) for n in os.listdir(directory))
+        return any(is_file_of(n, LOG_SUFFIX) for n in storage.listdir(directory))
     except (FileNotFoundError, NotADirectoryError):
         return False
 
@@ -141,7 +142,11 @@ def open_regular(path: StrPath, flags: int = os.O_RDONLY, mode: int = 0o644) -> 
 
 
 def read_regular_file(path: StrPath) -> bytes:
-    """The bytes of a small file (a checkpoint, a snapshot), which must be a regular file."""
+    """The bytes of a small file (a checkpoint, a snapshot), which must be a regular file
+    (a remote URL is read whole through ``storage``; a missing one is FileNotFoundError)."""
+    from kafkalog import storage
+    if storage.is_remote(path):
+        return storage.read_file(path)
     with os.fdopen(open_regular(path), "rb") as f:
         return f.read()
 
@@ -167,8 +172,9 @@ def parse_kraft_snapshot_name(name: str) -> KRaftSnapshotId | None:
 
 def kraft_snapshot_files(directory: StrPath) -> list[tuple[KRaftSnapshotId, str]]:
     """(id, path) of every KRaft snapshot in a partition directory, oldest first."""
+    from kafkalog import storage
     found = []
-    for name in os.listdir(directory):
+    for name in storage.listdir(directory):
         sid = parse_kraft_snapshot_name(name)
         if sid is not None:
             found.append((sid, os.path.join(os.fspath(directory), name)))
@@ -241,7 +247,17 @@ def partition_dirs(path: StrPath, named: bool = False) -> list[str]:
     def is_partition(directory: str) -> bool:
         return holds_segments(directory) or \
             (named and topic_partition_or_none(os.path.basename(directory)) is not None)
-    path = os.path.abspath(os.fspath(path))
+    from kafkalog import storage
+    path = str(storage.normalize(os.fspath(path)))
+    if storage.is_remote(path):
+        entries = storage.list_dir(path)
+        if any(e.is_file and is_file_of(e.name, LOG_SUFFIX) for e in entries):
+            return [path]
+        if named and topic_partition_or_none(os.path.basename(path)) is not None:
+            return [path]
+        return [os.path.join(path, e.name) for e in entries
+                if e.is_dir and is_partition(os.path.join(path, e.name))]
+    path = os.path.abspath(path)
     if is_partition(path):
         return [path]
     found = []

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterator, NamedTuple, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from kafkalog import storage
 from kafkalog._kernels import (
     IndexView, index_lookup_many, index_search, index_entries,
     index_valid_entries,
@@ -113,7 +114,7 @@ class _MappedIndex:
         """``empty``: read-only, no entries, the file not even opened (for readers of a
         directory whose index is missing or damaged: a lookup then scans from the segment's
         start)."""
-        self.path = os.fspath(path)
+        self.path = storage.normalize(os.fspath(path))
         self.base_offset = base_offset
         self.max_index_size = max_index_size
         self.writable = writable and not empty
@@ -122,10 +123,18 @@ class _MappedIndex:
         self._data = b""        # a read-only index's entries, copied
         self._view: Any = None  # the held IndexView
         self._n = 0
-        newly_created = empty or not os.path.exists(self.path)
+        remote = not empty and storage.is_remote(self.path)
+        if remote and writable:
+            storage.check_writable(self.path)
+        newly_created = empty or (not remote and not os.path.exists(self.path))
         if empty:
             self._length = 0
             self._map(None)
+        elif remote:
+            # read whole, as a local reader copies it (a missing object: FileNotFoundError)
+            self._data = storage.read_file(self.path)
+            self._length = self._round_down(len(self._data))
+            self._rebind_view()
         else:
             if newly_created and not writable:
                 raise FileNotFoundError(self.path)
@@ -147,10 +156,13 @@ class _MappedIndex:
 
     @classmethod
     @contextlib.contextmanager
-    def reading(cls: type[_Index], path: StrPath, base_offset: int) -> Iterator[_Index]:
+    def reading(cls: type[_Index], path: StrPath, base_offset: int,
+                storage_options: dict[str, Any] | None = None) -> Iterator[_Index]:
         """An existing index opened read-only with only its written entries (the all-zero
-        tail a crash leaves in a preallocated index is left out); released on exit."""
-        index = cls(path, base_offset, writable=False)
+        tail a crash leaves in a preallocated index is left out); released on exit. ``path``
+        may be an fsspec URL (read whole), with the filesystem's ``storage_options``."""
+        index = cls(storage.configure(os.fspath(path), storage_options), base_offset,
+                    writable=False)
         try:
             index.drop_zero_tail()
             yield index
@@ -702,15 +714,14 @@ class TransactionIndex:
     """
 
     def __init__(self, path: StrPath, base_offset: int) -> None:
-        self.path = os.fspath(path)
+        self.path = storage.normalize(os.fspath(path))
         self.base_offset = base_offset
         self._last_offset: int | None = None
         self._lock = threading.RLock()
 
     def _read(self):
         try:
-            with open(self.path, "rb") as f:
-                data = f.read()
+            data = storage.read_file(self.path)
         except FileNotFoundError:
             return np.empty(0, TXN_ENTRY_DTYPE)
         if len(data) % TXN_INDEX_ENTRY_SIZE:

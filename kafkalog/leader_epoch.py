@@ -6,6 +6,7 @@ import os
 import threading
 
 from kafkalog.checkpoint import read_leader_epoch_checkpoint, write_leader_epoch_checkpoint
+from kafkalog import storage
 from kafkalog.files import LEADER_EPOCH_CHECKPOINT
 
 UNDEFINED_EPOCH = -1
@@ -28,7 +29,7 @@ class LeaderEpochCache:
         """The cache of a partition directory, from its checkpoint file (created empty when
         missing and ``create``); ``read_only``: changes stay in memory, never written."""
         path = os.path.join(directory, LEADER_EPOCH_CHECKPOINT)
-        if os.path.exists(path):
+        if storage.exists(path):
             return cls(None if read_only else path, read_leader_epoch_checkpoint(path))
         cache = cls(path if create else None)
         if create:

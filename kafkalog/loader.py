@@ -13,6 +13,7 @@ import stat
 
 import numpy as np
 
+from kafkalog import storage
 from kafkalog._kernels import walk_batches
 from kafkalog.errors import (
     CorruptIndexError, IndexOffsetOverflowError, InvalidOffsetError, KafkaLogError,
@@ -83,14 +84,19 @@ def rebuild_producer_state(directory, segments, log_end_offset, read_only=False)
     loaded = state.load_latest_snapshot(log_end_offset, delete_corrupt=not read_only)
     start = loaded if loaded is not None else (segments[0].base_offset if len(segments) else 0)
     for segment in segments.range(start):
-        if segment.size == 0:
-            continue
+        if segment.size == 0 or start >= log_end_offset:
+            continue        # nothing to apply (a snapshot at the log end): no read at all
         buf = segment.buffer()
         batches = walk_batches(buf, 0, validate_crc=False)[0]
         batches = batches[(batches["last_offset"] >= start)
                           & (batches["last_offset"] < log_end_offset)]
         state.apply_batches(buf, batches, segment.log_path)
     return state
+
+
+def _entry_size(entry):
+    """Bytes of a directory entry: an ``os.DirEntry`` or a ``storage.Entry``."""
+    return entry.size if isinstance(entry, storage.Entry) else entry.stat().st_size
 
 
 def _remove_quietly(path):
@@ -234,7 +240,11 @@ class LogLoader:
         file with a state suffix) that is not one is skipped with its segment, and reported;
         one where an index of a segment that is loaded must be is an error
         (NotARegularFileError), since the log could not be read correctly without it.
-        (Snapshots and checkpoints are read through ``files.read_regular_file``.)"""
+        (Snapshots and checkpoints are read through ``files.read_regular_file``.) In remote
+        storage every object is a regular file; a prefix named like one is skipped."""
+        if storage.is_remote(self.directory):
+            self._screen_remote()
+            return
         with os.scandir(self.directory) as scan:
             entries = list(scan)
         odd = {}
@@ -279,6 +289,18 @@ class LogLoader:
             self.report.add("skipped_file", name, parsed[0],
                             reason=f"{kind}, not a regular file: never opened")
 
+    def _screen_remote(self):
+        for entry in storage.list_dir(self.directory):
+            parsed = parse_file_name(entry.name)
+            if parsed is None and looks_like_log_file(entry.name):
+                self.report.add("ignored_file", entry.name,
+                                reason="named like a log file but not <20-digit offset "
+                                       "up to 2**63-1><suffix>: left alone")
+            elif parsed is not None and entry.is_dir:
+                self._skipped.add(entry.name)
+                self.report.add("skipped_file", entry.name, parsed[0],
+                                reason="a directory (prefix), not an object: never opened")
+
     def _remove_temp_files_and_complete_swaps(self):
         """Drop ``.deleted`` and ``.cleaned`` files (and ``.swap`` files of a cleaning that
         had not finished writing), then finish every replacement whose ``.swap`` files are
@@ -322,8 +344,12 @@ class LogLoader:
             s.close_handlers()
 
     def _load_segments(self):
-        with os.scandir(self.directory) as scan:
-            entries = {e.name: e for e in scan if e.name not in self._skipped}
+        if storage.is_remote(self.directory):
+            entries = {e.name: e for e in storage.list_dir(self.directory)
+                       if e.name not in self._skipped}
+        else:
+            with os.scandir(self.directory) as scan:
+                entries = {e.name: e for e in scan if e.name not in self._skipped}
         names = set(entries)
         parsed = {n: parse_file_name(n) for n in names}
         logs = {p[0] for p in parsed.values() if p is not None and p[1:] == (LOG_SUFFIX, "")}
@@ -343,7 +369,7 @@ class LogLoader:
             if p[1] != LOG_SUFFIX:
                 continue
             segment = LogSegment(self.directory, p[0], self.config, read_only=self.read_only,
-                                 time_fn=self.time_fn, size=entries[name].stat().st_size)
+                                 time_fn=self.time_fn, size=_entry_size(entries[name]))
             segment.report = self.report.add
             if not self.read_only:
                 try:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Na
 
 import numpy as np
 
-from kafkalog import checkpoint
+from kafkalog import checkpoint, storage
 from kafkalog._kernels import (
     APPEND_HAS_COMPRESSED, APPEND_HAS_PRODUCER, prepare_append, walk_batches,
 )
@@ -137,7 +137,8 @@ class Log:
              replicated: bool = False, read_only: bool = False,
              scheduler: Scheduler | None = None, time_fn: Callable[[], float] = time.time,
              topic_id: str | None = None, first_dirty_offset: int | None = None,
-             managed: bool = False, salvage_dir: StrPath | None = None) -> Log:
+             managed: bool = False, salvage_dir: StrPath | None = None,
+             storage_options: Mapping[str, Any] | None = None) -> Log:
         """Load a partition directory (created when missing) as Kafka's LogLoader does.
 
         Where not given, the recovery point, log start offset, high watermark, cleaner offset
@@ -157,9 +158,20 @@ class Log:
         every append; with ``True`` it moves only through ``update_high_watermark``.
         ``topic_id`` (Kafka's base64 topic id) is written to ``partition.metadata``; a different
         id already there is an error.
+
+        ``path`` may be an fsspec URL (``s3://bucket/dir/topic-0``, ``s3a://``, ``gs://``,
+        ``abfs://``, ``hdfs://``; ``file://`` is a local path) with ``read_only=True``:
+        ``storage_options`` are the filesystem's options (for S3 ``key``, ``secret``,
+        ``endpoint_url``, ``client_kwargs``, ...; else the standard environment). A writable
+        open of a URL raises ReadOnlyStorageError, a missing one LogNotFoundError.
         """
         config = config if isinstance(config, LogConfig) else LogConfig(config)
-        path = os.path.abspath(os.fspath(path))
+        path = storage.configure(os.fspath(path), storage_options)
+        if storage.is_remote(path):
+            return cls._open_remote(path, config, recovery_point, log_start_offset,
+                                    clean_shutdown, high_watermark, replicated, read_only,
+                                    scheduler, time_fn, topic_id, first_dirty_offset)
+        path = os.path.abspath(path)
         if not os.path.isdir(path) and read_only:
             raise LogNotFoundError(f"{path}: no such partition directory")
         try:
@@ -168,6 +180,19 @@ class Log:
                              topic_id, first_dirty_offset, managed, salvage_dir)
         except OSError as e:
             raise LogDirFailureError(f"loading {path} failed: {e}", errno=e.errno) from e
+
+    @classmethod
+    def _open_remote(cls, path, config, recovery_point, log_start_offset, clean_shutdown,
+                     high_watermark, replicated, read_only, scheduler, time_fn, topic_id,
+                     first_dirty_offset):
+        if not read_only or topic_id is not None:
+            storage.check_writable(path)
+        storage.refresh(path)
+        if not storage.isdir(path):
+            raise LogNotFoundError(f"{path}: no such partition directory")
+        return cls._load(path, config, recovery_point, log_start_offset, clean_shutdown,
+                         high_watermark, replicated, True, scheduler, time_fn, None,
+                         first_dirty_offset, False, None, [])
 
     @classmethod
     def _open(cls, path, config, recovery_point, log_start_offset, clean_shutdown,

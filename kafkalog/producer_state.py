@@ -13,6 +13,7 @@ import struct
 import numpy as np
 from crc32c import crc32c
 
+from kafkalog import storage
 from kafkalog.checkpoint import write_atomically_bytes
 from kafkalog.errors import (
     CorruptSnapshotError, InvalidProducerEpochError, NotARegularFileError,
@@ -87,7 +88,7 @@ def snapshot_path(directory, offset):
 def list_snapshots(directory):
     """[(offset, path)] of the snapshot files in ``directory``, by offset."""
     out = []
-    for name in os.listdir(directory):
+    for name in storage.listdir(directory):
         parsed = parse_file_name(name)
         if parsed is not None and parsed[1:] == (SNAPSHOT_SUFFIX, ""):
             out.append((parsed[0], os.path.join(directory, name)))

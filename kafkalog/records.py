@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence, Union
 import numpy as np
 import numpy.typing as npt
 
-from kafkalog import codecs
+from kafkalog import codecs, storage
 from kafkalog._kernels import (
     check_batches, decode_legacy_records, decode_v2_records, make_records, span_bytes,
     walk_batches,
@@ -213,9 +213,12 @@ class RecordBatch:
 
 
 def open_buffer(buffer_or_path: BufferOrPath) -> Any:
-    """A read-only buffer of a path (mmap'd; an empty file gives b"") or the buffer itself."""
+    """A read-only buffer of a path (mmap'd; an empty file gives b"") or the buffer itself.
+    An fsspec URL (``s3://...``) is fetched whole by concurrent ranged GETs."""
+    if isinstance(buffer_or_path, str) and storage.is_remote(storage.normalize(buffer_or_path)):
+        return storage.open_buffer(buffer_or_path)
     if isinstance(buffer_or_path, (str, os.PathLike)):
-        with open(buffer_or_path, "rb") as f:
+        with open(storage.normalize(os.fspath(buffer_or_path)), "rb") as f:
             size = os.fstat(f.fileno()).st_size
             if size == 0:
                 return b""
@@ -224,7 +227,8 @@ def open_buffer(buffer_or_path: BufferOrPath) -> Any:
 
 
 def iter_batches(buffer_or_path: BufferOrPath, validate_crc: bool = True,
-                 strict: bool = False) -> Iterator[RecordBatch]:
+                 strict: bool = False, storage_options: dict[str, Any] | None = None
+                 ) -> Iterator[RecordBatch]:
     """Yield a ``RecordBatch`` for every batch of a ``.log`` file or a buffer of batches.
 
     Every batch's CRC is checked, as Kafka's consumer does with ``check.crcs=true``: a batch
@@ -233,7 +237,11 @@ def iter_batches(buffer_or_path: BufferOrPath, validate_crc: bool = True,
     on trusted data. Stops silently at a partial tail, like Kafka's file iterator, unless
     ``strict`` (for buffers that must hold whole batches only, such as data to append); raises
     CorruptRecordError (after yielding the batches before it) at a structural error.
+    A path may be an fsspec URL (``s3://bucket/dir/topic-0/00000000000000000000.log``), with
+    the filesystem's ``storage_options``.
     """
+    if isinstance(buffer_or_path, str):
+        buffer_or_path = storage.configure(buffer_or_path, storage_options)
     path = buffer_or_path if isinstance(buffer_or_path, (str, os.PathLike)) else None
     buf = open_buffer(buffer_or_path)
     batches, status, stop, message = walk_batches(buf, validate_crc=validate_crc,

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, NamedTuple
 
 import numpy as np
 
+from kafkalog import storage
 from kafkalog._kernels import find_batch, index_entries_for, walk_batches
 from kafkalog._layout import HEADER_SIZE_UP_TO_MAGIC, LEGACY_OVERHEAD_V0, LOG_OVERHEAD
 from kafkalog.errors import (
@@ -201,7 +202,11 @@ class LogSegment:
                  file_suffix: str = "", read_only: bool = False,
                  time_fn: Callable[[], float] = time.time, rng: random.Random | None = None,
                  size: int | None = None) -> None:
-        self.directory = os.fspath(directory)
+        self.directory = storage.normalize(os.fspath(directory))
+        # A remote segment (an fsspec URL) is read through storage.RangeBuffer, never written.
+        self._remote = storage.is_remote(self.directory)
+        if self._remote and not read_only:
+            storage.check_writable(self.directory)
         self.base_offset = base_offset
         self._stem = file_path(self.directory, base_offset, "")
         self.config = config
@@ -226,6 +231,8 @@ class LogSegment:
         self._index_distrusted = False
         self._final_time_entry: TimestampOffset | None = None  # written by recovery
         self._active = False       # set by LocalLog for the segment appends go to
+        if size is None and self._remote:
+            size = storage.size_of(self.log_path)
         if size is None:
             if not read_only and not os.path.exists(self.log_path):
                 self._descriptor(create=True)
@@ -336,7 +343,10 @@ class LogSegment:
         """The index at ``path`` opened and checked; None when it was damaged and must be
         rebuilt (``_pending_rebuild`` is then set)."""
         try:
-            mode = os.stat(path).st_mode
+            if self._remote:      # objects are regular files (s3fs answers from its listing)
+                mode = stat.S_IFREG if storage.exists(path) else None
+            else:
+                mode = os.stat(path).st_mode
         except FileNotFoundError:
             mode = None
         if mode is not None and not stat.S_ISREG(mode):
@@ -392,7 +402,8 @@ class LogSegment:
         if index.entries == 0:
             return
         last = index.entry(index.entries - 1)
-        if not _header_plausible(self.buffer(), last.position, self.base_offset, last.offset):
+        buf = self._buffer_for(last.position, last.position + HEADER_SIZE_UP_TO_MAGIC)
+        if not _header_plausible(buf, last.position, self.base_offset, last.offset):
             raise CorruptIndexError(
                 f"offset index {index.path} does not match its log: its last entry "
                 f"(offset {last.offset}) points at position {last.position}, where no batch "
@@ -444,7 +455,11 @@ class LogSegment:
 
     def buffer(self) -> Any:
         """A read-only mapping of the ``.log`` file as it is now (b"" when empty). It stays
-        valid while held, even after the segment releases its own reference."""
+        valid while held, even after the segment releases its own reference. A remote
+        segment's is its ``storage.RangeBuffer`` with every block fetched (a whole-segment
+        read; ranged reads use ``_buffer_for``)."""
+        if self._remote:
+            return self._buffer_for(0, self._size)
         with self._map_lock:
             if self._size == 0:
                 return b""
@@ -465,8 +480,38 @@ class LogSegment:
         _OPEN.touch(self)
         return current
 
+    def _buffer_for(self, start, end):
+        """A buffer of the ``.log`` (positions are file positions) in which bytes [start,
+        end) are present: the mapping of a local file; for a remote one, its RangeBuffer
+        with the blocks covering [start, end) fetched (other bytes are not meaningful)."""
+        if not self._remote:
+            return self.buffer()
+        if self._size == 0:
+            return b""
+        buf = storage.range_buffer(self.log_path, self._size).ensure(start, end)
+        _OPEN.touch(self)
+        return buf
+
+    def _find_batch(self, start, offset):
+        """``find_batch`` from ``start`` to the end of the file; a remote file is fetched one
+        block further at a time until the batch is found (an index entry puts it close)."""
+        if not self._remote:
+            buf = self.buffer()
+            return find_batch(buf, min(start, len(buf)), len(buf), offset)
+        start = min(start, self._size)
+        end = start
+        while True:
+            end = min(self._size, (end // storage.BLOCK_SIZE + 1) * storage.BLOCK_SIZE)
+            buf = self._buffer_for(start, end)
+            position, size = find_batch(buf, start, end, offset) if end > start else (-1, 0)
+            if position >= 0 or end >= self._size:
+                return position, size
+
     def read_bytes(self, position: int, size: int) -> bytes:
         """``size`` bytes from ``position`` (fewer at the end of the file)."""
+        if self._remote:
+            end = min(self._size, position + size)
+            return bytes(self._buffer_for(position, end)[position:end])
         desc = self._desc
         if desc is not None and desc.fd >= 0:
             return os.pread(desc.fd, size, position)
@@ -546,6 +591,8 @@ class LogSegment:
     def translate_offset(self, offset: int, starting_position: int = 0
                          ) -> tuple[int, int] | None:
         """(position, size) of the first batch whose last offset >= ``offset``, or None."""
+        if self._remote:
+            return self._translate_remote(offset, starting_position)
         with self._scan_lock:
             buf = self.buffer()
             start = starting_position
@@ -558,6 +605,24 @@ class LogSegment:
                     else:
                         self._index_lies(mapping)
             position, size = find_batch(buf, min(start, len(buf)), len(buf), offset)
+        return None if position < 0 else (position, size)
+
+    def _translate_remote(self, offset, starting_position):
+        """``translate_offset`` fetching only the blocks the index entry and the walk from
+        it touch."""
+        with self._scan_lock:
+            start = starting_position
+            if not self._index_distrusted:
+                mapping = self.offset_index.lookup(offset)
+                if mapping.position > starting_position:
+                    buf = self._buffer_for(mapping.position,
+                                           mapping.position + HEADER_SIZE_UP_TO_MAGIC)
+                    if _header_plausible(buf, mapping.position, self.base_offset,
+                                         mapping.offset):
+                        start = mapping.position
+                    else:
+                        self._index_lies(mapping)
+            position, size = self._find_batch(start, offset)
         return None if position < 0 else (position, size)
 
     def _index_lies(self, mapping):
@@ -659,7 +724,8 @@ class LogSegment:
                 ) -> tuple[np.ndarray, int, int, str | None]:
         """Walk the segment's batches: ``(batches, status, stop, message)`` from the kernel."""
         with self._scan_lock:
-            return walk_batches(self.buffer(), start_position, validate_crc=validate_crc)
+            return walk_batches(self._buffer_for(start_position, self._size), start_position,
+                                validate_crc=validate_crc)
 
     def read_next_offset(self) -> int:
         """The offset after the last batch (the base offset when the segment is empty)."""
@@ -683,7 +749,7 @@ class LogSegment:
         position = self._checked_position(
             self.offset_index.lookup(max(ts_entry.offset, starting_offset)).position)
         with self._scan_lock:
-            buf = self.buffer()
+            buf = self._buffer_for(position, self._size)
             batches, _, _, _ = walk_batches(buf, position, validate_crc=False)
             candidates = np.nonzero(batches["max_timestamp"] >= timestamp)[0]
             for i in candidates:
@@ -705,7 +771,7 @@ class LogSegment:
 
     @property
     def last_modified_ms(self) -> int:
-        return int(os.stat(self.log_path).st_mtime * 1000)
+        return storage.modified_ms(self.log_path)
 
     # ------------------------------------------------------------------------------ roll
     def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
@@ -991,18 +1057,17 @@ def _replace_file(path, data, entry_size):
     else:
         try:
             size = os.fstat(fd).st_size
-            old = os.pread(fd, size, 0) if size <= 1 << 24 else None
-            if old == data:
+            same_entries = size >= len(data) and os.pread(fd, len(data), 0) == data
+            if same_entries and size == len(data):
                 return -1
-            if old is None:
-                before = size // entry_size
-            else:
-                before = (len(old.rstrip(b"\0")) + entry_size - 1) // entry_size
-                if old[:len(data)] == data and before * entry_size <= len(data):
-                    # the same entries and a preallocated zero tail: only the tail goes (a
-                    # reader never reads past the entries it knows)
-                    os.ftruncate(fd, len(data))
-                    return -1 if before == len(data) // entry_size else before
+            if same_entries and size <= 1 << 24 and \
+                    not np.frombuffer(os.pread(fd, size - len(data), len(data)),
+                                      np.uint8).any():
+                # the same entries and a preallocated zero tail: only the tail goes (a
+                # reader never reads past the entries it knows)
+                os.ftruncate(fd, len(data))
+                return -1
+            before = _entries_before_zero_tail(fd, size, entry_size)
         finally:
             os.close(fd)
     temp = path + DELETED_SUFFIX
@@ -1013,6 +1078,14 @@ def _replace_file(path, data, entry_size):
         os.close(fd)
     os.replace(temp, path)
     return before
+
+
+def _entries_before_zero_tail(fd, size, entry_size):
+    """How many entries an index file holds before its all-zero tail (for reports)."""
+    if size > 1 << 24:
+        return size // entry_size
+    nonzero = np.flatnonzero(np.frombuffer(os.pread(fd, size, 0), np.uint8))
+    return 0 if len(nonzero) == 0 else (int(nonzero[-1]) + entry_size) // entry_size
 
 
 def _write_all(fd, data):

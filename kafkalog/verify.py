@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
-from kafkalog import checkpoint
+from kafkalog import checkpoint, storage
 from kafkalog.errors import CorruptIndexError, CorruptSnapshotError, KafkaLogError
 from kafkalog import files
 from kafkalog.files import (
@@ -94,10 +94,12 @@ def render_problem(p: Mapping[str, Any], directory: StrPath | None = None) -> st
     return f"{p['code']}: {name}{where}: {p['message']}"
 
 
-def partition_dirs(path: StrPath) -> list[str]:
-    """The partition directories named by ``path``: itself, or those inside a log dir."""
-    path = os.path.abspath(os.fspath(path))
-    if not os.path.isdir(path):
+def partition_dirs(path: StrPath, storage_options: dict[str, Any] | None = None
+                   ) -> list[str]:
+    """The partition directories named by ``path`` (a local path or an fsspec URL): itself,
+    or those inside a log dir."""
+    path = storage.abspath(storage.configure(os.fspath(path), storage_options))
+    if not storage.isdir(path):
         raise FileNotFoundError(f"{path}: no such directory")
     found = files.partition_dirs(path)
     if not found:
@@ -115,7 +117,8 @@ class _Carry:
 
 
 def verify_partition(path: StrPath, deep: bool = True,
-                     chunk_bytes: int = DECODE_CHUNK_BYTES) -> dict[str, Any]:
+                     chunk_bytes: int = DECODE_CHUNK_BYTES,
+                     storage_options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Check every batch, record, index, snapshot and checkpoint of a partition.
 
     With ``deep`` (the default) every record of every batch is decoded, ``chunk_bytes`` of log
@@ -126,8 +129,9 @@ def verify_partition(path: StrPath, deep: bool = True,
     "records" (None unless deep), "valid_bytes", "last_offset", "crc_errors", "problems"}``.
     ``offsets`` is what the engine's read-only view of the partition says (log start and end
     offsets, high watermark, last stable offset), or None when it cannot be opened.
+    ``path`` may be an fsspec URL (``s3://...``), with the filesystem's ``storage_options``.
     """
-    path = os.path.abspath(os.fspath(path))
+    path = storage.abspath(storage.configure(os.fspath(path), storage_options))
     report: dict[str, Any] = {"dir": path, "deep": bool(deep), "offsets": None, "segments": [],
                               "problems": []}
     problems = report["problems"]
@@ -137,7 +141,7 @@ def verify_partition(path: StrPath, deep: bool = True,
     except (KafkaLogError, OSError) as e:
         problems.append(problem("cannot_open", path, f"cannot be opened read-only: {e}"))
     carry = _Carry()
-    for base in offsets_of(os.listdir(path), LOG_SUFFIX):
+    for base in offsets_of(storage.listdir(path), LOG_SUFFIX):
         seg = _verify_segment(path, base, carry, deep, chunk_bytes)
         report["segments"].append(seg)
         problems.extend(seg["problems"])
@@ -275,7 +279,7 @@ def _verify_indexes(directory, base, batches):
     problems = []
     last_offset = int(batches["last_offset"].max()) if len(batches) else base
     index_path = file_path(directory, base, INDEX_SUFFIX)
-    if not os.path.exists(index_path):
+    if not storage.exists(index_path):
         problems.append(problem("index_missing", index_path,
                                 "missing (Kafka rebuilds it by recovering the segment)"))
     else:
@@ -289,7 +293,7 @@ def _verify_indexes(directory, base, batches):
         finally:
             idx.close_handler()
     time_index_path = file_path(directory, base, TIME_INDEX_SUFFIX)
-    if not os.path.exists(time_index_path):
+    if not storage.exists(time_index_path):
         problems.append(problem("index_missing", time_index_path,
                                 "missing (Kafka rebuilds it by recovering the segment)"))
     else:
@@ -419,7 +423,7 @@ def _verify_snapshots(path, log_end):
 
 def _verify_leader_epochs(path, log_end, batch_epochs):
     epochs = os.path.join(path, LEADER_EPOCH_CHECKPOINT)
-    if not os.path.exists(epochs):
+    if not storage.exists(epochs):
         return []
     try:
         entries = checkpoint.read_leader_epoch_checkpoint(epochs)

@@ -7,6 +7,7 @@ or one of its pytest fixtures names ``FIXTURES``, ``LARGE_FIXTURES``, ``fixture_
 helpers that read fixtures (found by looking at their code when the tests are collected).
 Reading a fixture file that is not there skips the test (or the module) that tried.
 """
+import base64
 import json
 import os
 import shutil
@@ -252,3 +253,115 @@ def process_dies(log_or_manager):
         log._closed = True
         for lock in log._locks:
             lock.release()
+
+
+# ---------------------------------------------------------------------------- object storage
+S3_BUCKET = "kafkalog-test"
+
+
+class _S3:
+    """A moto S3 server on 127.0.0.1 (real HTTP: kafkalog talks to it through s3fs and
+    botocore as it would to AWS): ``endpoint``, ``options`` (fsspec storage_options),
+    ``client`` (boto3), ``url(prefix)``, ``upload(local_dir, prefix)``."""
+
+    def __init__(self, endpoint):
+        import boto3
+        self.endpoint = endpoint
+        self.bucket = S3_BUCKET
+        self.options = {"key": "testing", "secret": "testing", "endpoint_url": endpoint,
+                        "client_kwargs": {"region_name": "us-east-1"}}
+        self.client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                                   aws_access_key_id="testing", aws_secret_access_key="testing")
+        self.client.create_bucket(Bucket=self.bucket)
+        self.uploaded = set()
+
+    def url(self, prefix, scheme="s3"):
+        return f"{scheme}://{self.bucket}/{prefix}"
+
+    def upload(self, local_dir, prefix):
+        """Upload every file under ``local_dir`` to ``prefix`` (once per session)."""
+        if prefix in self.uploaded:
+            return self.url(prefix)
+        for root, _, names in os.walk(local_dir):
+            for name in names:
+                full = os.path.join(root, name)
+                rel = os.path.relpath(full, local_dir)
+                self.client.upload_file(full, self.bucket, f"{prefix}/{rel}")
+        self.uploaded.add(prefix)
+        return self.url(prefix)
+
+
+def _write_kafkalog_dir(root):
+    """A log dir written by kafkalog: two partitions, several segments, checkpoints, a
+    committed and an aborted transaction."""
+    from kafkalog.builder import build_control_batch
+    from kafkalog.manager import LogManager
+    from kafkalog import Record
+    with LogManager(root, {"segment.bytes": 20000, "index.interval.bytes": 512},
+                    background=False) as manager:
+        for partition in (0, 1):
+            log = manager.get_or_create_log("events", partition)
+            offset = 0
+            for i in range(60):
+                recs = [Record(key=f"k{i}-{j}".encode(), value=bytes([i % 251]) * (50 + j),
+                               timestamp=1_700_000_000_000 + i * 1000 + j,
+                               headers=(("h", b"v"),) if j == 0 else ())
+                        for j in range(10)]
+                if i % 20 == 7:
+                    pid = 1000 + i
+                    log.append(recs, producer_id=pid, producer_epoch=0, base_sequence=0,
+                               transactional=True)
+                    log.append(build_control_batch("abort" if i % 40 == 7 else "commit",
+                                                   producer_id=pid, producer_epoch=0))
+                else:
+                    log.append(recs)
+                offset += 10
+    return root
+
+
+@pytest.fixture(scope="session")
+def s3(tmp_path_factory):
+    """The session's moto S3 server with its bucket; stopped at the end."""
+    pytest.importorskip("moto.server")
+    pytest.importorskip("s3fs")
+    from moto.server import ThreadedMotoServer
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield _S3(f"http://{host}:{port}")
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_kafkalog_dir(s3, tmp_path_factory):
+    """(local log dir, its URL) of a log dir written by kafkalog, uploaded."""
+    local = _write_kafkalog_dir(str(tmp_path_factory.mktemp("kafkalog-written") / "logdir"))
+    return local, s3.upload(local, "kafkalog-written/logdir")
+
+
+def reference(name, headers=False, keep=lambda r, b: True):
+    """What a Kafka consumer sees in a fixture, from Kafka's own reading of it."""
+    exp = expected(FIXTURES / name)
+    out = []
+    for seg in exp["segments"]:
+        for b in seg["batches"]:
+            if b["is_control"]:
+                continue                      # consumers never see control records
+            for r in b["records"]:
+                if not keep(r, b):
+                    continue
+                # Kafka's TimestampType ids, as Spark reports them (-1 for magic 0)
+                ts_type = {"LOG_APPEND_TIME": 1, "CREATE_TIME": 0}.get(b["timestamp_type"], -1)
+                item = (exp["topic"], exp["partition"], r["offset"], r["timestamp"], ts_type,
+                        _bytes(r["key_b64"]), _bytes(r["value_b64"]))
+                if headers:
+                    item += (tuple((h["key"], _bytes(h["value_b64"])) for h in r["headers"])
+                             or None,)
+                out.append(item)
+    return sorted(out, key=lambda x: (x[0], x[1], x[2]))
+
+
+def _bytes(b64):
+    return None if b64 is None else base64.b64decode(b64)

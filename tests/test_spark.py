@@ -1,6 +1,5 @@
 """The Spark reader: both entry points against Kafka's own reading of every fixture, offset and
 timestamp ranges and read_committed against a pure-Python reference, splits, replicas."""
-import base64
 import json
 import os
 import shutil
@@ -9,7 +8,7 @@ import pytest
 
 import kafkalog.spark as ks
 
-from conftest import FIXTURES, expected, fixture_names
+from conftest import FIXTURES, expected, fixture_names, reference
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
@@ -47,32 +46,6 @@ def rows(df, headers=False):
                            for h in r.headers),)
         out.append(item)
     return sorted(out, key=lambda x: (x[0], x[1], x[2]))
-
-
-def reference(name, headers=False, keep=lambda r, b: True):
-    """What a Kafka consumer sees in a fixture, from Kafka's own reading of it."""
-    exp = expected(FIXTURES / name)
-    out = []
-    for seg in exp["segments"]:
-        for b in seg["batches"]:
-            if b["is_control"]:
-                continue                      # consumers never see control records
-            for r in b["records"]:
-                if not keep(r, b):
-                    continue
-                # Kafka's TimestampType ids, as Spark reports them (-1 for magic 0)
-                ts_type = {"LOG_APPEND_TIME": 1, "CREATE_TIME": 0}.get(b["timestamp_type"], -1)
-                item = (exp["topic"], exp["partition"], r["offset"], r["timestamp"], ts_type,
-                        _bytes(r["key_b64"]), _bytes(r["value_b64"]))
-                if headers:
-                    item += (tuple((h["key"], _bytes(h["value_b64"])) for h in r["headers"])
-                             or None,)
-                out.append(item)
-    return sorted(out, key=lambda x: (x[0], x[1], x[2]))
-
-
-def _bytes(b64):
-    return None if b64 is None else base64.b64decode(b64)
 
 
 def test_schema_equals_sparks_kafka_source(spark):

@@ -23,7 +23,8 @@ from kafkalog.spark.streaming import KafkaLogStream, offsets_json, parse_offsets
 
 import test_spark
 from conftest import FIXTURES, expected
-from test_spark import READABLE, reference, rows
+from conftest import reference
+from test_spark import READABLE, rows
 from test_spark_options import T0, append, write_topic
 
 spark = test_spark.spark          # the one session-scoped SparkSession of the suite

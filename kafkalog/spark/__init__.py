@@ -14,9 +14,9 @@ Importing this package does not need them; calling a function that does without 
 """
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
+from kafkalog._extras import require_extra
 from kafkalog.errors import MissingSparkExtraError
 from kafkalog.spark import datasource as _datasource
 from kafkalog.spark import reader as _reader
@@ -35,14 +35,7 @@ if TYPE_CHECKING:
 def require_spark_extra(function: str = "spark",
                         modules: Iterable[str] = ("pyspark", "pyarrow", "pandas")) -> None:
     """Import ``modules`` or raise ``MissingSparkExtraError`` naming the ones missing."""
-    missing: list[str] = []
-    for name in modules:
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            missing.append(name)
-    if missing:
-        raise MissingSparkExtraError(missing, function)
+    require_extra(MissingSparkExtraError, function, modules)
 
 
 _DRIVER = ("pyspark", "pyarrow", "pandas")   # mapInArrow and Python data sources need all three

@@ -13,11 +13,20 @@ records are read and segments deleted by retention are not looked for. Options a
   them, so its partitions are slots: each slot plans when it runs and reads every n-th task of
   that plan. Slots of one action plan separately; when the logs change while it runs they may
   see different ends (use ``read`` for one snapshot of live logs).
+
+Paths may be fsspec URLs (``s3://bucket/broker-1``); the ``storageOptions`` option (a JSON
+object, fsspec's options) reaches the planning and every reading task. Without it each
+process uses its filesystem's defaults (for S3 the AWS_* environment, which executors get from
+``spark.executorEnv.*``). In ``read`` the options are not written into the planned tasks' rows
+(which are shuffled): they travel with the functions Spark ships to its tasks.
 """
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+import os
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
+
+from kafkalog import storage
 
 from kafkalog.errors import InvalidConfigError
 from kafkalog.spark.options import Options, paths_option
@@ -36,29 +45,46 @@ def _request_json(paths: list[str], options: dict[str, Any]) -> str:
     return json.dumps({"paths": paths, "options": options})
 
 
-def _plan_tasks_arrow(iterator: Iterator[pyarrow.RecordBatch]
-                      ) -> Iterator[pyarrow.RecordBatch]:
-    """Plan at execution: one request row in, one row per task out."""
-    import pyarrow as pa
-    for batch in iterator:
-        for request_json in batch.column(0).to_pylist():
-            request = json.loads(request_json)
-            tasks = [json.dumps(t) for t in plan(request["paths"], request["options"])]
-            yield pa.RecordBatch.from_arrays([pa.array(tasks, pa.string())], names=["task"])
+_Arrow = Callable[[Iterator["pyarrow.RecordBatch"]], Iterator["pyarrow.RecordBatch"]]
 
 
-def _read_tasks_arrow(iterator: Iterator[pyarrow.RecordBatch]
-                      ) -> Iterator[pyarrow.RecordBatch]:
-    for batch in iterator:
-        for task_json in batch.column(0).to_pylist():
-            yield from read_task(json.loads(task_json))
+def _task_planner(storage_options: Mapping[str, Any] | None) -> _Arrow:
+    """The ``mapInArrow`` function planning at execution (one request row in, one row per
+    task out); the storage options travel in the function, not in the rows."""
+    def _plan_tasks_arrow(iterator: Iterator[pyarrow.RecordBatch]
+                          ) -> Iterator[pyarrow.RecordBatch]:
+        import pyarrow as pa
+        for batch in iterator:
+            for request_json in batch.column(0).to_pylist():
+                request = json.loads(request_json)
+                tasks = plan(request["paths"], request["options"],
+                             storage_options=storage_options)
+                rows = [json.dumps({k: v for k, v in t.items() if k != "storage_options"})
+                        for t in tasks]
+                yield pa.RecordBatch.from_arrays([pa.array(rows, pa.string())],
+                                                 names=["task"])
+    return _plan_tasks_arrow
+
+
+def _task_reader(storage_options: Mapping[str, Any] | None) -> _Arrow:
+    """The ``mapInArrow`` function reading the planned tasks' rows."""
+    def _read_tasks_arrow(iterator: Iterator[pyarrow.RecordBatch]
+                          ) -> Iterator[pyarrow.RecordBatch]:
+        for batch in iterator:
+            for task_json in batch.column(0).to_pylist():
+                task = json.loads(task_json)
+                if storage.is_remote(task["dir"]):
+                    task["storage_options"] = storage_options
+                yield from read_task(task)
+    return _read_tasks_arrow
 
 
 def _paths_list(paths: StrPath | Iterable[StrPath]) -> list[str]:
-    import os
+    """Local paths made absolute (executors may start elsewhere); URLs as given."""
     if isinstance(paths, (str, os.PathLike)):
-        return [os.path.abspath(os.fspath(paths))]
-    return [os.path.abspath(os.fspath(p)) for p in paths]
+        paths = [paths]
+    return [p if storage.is_remote(p) else os.path.abspath(p)
+            for p in (os.fspath(x) for x in paths)]
 
 
 def _json_options(options: dict[str, Any]) -> dict[str, Any]:
@@ -76,19 +102,26 @@ def read(spark: SparkSession, paths: StrPath | Iterable[StrPath], **options: Any
 
     Options are checked now (``InvalidConfigError``); every action plans again from the logs
     as they are then, in one Spark task, and reads that plan.
+
+    Paths may be fsspec URLs (``s3://bucket/broker-1``, ``s3a://...``) with the
+    ``storageOptions`` option (a JSON object of fsspec's options, or a dict); without it the
+    driver and the executors use their environment (for S3 the AWS_* variables).
     """
     opts = Options(options)
     path_list = _paths_list(paths)
+    storage_options = opts.storage_options
     # Planned now for the option errors Spark raises up front and for the number of tasks;
     # each action plans again.
     slots = max(1, len(plan(path_list, opts)))
     schema = kafka_schema(opts.include_headers)
-    request = spark.createDataFrame([(_request_json(path_list, _json_options(options)),)],
+    request_options = {k: v for k, v in _json_options(options).items()
+                       if k.lower() != "storageoptions"}
+    request = spark.createDataFrame([(_request_json(path_list, request_options),)],
                                     "request string")
-    tasks = request.mapInArrow(_plan_tasks_arrow, "task string")
+    tasks = request.mapInArrow(_task_planner(storage_options), "task string")
     # A repartition to a number of partitions is never coalesced by adaptive execution, and
     # round-robin from one partition gives each task its own Spark task.
-    return tasks.repartition(slots).mapInArrow(_read_tasks_arrow, schema)
+    return tasks.repartition(slots).mapInArrow(_task_reader(storage_options), schema)
 
 
 def _datasource_classes() -> type:

@@ -21,6 +21,7 @@ _OPTION_NAMES = {
     "minpartitions", "failondataloss", "maxrecordsperpartition",
     # kafkalog's own
     "validatecrc", "maxbytespertask", "readabovehighwatermark", "path", "paths",
+    "storageoptions",
 }
 # Spark's Kafka source options that mean nothing for files at rest: accepted, ignored.
 _IGNORED = {
@@ -109,6 +110,7 @@ class Options:
                 log.info("Kafka option %s ignored: kafkalog reads log files, not brokers", key)
         self.read_committed  # noqa: B018  (validates kafka.isolation.level)
         self.timestamp_strategy  # noqa: B018
+        self.storage_options  # noqa: B018
 
     def _validate_streaming(self) -> None:
         """Spark's ``validateStreamOptions``: no end for a stream; trigger limits checked."""
@@ -239,6 +241,26 @@ class Options:
             raise InvalidConfigError(f"startingOffsetsByTimestampStrategy must be error or "
                                      f"latest, not {v!r}")
         return v.lower()
+
+    @property
+    def storage_options(self) -> dict[str, Any] | None:
+        """kafkalog's ``storageOptions``: the fsspec options of URL paths (a JSON object, or
+        a dict), as ``storage_options`` in Python; None when not given (the filesystem's
+        defaults: for S3 the standard AWS environment). The value is never put in an error
+        message or a log line (it holds credentials)."""
+        v = self.get("storageOptions")
+        if v is None:
+            return None
+        if isinstance(v, Mapping):
+            return dict(v)
+        try:
+            parsed = json.loads(str(v))
+        except ValueError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            raise InvalidConfigError('option storageOptions must be a JSON object, e.g. '
+                                     '{"key": "...", "secret": "...", "endpoint_url": "..."}')
+        return parsed
 
     @property
     def read_committed(self) -> bool:

@@ -16,6 +16,14 @@ Offsets and timestamps are resolved as Spark's Kafka source resolves them for a 
 option wins over a by-timestamp JSON, which wins over ``startingOffsets``/``endingOffsets``;
 ``minPartitions`` divides partitions' offset ranges as ``KafkaOffsetRangeCalculator`` does, cut
 where a batch starts.
+
+Paths may be fsspec URLs (``s3://bucket/broker-1``, ``s3a://``, ``gs://``, ...; see
+``kafkalog.storage``): partitions are discovered by listing the prefix, each one opened with
+``Log.open(url, read_only=True, storage_options=...)``. The storage options (the
+``storage_options`` argument, else the ``storageOptions`` option; None: the filesystem's
+defaults, i.e. the environment of the process that reads) travel with each remote task as
+``storage_options`` so an executor reads with them; a task's ``segment_size`` is the ``.log``'s
+size when planned (a remote read fetches only the blocks of the task's byte range).
 """
 from __future__ import annotations
 
@@ -26,8 +34,9 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import numpy as np
 
+from kafkalog import storage
 from kafkalog.errors import InvalidConfigError, OffsetOutOfRangeError
-from kafkalog.files import holds_segments, topic_partition_or_none
+from kafkalog.files import LOG_SUFFIX, holds_segments, is_file_of, topic_partition_or_none
 from kafkalog.log import Log
 from kafkalog.spark.options import Options
 
@@ -43,11 +52,12 @@ class Replica:
     """One copy of a topic-partition: the engine's read-only view of its directory.
     ``log_end_is_latest``: its high watermark is the log end (``readAboveHighWatermark``)."""
 
-    def __init__(self, path, order, log_end_is_latest=False):
-        self.path = path
+    def __init__(self, path, order, log_end_is_latest=False, storage_options=None):
         self.order = order
         self.log = Log.open(path, read_only=True,
-                            high_watermark=_ABOVE_ANY_OFFSET if log_end_is_latest else None)
+                            high_watermark=_ABOVE_ANY_OFFSET if log_end_is_latest else None,
+                            storage_options=storage_options)
+        self.path = self.log.path
 
     @property
     def log_start_offset(self):
@@ -61,27 +71,61 @@ class Replica:
         self.log.close()
 
 
-def discover(paths, stack, log_end_is_latest=False):
+def discover(paths, stack, log_end_is_latest=False, storage_options=None):
     """{(topic, partition): [Replica, ...]} for every partition directory under ``paths``
-    (each replica's view closed by ``stack``, a ``contextlib.ExitStack``)."""
+    (local paths or fsspec URLs; each replica's view closed by ``stack``, a
+    ``contextlib.ExitStack``). ``storage_options``: the filesystem options of URL paths."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     found = {}
     order = 0
     for root in paths:
-        root = os.path.abspath(os.fspath(root))
-        if not os.path.isdir(root):
-            raise FileNotFoundError(f"{root}: no such directory")
-        for directory, subdirs, _ in os.walk(root):
-            subdirs.sort()
-            key = topic_partition_or_none(os.path.basename(directory))
-            if key is not None and holds_segments(directory):
-                replica = Replica(directory, order, log_end_is_latest)
-                stack.callback(replica.close)
-                found.setdefault(key, []).append(replica)
-                order += 1
-                subdirs[:] = []
+        root = storage.configure(os.fspath(root), storage_options)
+        if storage.is_remote(root):
+            directories = _remote_partition_dirs(root)
+        else:
+            directories = _local_partition_dirs(os.path.abspath(root))
+        for directory, key in directories:
+            replica = Replica(directory, order, log_end_is_latest, storage_options)
+            stack.callback(replica.close)
+            found.setdefault(key, []).append(replica)
+            order += 1
     return found
+
+
+def _local_partition_dirs(root):
+    """(directory, (topic, partition)) of the partition directories under local ``root``
+    (itself, or any directory below it), in name order."""
+    if not os.path.isdir(root):
+        raise FileNotFoundError(f"{root}: no such directory")
+    for directory, subdirs, _ in os.walk(root):
+        subdirs.sort()
+        key = topic_partition_or_none(os.path.basename(directory))
+        if key is not None and holds_segments(directory):
+            yield directory, key
+            subdirs[:] = []
+
+
+def _remote_partition_dirs(root):
+    """``_local_partition_dirs`` of a URL prefix, by listing it (one listing per prefix
+    walked; a missing prefix or bucket is LogNotFoundError naming the URL)."""
+    entries = storage.list_dir(root)
+    key = topic_partition_or_none(os.path.basename(root))
+    if key is not None and any(e.is_file and is_file_of(e.name, LOG_SUFFIX) for e in entries):
+        yield root, key
+        return
+    for e in entries:
+        if e.is_dir:
+            yield from _remote_partition_dirs(os.path.join(root, e.name))
+
+
+def _storage_options(opts, storage_options):
+    """The storage options of a plan: the argument, else the ``storageOptions`` option."""
+    given = opts.storage_options
+    if storage_options is not None and given is not None:
+        raise InvalidConfigError("give storage_options or the storageOptions option, "
+                                 "not both")
+    return dict(storage_options) if storage_options is not None else given
 
 
 def _select_topics(found, opts):
@@ -191,8 +235,15 @@ def _check_assigned(limit, keys, option):
 
 def plan(paths: StrPath | Iterable[StrPath],
          options: Options | Mapping[str, Any] | None = None,
-         pushdown: Pushdown | None = None) -> list[dict[str, Any]]:
+         pushdown: Pushdown | None = None,
+         storage_options: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """The read tasks for ``paths`` (JSON-able dicts), planned from the logs as they are now.
+
+    ``paths``: partition directories, log dirs or folders of them, local or fsspec URLs
+    (``s3://bucket/broker-1``). ``storage_options``: the filesystem's options for URL paths
+    (as ``Log.open`` takes them; else the ``storageOptions`` option; with neither, the
+    filesystem's defaults, for S3 the AWS_* environment); remote tasks carry them (as
+    ``storage_options``) for ``read_task``.
 
     ``pushdown``: filters on topic, partition, offset and timestamp (``Pushdown``) that prune
     partitions, segments and batches; the options are resolved (and checked) as without it.
@@ -208,10 +259,11 @@ def plan(paths: StrPath | Iterable[StrPath],
         _check_assigned(start, found, "startingOffsets")
         _check_assigned(end, found, "startingOffsets")   # Spark's message names the start
         return sorted(found)
-    return _plan_tasks(paths, opts, start, end, check, pushdown)
+    return _plan_tasks(paths, opts, start, end, check, pushdown,
+                       _storage_options(opts, storage_options))
 
 
-def _plan_tasks(paths, opts, start, end, keys, pushdown=None):
+def _plan_tasks(paths, opts, start, end, keys, pushdown=None, storage_options=None):
     """The tasks reading [start, end) of the partitions ``keys(found)`` picks from those
     found under ``paths``: planned per partition, split (``maxBytesPerTask``,
     ``maxRecordsPerPartition``), cut further for ``minPartitions``."""
@@ -225,7 +277,8 @@ def _plan_tasks(paths, opts, start, end, keys, pushdown=None):
     min_partitions = opts.integer("minPartitions")
     per_partition = {}
     with contextlib.ExitStack() as stack:
-        found = _select_topics(discover(paths, stack, opts.read_above_high_watermark), opts)
+        found = _select_topics(discover(paths, stack, opts.read_above_high_watermark,
+                                        storage_options), opts)
         for key in keys(found):
             replicas = sorted(found[key], key=lambda r: r.preference(), reverse=True)
             tasks = _plan_partition(key, replicas, request, pushdown)
@@ -244,6 +297,8 @@ def _plan_tasks(paths, opts, start, end, keys, pushdown=None):
     for t in tasks:
         t.pop("_segment", None)
         t.update(common)
+        # Only a remote read needs them; a local task carries no credentials.
+        t["storage_options"] = storage_options if storage.is_remote(t["dir"]) else None
     return tasks
 
 
@@ -442,6 +497,7 @@ def _segment_tasks(key, replica, lo, hi, aborted):
             "topic": key[0], "partition": key[1], "dir": replica.path,
             "segment": segment.base_offset, "start_pos": start_pos, "end_pos": end_pos,
             "start_offset": lo, "end_offset": hi, "aborted": aborted, "_segment": segment,
+            "segment_size": segment.size,
             "split_positions": positions[inside].tolist(),
             "split_offsets": offsets[inside].tolist(),
         })
@@ -467,7 +523,8 @@ def _split(task, target_bytes, max_records):
 
 # ------------------------------------------------------------------------------ streaming
 def partition_offsets(paths: StrPath | Iterable[StrPath], options: Options,
-                      resolve_start: bool = False
+                      resolve_start: bool = False,
+                      storage_options: Mapping[str, Any] | None = None
                       ) -> dict[tuple[str, int], tuple[int, int, int | None]]:
     """{(topic, partition): (earliest, latest, start)} for the partitions the options select,
     from the logs as they are now: earliest is the log start offset (over replicas), latest
@@ -475,7 +532,7 @@ def partition_offsets(paths: StrPath | Iterable[StrPath], options: Options,
     with ``readAboveHighWatermark``). ``start`` is the starting offset Spark's Kafka source
     resolves for a new streaming query (``startingTimestamp``, then
     ``startingOffsetsByTimestamp``, then ``startingOffsets``, default latest) when
-    ``resolve_start``, else None."""
+    ``resolve_start``, else None. ``storage_options`` as ``plan`` takes them."""
     start = _limit(options, "startingTimestamp", "startingOffsetsByTimestamp",
                    "startingOffsets", "latest") if resolve_start else None
     request = {"start": start, "strategy": options.timestamp_strategy,
@@ -483,7 +540,8 @@ def partition_offsets(paths: StrPath | Iterable[StrPath], options: Options,
                "committed": options.read_committed}
     out = {}
     with contextlib.ExitStack() as stack:
-        found = _select_topics(discover(paths, stack, options.read_above_high_watermark),
+        found = _select_topics(discover(paths, stack, options.read_above_high_watermark,
+                                        _storage_options(options, storage_options)),
                                options)
         if start is not None:
             _check_assigned(start, found, "startingOffsets")
@@ -506,20 +564,22 @@ def partition_offsets(paths: StrPath | Iterable[StrPath], options: Options,
 
 
 def plan_ranges(paths: StrPath | Iterable[StrPath], options: Options,
-                ranges: Mapping[tuple[str, int], tuple[int, int]]) -> list[dict[str, Any]]:
+                ranges: Mapping[tuple[str, int], tuple[int, int]],
+                storage_options: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """The read tasks for explicit offset ranges {(topic, partition): (start, end)} (a
     streaming micro-batch), split as ``plan`` splits (``maxBytesPerTask``,
     ``maxRecordsPerPartition``, ``minPartitions``). A start below the log start offset
     is an ``OffsetOutOfRangeError`` with ``failOnDataLoss`` (else read from the log start);
     read_committed ends at the last stable offset and drops aborted records. Partitions not
-    found under ``paths`` plan nothing."""
+    found under ``paths`` plan nothing. ``storage_options`` as ``plan`` takes them."""
     wanted = {k: v for k, v in ranges.items() if v[0] < v[1]}
     if not wanted:
         return []
     return _plan_tasks(paths, options,
                        _Limit("offsets", {k: v[0] for k, v in wanted.items()}),
                        _Limit("offsets", {k: v[1] for k, v in wanted.items()}),
-                       lambda found: [k for k in sorted(wanted) if k in found])
+                       lambda found: [k for k in sorted(wanted) if k in found], None,
+                       _storage_options(options, storage_options))
 
 
 # ----------------------------------------------------------------------------- filter pushdown

@@ -10,9 +10,12 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 
+from kafkalog import storage
 from kafkalog._kernels import gather_spans, walk_batches
 from kafkalog._layout import WALK_CORRUPT, WALK_INVALID
-from kafkalog.errors import CorruptRecordError, KafkaLogError, OffsetOutOfRangeError
+from kafkalog.errors import (
+    CorruptRecordError, KafkaLogError, ObjectChangedError, OffsetOutOfRangeError,
+)
 from kafkalog.files import LOG_SUFFIX, file_path
 from kafkalog.isolation import AbortedTxnFilter
 from kafkalog.records import CONTROL_MASK, decode_batches, open_buffer
@@ -39,14 +42,22 @@ def read_task(task: dict[str, Any]) -> Iterator[pyarrow.RecordBatch]:
     """Yield ``pyarrow.RecordBatch`` es of one planned task (at most about ``_CHUNK_BYTES`` of
     log each): the records of its byte range in ``[start_offset, end_offset)`` that a consumer
     sees, and that the pushed filters keep (``ts_lo``/``ts_hi``: timestamps in ms,
-    ``offset_in``: offsets; absent or None when not filtered)."""
+    ``offset_in``: offsets; absent or None when not filtered).
+
+    A remote segment (``dir`` an fsspec URL) is read with the task's ``storage_options``
+    (None: the filesystem's defaults, for S3 the AWS_* environment of this process), fetching
+    only the blocks of ``[start_pos, end_pos)`` by ranged GETs (``storage.BLOCK_SIZE``
+    aligned), never the whole object."""
     import pyarrow as pa
     _log_kernels_once()
     path = file_path(task["dir"], task["segment"], LOG_SUFFIX)
     try:
-        buf = open_buffer(path)
-    except FileNotFoundError as e:
-        if isinstance(e, KafkaLogError):
+        buf, end = _task_buffer(task, path)
+    except (FileNotFoundError, ObjectChangedError) as e:
+        # a local file gone, a remote object gone (planned with its size: no listing here)
+        deleted = isinstance(e, FileNotFoundError) and not isinstance(e, KafkaLogError) or \
+            isinstance(e, ObjectChangedError) and isinstance(e.__cause__, FileNotFoundError)
+        if not deleted:
             raise
         # Deleted after planning (retention, a compacted log's swap): its offsets are gone,
         # which Spark's Kafka source reports as data loss.
@@ -57,7 +68,6 @@ def read_task(task: dict[str, Any]) -> Iterator[pyarrow.RecordBatch]:
             raise OffsetOutOfRangeError(lost) from e
         log.warning("%s (failOnDataLoss=false: skipped)", lost)
         return
-    end = min(task["end_pos"], len(buf)) if task["end_pos"] is not None else len(buf)
     batches, status, stop, message = walk_batches(buf, task["start_pos"], end,
                                                   validate_crc=task["validate_crc"],
                                                   stop_on_invalid=True)
@@ -88,6 +98,22 @@ def read_task(task: dict[str, Any]) -> Iterator[pyarrow.RecordBatch]:
             table = table.slice(keep)
         yield _to_arrow(table, task, schema, pa)
         del table
+
+
+def _task_buffer(task, path):
+    """(buffer of the task's ``.log``, end of its byte range): the mapping of a local file;
+    for a remote one its ``storage.RangeBuffer`` with the blocks of [start_pos, end) fetched
+    (the object's size as planned, ``segment_size``, else asked for)."""
+    if not storage.is_remote(path):
+        buf = open_buffer(path)
+        end = len(buf) if task["end_pos"] is None else min(task["end_pos"], len(buf))
+        return buf, end
+    path = storage.configure(path, task.get("storage_options"))
+    size = task.get("segment_size")
+    if size is None:
+        size = storage.size_of(path)
+    end = size if task["end_pos"] is None else min(task["end_pos"], size)
+    return storage.range_buffer(path, size).ensure(task["start_pos"], end), end
 
 
 class _TaskState:
