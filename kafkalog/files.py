@@ -10,6 +10,7 @@ directory is ``<topic>-<partition>``; a deleted, future (alter-log-dirs) or stra
 from __future__ import annotations
 
 import collections
+import functools
 import os
 import re
 import stat
@@ -69,6 +70,7 @@ def file_path(directory: StrPath, offset: int, suffix: str) -> str:
     return os.path.join(directory, file_name(offset, suffix))
 
 
+@functools.lru_cache(maxsize=1 << 17)     # a load parses each name of a directory several times
 def parse_file_name(name: str) -> tuple[int, str, str] | None:
     """(offset, suffix, state suffix) of ``<20 digits><suffix>[<state suffix>]``, e.g.
     ``(42, ".log", ".swap")``; None for any other name, incl. 20 digits above the largest

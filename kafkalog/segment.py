@@ -663,22 +663,15 @@ class LogSegment:
             # Dropped, not closed: a reader still holding one keeps its mapping (of the old
             # file: a changed index is written to a new file renamed over the old).
             self._offset_index = self._time_index = None
-        if len(time_entries) and time_entries[-1, 0] >= max_ts:
-            final = time_entries
-        elif max_ts >= 0 or len(time_entries):
-            final = np.concatenate([time_entries, np.array([[max_ts, max_ts_offset]],
-                                                           dtype=np.int64)])
-        else:
-            final = time_entries
-        offset_bytes = np.empty(len(offset_entries), dtype=[("rel", ">i4"), ("pos", ">i4")])
-        offset_bytes["rel"] = offset_entries[:, 0] - self.base_offset
-        offset_bytes["pos"] = offset_entries[:, 1]
-        time_bytes = np.empty(len(final), dtype=[("ts", ">i8"), ("rel", ">i4")])
-        time_bytes["ts"] = final[:, 0]
-        time_bytes["rel"] = final[:, 1] - self.base_offset
+        base = self.base_offset
+        time_bytes = _entry_bytes(time_entries, _TIME_ENTRY, base)
+        if (not len(time_entries) or time_entries[-1, 0] < max_ts) and \
+                (max_ts >= 0 or len(time_entries)):
+            time_bytes += _TIME_ENTRY.pack(max_ts, max_ts_offset - base)
         self.rebuilt_indexes = []
-        for path, data, entry_size in ((self.index_path, offset_bytes.tobytes(), 8),
-                                       (self.time_index_path, time_bytes.tobytes(), 12)):
+        for path, data, entry_size in (
+                (self.index_path, _entry_bytes(offset_entries, _OFFSET_ENTRY, base, 0), 8),
+                (self.time_index_path, time_bytes, 12)):
             before = _replace_file(path, data, entry_size)
             if before != -1:
                 self.rebuilt_indexes.append((path, before, len(data) // entry_size))
@@ -1078,6 +1071,25 @@ def _replace_file(path, data, entry_size):
         os.close(fd)
     os.replace(temp, path)
     return before
+
+
+_OFFSET_ENTRY = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
+
+
+def _entry_bytes(entries, entry, base_offset, relative_column=1):
+    """Index file bytes of an (n, 2) int64 array of entries (absolute offsets in
+    ``relative_column``); struct for the few entries a small segment has, numpy for many."""
+    if len(entries) <= 8:
+        rows = entries.tolist()
+        for row in rows:
+            row[relative_column] -= base_offset
+        return b"".join(entry.pack(*row) for row in rows)
+    fields = entry.format[1:]
+    out = np.empty(len(entries), dtype=[("a", ">" + fields[0]), ("b", ">" + fields[1])])
+    out["a"] = entries[:, 0] - (base_offset if relative_column == 0 else 0)
+    out["b"] = entries[:, 1] - (base_offset if relative_column == 1 else 0)
+    return out.tobytes()
 
 
 def _entries_before_zero_tail(fd, size, entry_size):
