@@ -365,3 +365,18 @@ def reference(name, headers=False, keep=lambda r, b: True):
 
 def _bytes(b64):
     return None if b64 is None else base64.b64decode(b64)
+
+
+def txn0_committed():
+    """``keep`` for ``reference("txn-0", ...)``: what a read_committed consumer sees of the
+    transactional fixture (below its last stable offset, no aborted transaction's records)."""
+    exp = expected(FIXTURES / "txn-0")
+    aborted = [e for s in exp["segments"] if s["txn_index"] for e in s["txn_index"]["entries"]]
+
+    def committed(r, b):
+        if r["offset"] >= 637:           # the open transaction of pid 400 bounds the LSO
+            return False
+        return not (b["is_transactional"] and any(
+            a["producer_id"] == b["producer_id"] and a["first_offset"] <= r["offset"]
+            <= a["last_offset"] for a in aborted))
+    return committed

@@ -22,7 +22,9 @@ from kafkalog.errors import (  # noqa: E402
 from kafkalog.log import Log  # noqa: E402
 from kafkalog.spark.options import Options  # noqa: E402
 
-from conftest import FIXTURES, expected, fixture_names, reference  # noqa: E402
+from conftest import (  # noqa: E402
+    FIXTURES, fixture_names, reference, txn0_committed,
+)
 
 T0 = 1_700_000_000_000
 UTC = datetime.timezone.utc
@@ -130,16 +132,7 @@ def test_equals_the_spark_reader_on_a_log_dir_written_by_kafkalog(log_dir):
 
 
 def test_read_committed_on_the_transactional_fixture():
-    exp = expected(FIXTURES / "txn-0")
-    aborted = [e for s in exp["segments"] if s["txn_index"] for e in s["txn_index"]["entries"]]
-
-    def committed(r, b):
-        if r["offset"] >= 637:           # the open transaction of pid 400 bounds the LSO
-            return False
-        return not (b["is_transactional"] and any(
-            a["producer_id"] == b["producer_id"] and a["first_offset"] <= r["offset"]
-            <= a["last_offset"] for a in aborted))
-
+    committed = txn0_committed()
     want = reference("txn-0", keep=committed)
     path = FIXTURES / "txn-0"
     assert rows(kafkalog.read_arrow(path, **{"kafka.isolation.level": "read_committed"})) == want

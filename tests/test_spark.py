@@ -8,7 +8,7 @@ import pytest
 
 import kafkalog.spark as ks
 
-from conftest import FIXTURES, expected, fixture_names, reference
+from conftest import FIXTURES, fixture_names, reference, txn0_committed
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
@@ -126,16 +126,7 @@ def test_timestamp_ranges(spark, name, fraction):
 
 
 def test_read_committed_on_transactional_fixture(spark):
-    exp = expected(FIXTURES / "txn-0")
-    aborted = [e for s in exp["segments"] if s["txn_index"] for e in s["txn_index"]["entries"]]
-
-    def committed(r, b):
-        if r["offset"] >= 637:           # the open transaction of pid 400 bounds the LSO
-            return False
-        return not (b["is_transactional"] and any(
-            a["producer_id"] == b["producer_id"] and a["first_offset"] <= r["offset"]
-            <= a["last_offset"] for a in aborted))
-
+    committed = txn0_committed()
     for df in (ks.read(spark, str(FIXTURES / "txn-0"), **{"kafka.isolation.level":
                                                            "read_committed"}),
                spark.read.format("kafkalog").option("kafka.isolation.level", "read_committed")
