@@ -228,34 +228,29 @@ def listdir(path: Any) -> list[str]:
     return [e.name for e in list_dir(path)]
 
 
+def _ask(path: Any, local: Any, method: str, what: str) -> bool:
+    """``local(path)`` for a local path, else the filesystem's ``method`` (failures typed)."""
+    if not is_remote(path):
+        return bool(local(path))
+    try:
+        return bool(getattr(filesystem(path), method)(_fs_path(path)))
+    except BaseException as e:
+        _raise_for(e, path, what)
+
+
 def isdir(path: Any) -> bool:
     """Whether ``path`` is a directory (for a URL: a prefix holding objects)."""
-    if not is_remote(path):
-        return os.path.isdir(path)
-    try:
-        return bool(filesystem(path).isdir(_fs_path(path)))
-    except BaseException as e:
-        _raise_for(e, path, "look at the directory")
+    return _ask(path, os.path.isdir, "isdir", "look at the directory")
 
 
 def exists(path: Any) -> bool:
     """Whether a file (object) or directory ``path`` exists."""
-    if not is_remote(path):
-        return os.path.exists(path)
-    try:
-        return bool(filesystem(path).exists(_fs_path(path)))
-    except BaseException as e:
-        _raise_for(e, path, "look for the object")
+    return _ask(path, os.path.exists, "exists", "look for the object")
 
 
 def isfile(path: Any) -> bool:
     """Whether ``path`` is a regular file (for a URL: an object)."""
-    if not is_remote(path):
-        return os.path.isfile(path)
-    try:
-        return bool(filesystem(path).isfile(_fs_path(path)))
-    except BaseException as e:
-        _raise_for(e, path, "look for the object")
+    return _ask(path, os.path.isfile, "isfile", "look for the object")
 
 
 def abspath(path: Any) -> Any:
