@@ -209,6 +209,58 @@ class ReadOnlyStorageError(KafkaLogError):
     """A writable open of a remote URL: remote logs are read-only (``read_only=True``)."""
 
 
+class TieredStorageError(KafkaLogError):
+    """Objects of Kafka tiered storage (Aiven's RemoteStorageManager format) could not be
+    read.
+
+    Attributes
+    ----------
+    object : str or None
+        The object (``.rsm-manifest``, ``.log``, ``.indexes``) and part of it concerned.
+    """
+
+    def __init__(self, message, object=None):
+        super().__init__(message)
+        self.object = object
+
+
+class CorruptTieredObjectError(TieredStorageError):
+    """A tiered-storage object is damaged: a manifest that is not valid or whose chunk sizes
+    do not add up to the ``.log`` object, a chunk that fails authentication or does not
+    decompress to its size, an index object shorter than its manifest says.
+
+    Attributes
+    ----------
+    chunk : int or None
+        The ``.log`` chunk concerned (None for a manifest or an index).
+    """
+
+    def __init__(self, message, object=None, chunk=None):
+        super().__init__(message, object)
+        self.chunk = chunk
+
+
+class TieredKeyError(TieredStorageError):
+    """An encrypted segment's data key cannot be unwrapped: no private key registered under
+    its key-pair id, a different key under that id, or a key file that cannot be read.
+
+    Attributes
+    ----------
+    key_id : str or None
+        The key-pair id the segment names.
+    """
+
+    def __init__(self, message, key_id=None, object=None):
+        super().__init__(message, object)
+        self.key_id = key_id
+
+
+class MissingTieredExtraError(MissingExtraError):
+    """Encrypted tiered-storage segments were read without the ``tiered`` extra
+    (cryptography)."""
+    extra = "tiered"
+
+
 __all__ = [
     "KafkaLogError",
     "CorruptRecordError",
@@ -238,7 +290,12 @@ __all__ = [
     "LogClosedError",
     "UnknownCodecError",
     "ObjectStorageError",
+    "TieredStorageError",
+    "CorruptTieredObjectError",
+    "TieredKeyError",
+    "MissingTieredExtraError",
     "StorageAccessDeniedError",
     "ObjectChangedError",
     "ReadOnlyStorageError",
 ]
+

@@ -16,6 +16,11 @@ positions, so the kernels and every view of a batch run on it unchanged; a calle
 in the process's cache of remote buffers (``CACHE_BYTES`` of fetched blocks, least recently
 used out first; a reader holding a buffer keeps it).
 
+Kafka tiered storage: a prefix of objects written by Aiven's RemoteStorageManager is read
+through a view, a path ``rsm+<url>`` that ``configure`` returns for it and that every function
+here hands to ``kafkalog.tiered`` (see there): it lists, reads and ranges like a partition
+directory whose ``.log`` buffers decode chunks on demand.
+
 Credentials: ``configure(url, storage_options)`` records fsspec options (for S3: ``key``,
 ``secret``, ``endpoint_url``, ``client_kwargs``, ...) for the URL's bucket; without any, the
 filesystem's own defaults apply (for S3 the standard AWS environment and files, incl.
@@ -30,7 +35,7 @@ import os
 import re
 import stat
 import threading
-from typing import Any, Iterable, Mapping, NamedTuple, NoReturn
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, NoReturn
 
 from kafkalog.errors import (
     KafkaLogError, LogNotFoundError, ObjectChangedError, ObjectStorageError,
@@ -42,6 +47,7 @@ CACHE_BYTES = int(os.environ.get("KAFKALOG_REMOTE_CACHE_BYTES", 256 * 1024 * 102
 RETRY_ATTEMPTS = 8
 
 _URL = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://(.*)$")
+_TIERED = "rsm+"
 _ALIASES = {"s3a": "s3", "s3n": "s3"}
 _lock = threading.Lock()
 _options: dict[str, dict[str, Any]] = {}           # "<protocol>://<bucket>" -> options
@@ -66,6 +72,9 @@ def normalize(path: Any) -> Any:
     if m is None:
         return path
     protocol, rest = m.group(1).lower(), m.group(2)
+    if protocol.startswith(_TIERED):
+        inner = normalize(path[len(_TIERED):])
+        return _TIERED + (inner if is_remote(inner) else "file://" + inner)
     if protocol == "file":
         return rest if rest.startswith("/") else "/" + rest
     protocol = _ALIASES.get(protocol, protocol)
@@ -78,15 +87,29 @@ def _root(url: str) -> str:
     return f"{m.group(1)}://{m.group(2).split('/', 1)[0]}"
 
 
-def configure(path: Any, storage_options: Mapping[str, Any] | None = None) -> Any:
+def configure(path: Any, storage_options: Mapping[str, Any] | None = None,
+              rsm_keys: Mapping[str, Any] | None = None) -> Any:
     """Normalize ``path`` (see ``normalize``) and, for a remote one, record
     ``storage_options`` for its bucket (or host): every later read of that bucket in the
-    process uses them, until other options are given. Returns the normalized path."""
+    process uses them, until other options are given. ``rsm_keys`` (key-pair id → RSA private
+    key file or PEM) are registered for tiered-storage objects (``tiered.add_keys``). Returns
+    the normalized path, or the tiered-storage view of a path naming Aiven's objects."""
     path = normalize(path)
-    if storage_options is not None and is_remote(path):
+    real = path[len(_TIERED):] if isinstance(path, str) and path.startswith(_TIERED) else path
+    if storage_options is not None and is_remote(real):
         with _lock:
-            _options[_root(path)] = dict(storage_options)
-    return path
+            _options[_root(real)] = dict(storage_options)
+    from kafkalog import tiered
+    tiered.add_keys(rsm_keys)
+    return tiered.resolve(path)
+
+
+def _tiered(path: Any) -> Any:
+    """``kafkalog.tiered`` when ``path`` is inside a tiered-storage view, else None."""
+    if isinstance(path, str) and path.startswith(_TIERED):
+        from kafkalog import tiered
+        return tiered
+    return None
 
 
 def check_writable(path: Any) -> None:
@@ -145,6 +168,10 @@ def _s3_defaults(options):
 def refresh(path: Any) -> None:
     """Forget what the filesystem cached of remote ``path``'s listings (a log opened again
     sees objects written since)."""
+    view = _tiered(path)
+    if view is not None:
+        view.refresh(path)
+        path = view.real_path(path)
     if is_remote(path):
         try:
             filesystem(path).invalidate_cache()
@@ -188,6 +215,9 @@ class Entry(NamedTuple):
 def list_dir(path: Any) -> list[Entry]:
     """The entries directly inside directory ``path``, by name. Raises FileNotFoundError (a
     local path) or LogNotFoundError (a URL) when there is no such directory."""
+    view = _tiered(path)
+    if view is not None:
+        return view.list_dir(path)
     if not is_remote(path):
         out = []
         with os.scandir(path) as scan:
@@ -230,6 +260,9 @@ def listdir(path: Any) -> list[str]:
 
 def _ask(path: Any, local: Any, method: str, what: str) -> bool:
     """``local(path)`` for a local path, else the filesystem's ``method`` (failures typed)."""
+    view = _tiered(path)
+    if view is not None:
+        return bool(getattr(view, method)(path))
     if not is_remote(path):
         return bool(local(path))
     try:
@@ -261,6 +294,9 @@ def abspath(path: Any) -> Any:
 def open_file(path: Any) -> Any:
     """A binary file object for sequential reading: the local file, or a remote object read
     ahead in ``BLOCK_SIZE`` ranged GETs."""
+    view = _tiered(path)
+    if view is not None:
+        return view.open_file(path)
     if not is_remote(path):
         return open(path, "rb")
     try:
@@ -301,6 +337,9 @@ class _RemoteFile:
 def read_file(path: Any) -> bytes:
     """The whole content of a small file (a checkpoint, an index, a snapshot). A missing one
     raises FileNotFoundError, local or remote."""
+    view = _tiered(path)
+    if view is not None:
+        return view.read_file(path)
     if not is_remote(path):
         with open(path, "rb") as f:
             return f.read()
@@ -312,6 +351,9 @@ def read_file(path: Any) -> bytes:
 
 def size_of(path: Any) -> int:
     """Bytes in file ``path``."""
+    view = _tiered(path)
+    if view is not None:
+        return view.size_of(path)
     if not is_remote(path):
         return os.stat(path).st_size
     try:
@@ -322,6 +364,9 @@ def size_of(path: Any) -> int:
 
 def modified_ms(path: Any) -> int:
     """The file's modification time, in milliseconds since the epoch (0 when unknown)."""
+    view = _tiered(path)
+    if view is not None:
+        return view.modified_ms(path)
     if not is_remote(path):
         return int(os.stat(path).st_mtime * 1000)
     try:
@@ -332,6 +377,61 @@ def modified_ms(path: Any) -> int:
     if hasattr(when, "timestamp"):
         return int(when.timestamp() * 1000)
     return int(float(when) * 1000) if isinstance(when, (int, float)) else 0
+
+
+def read_files(paths: list[str]) -> list[bytes]:
+    """The contents of several small files (remote ones requested concurrently)."""
+    remote = [p for p in paths if is_remote(p) and _tiered(p) is None]
+    if not remote or len(paths) == 1:
+        return [read_file(p) for p in paths]
+    try:
+        got = filesystem(remote[0]).cat([_fs_path(p) for p in remote], on_error="return")
+    except BaseException as e:
+        _raise_for(e, remote[0], "read the objects")
+    out = []
+    for p in paths:
+        data = got.get(p.split("://", 1)[1], got.get(p)) if is_remote(p) else None
+        if data is None:
+            data = read_file(p)
+        elif isinstance(data, BaseException):
+            _raise_for(data, p, "read the object")
+        out.append(bytes(data))
+    return out
+
+
+def read_ranges(path: Any, ranges: list[tuple[int, int]]) -> list[bytes]:
+    """Bytes [start, end) of file ``path`` for each range (remote ranges requested
+    concurrently, one ranged GET each). A range past the end of the file is an
+    ObjectChangedError: the caller knew the size."""
+    if not is_remote(path):
+        out = []
+        with open(path, "rb") as f:
+            for start, end in ranges:
+                data = os.pread(f.fileno(), end - start, start)
+                if len(data) != end - start:
+                    raise ObjectChangedError(f"{path}: bytes [{start}, {end}) gave only "
+                                             f"{len(data)} (the file is shorter)", url=path)
+                out.append(data)
+        return out
+    fs = filesystem(path)
+    try:
+        if len(ranges) == 1:
+            got = [fs.cat_file(_fs_path(path), start=ranges[0][0], end=ranges[0][1])]
+        else:
+            got = fs.cat_ranges([_fs_path(path)] * len(ranges), [a for a, _ in ranges],
+                                [b for _, b in ranges], on_error="return")
+    except BaseException as e:
+        got = [e] * len(ranges)
+    for (start, end), data in zip(ranges, got):
+        if isinstance(data, FileNotFoundError):
+            raise ObjectChangedError(f"{path} was deleted after it was listed",
+                                     url=path) from data
+        if isinstance(data, BaseException):
+            _raise_for(data, path, f"read bytes [{start}, {end})")
+        if len(data) != end - start:
+            raise ObjectChangedError(f"{path}: bytes [{start}, {end}) gave {len(data)} bytes "
+                                     f"(truncated or replaced since it was listed)", url=path)
+    return [bytes(d) for d in got]
 
 
 # ------------------------------------------------------------------------------ ranges
@@ -349,6 +449,7 @@ class RangeBuffer:
         self._have = bytearray((size + BLOCK_SIZE - 1) // BLOCK_SIZE)
         self._lock = threading.Lock()
         self.fetched = 0
+        self.step = BLOCK_SIZE
 
     def ensure(self, start: int, end: int) -> Any:
         """The buffer with bytes [start, end) (clamped to the file) present."""
@@ -358,13 +459,13 @@ class RangeBuffer:
         first, last = start // BLOCK_SIZE, (end - 1) // BLOCK_SIZE
         have = self._have
         if all(have[first:last + 1]):
-            _CACHE.touch(self)
+            touch_buffer(self)
             return self._mm
         with self._lock:
             missing = [b for b in range(first, last + 1) if not have[b]]
             if missing:
                 self._fetch(_runs(missing))
-        _CACHE.touch(self, added=True)
+        touch_buffer(self, added=True)
         return self._mm
 
     def _fetch(self, runs):
@@ -415,20 +516,20 @@ class _BufferCache:
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self._lock = threading.Lock()
-        self._lru: collections.OrderedDict[tuple[str, int], RangeBuffer] = \
+        self._lru: collections.OrderedDict[tuple[str, int], Any] = \
             collections.OrderedDict()
 
-    def get(self, path: str, size: int) -> RangeBuffer:
+    def get(self, path: str, size: int, factory: Callable[[], Any]) -> Any:
         key = (path, size)
         with self._lock:
             buf = self._lru.get(key)
             if buf is None:
-                buf = self._lru[key] = RangeBuffer(path, size)
+                buf = self._lru[key] = factory()
             else:
                 self._lru.move_to_end(key)
             return buf
 
-    def touch(self, buf: RangeBuffer, added: bool = False) -> None:
+    def touch(self, buf: Any, added: bool = False) -> None:
         with self._lock:
             key = (buf.path, buf.size)
             if self._lru.get(key) is buf:
@@ -453,9 +554,25 @@ class _BufferCache:
 _CACHE = _BufferCache(CACHE_BYTES)
 
 
-def range_buffer(path: str, size: int) -> RangeBuffer:
-    """The ``RangeBuffer`` of remote file ``path`` of ``size`` bytes (shared while cached)."""
-    return _CACHE.get(path, size)
+def range_buffer(path: str, size: int) -> Any:
+    """The ``RangeBuffer`` of remote file ``path`` of ``size`` bytes (shared while cached);
+    for a tiered-storage view's ``.log``, its ``tiered.ChunkBuffer``."""
+    view = _tiered(path)
+    if view is not None:
+        return view.range_buffer(path, size)
+    return _CACHE.get(path, size, lambda: RangeBuffer(path, size))
+
+
+def cached_buffer(path: str, size: int, factory: Callable[[], Any]) -> Any:
+    """The buffer cached for (``path``, ``size``), made by ``factory`` when there is none: a
+    buffer with ``path``, ``size``, ``resident`` and ``ensure`` that calls
+    ``touch_buffer``."""
+    return _CACHE.get(path, size, factory)
+
+
+def touch_buffer(buf: Any, added: bool = False) -> None:
+    """Mark ``buf`` used (``added``: it holds more blocks now; older buffers may go)."""
+    _CACHE.touch(buf, added)
 
 
 def clear_cache() -> None:
@@ -483,3 +600,5 @@ def reset() -> None:
         _options.clear()
         _filesystems.clear()
     clear_cache()
+    from kafkalog import tiered
+    tiered.reset()
