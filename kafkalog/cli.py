@@ -230,6 +230,21 @@ def _non_negative(text):
     return value
 
 
+def _rsm_key(text):
+    key_id, sep, path = text.partition("=")
+    if not sep or not key_id or not path:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected ID=PATH (a key-pair id and its "
+                                         f"RSA private key file in PEM)")
+    return key_id, path
+
+
+def _add_rsm_key(parser):
+    parser.add_argument("--rsm-key", type=_rsm_key, action="append", default=[],
+                        metavar="ID=PATH",
+                        help="RSA private key (PEM file) of key pair ID, for encrypted "
+                             "tiered-storage segments (Aiven's format); repeatable")
+
+
 def build_parser():
     parser = argparse.ArgumentParser(
         prog="kafkalog", description="Read, verify and repair Kafka log directories.")
@@ -262,6 +277,7 @@ def build_parser():
     decoder.add_argument("--no-decode", dest="decoder", action="store_const", const="none",
                          help="print internal topics' keys and values as bytes")
     dump.set_defaults(decoder="auto")
+    _add_rsm_key(dump)
     dump.add_argument("paths", nargs="+", metavar="PATH",
                       help="log dir, partition directory, or "
                            ".log/.index/.timeindex/.txnindex/.snapshot/leader-epoch-checkpoint")
@@ -274,6 +290,7 @@ def build_parser():
                         help="skip decoding records (structure, CRCs, offsets, indexes and "
                              "snapshots only; faster)")
     verify.add_argument("--progress", action="store_true", help="show a progress bar")
+    _add_rsm_key(verify)
     verify.add_argument("paths", nargs="+", metavar="PATH",
                         help="partition directory or log dir")
     verify.set_defaults(func=_verify)
@@ -320,6 +337,13 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    try:
+        if getattr(args, "rsm_key", None):
+            from kafkalog import tiered
+            tiered.add_keys(dict(args.rsm_key))
+    except KafkaLogError as e:
+        print(f"kafkalog {args.command}: {e}", file=sys.stderr)
+        return 2
     try:
         return args.func(args)
     except BrokenPipeError:

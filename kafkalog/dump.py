@@ -26,7 +26,7 @@ import os
 import re
 import stat
 import struct
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 import numpy as np
 
@@ -688,7 +688,8 @@ _dumps = json.dumps
 
 def iter_json(path: StrPath, options: DumpOptions | None = None,
               report: DumpReport | None = None,
-              storage_options: dict[str, Any] | None = None) -> Iterator[str]:
+              storage_options: dict[str, Any] | None = None,
+              rsm_keys: Mapping[str, Any] | None = None) -> Iterator[str]:
     """Yield the ``dump --json`` output of ``path`` in pieces of text.
 
     ``path`` is a partition directory, a log dir (one document per partition directory) or a
@@ -700,7 +701,7 @@ def iter_json(path: StrPath, options: DumpOptions | None = None,
     """
     options = _options(options)
     report = DumpReport() if report is None else report
-    path = storage.configure(os.fspath(path), storage_options)
+    path = storage.configure(os.fspath(path), storage_options, rsm_keys)
     if storage.isdir(path):
         for d in _partition_dirs(path):
             yield from _partition_json(d, options, report)
@@ -884,13 +885,15 @@ def dump_segment(log_path: StrPath, records_mode: str = "full",
 
 
 def dump_path(path: StrPath, records_mode: str = "full", options: DumpOptions | None = None,
-              report: DumpReport | None = None, storage_options: dict[str, Any] | None = None
+              report: DumpReport | None = None, storage_options: dict[str, Any] | None = None,
+              rsm_keys: Mapping[str, Any] | None = None
               ) -> dict[str, Any] | list[dict[str, Any]]:
     """The document of a partition directory or of one segment, index, snapshot or checkpoint
     file, as a dict; for a log dir, a list of its partitions' documents. ``path`` may be an
-    fsspec URL (``s3://...``), with the filesystem's ``storage_options``."""
+    fsspec URL (``s3://...``), with the filesystem's ``storage_options``, or a tiered-storage
+    prefix or segment object (``rsm_keys`` as ``Log.open`` takes them)."""
     options = _options(options, records_mode)
-    path = storage.configure(os.fspath(path), storage_options)
+    path = storage.configure(os.fspath(path), storage_options, rsm_keys)
     docs = [json.loads(line) for line in
             "".join(iter_json(path, options, report)).splitlines()]
     if storage.isdir(path) and _partition_dirs(path) != [storage.abspath(path)]:
@@ -903,7 +906,8 @@ def dump_path(path: StrPath, records_mode: str = "full", options: DumpOptions | 
 
 def iter_text(path: StrPath, options: DumpOptions | None = None,
               report: DumpReport | None = None,
-              storage_options: dict[str, Any] | None = None) -> Iterator[str]:
+              storage_options: dict[str, Any] | None = None,
+              rsm_keys: Mapping[str, Any] | None = None) -> Iterator[str]:
     """Yield a readable listing of ``path`` (as ``iter_json`` takes) in pieces of text, each
     one or more whole lines ending in a newline.
 
@@ -913,7 +917,7 @@ def iter_text(path: StrPath, options: DumpOptions | None = None,
     """
     options = _options(options)
     report = DumpReport() if report is None else report
-    path = storage.configure(os.fspath(path), storage_options)
+    path = storage.configure(os.fspath(path), storage_options, rsm_keys)
     if storage.isdir(path):
         for d in _partition_dirs(path):
             yield from _partition_text(d, options, report)

@@ -47,7 +47,7 @@ from kafkalog import storage
 from kafkalog.codecs import ZSTD, decompress
 from kafkalog.errors import (
     CorruptTieredObjectError, KafkaLogError, LogNotFoundError, MissingTieredExtraError,
-    TieredKeyError,
+    TieredKeyError, TieredStorageError,
 )
 from kafkalog.files import (
     INDEX_SUFFIX, LEADER_EPOCH_CHECKPOINT, LOG_SUFFIX, PARTITION_METADATA, SNAPSHOT_SUFFIX,
@@ -112,6 +112,11 @@ def resolve(path: Any) -> Any:
     if _holds_topic_prefixes(path):
         return SCHEME + _url(path)
     return path
+
+
+def is_topic_view(path: Any) -> bool:
+    """Whether ``path`` is a topic prefix (``<topic>-<topicId>``) inside a view."""
+    return is_view(path) and _TOPIC_DIR.match(os.path.basename(path.rstrip("/"))) is not None
 
 
 def _partition_view(real):
@@ -255,6 +260,22 @@ def open_file(path: str) -> io.RawIOBase:
     if file.index is not None or file.content is not None:
         return io.BytesIO(read_file(path))
     return _LogReader(range_buffer(path, file.size))
+
+
+def check_segment(path: str) -> list[TieredStorageError]:
+    """Decode every chunk and index of the segment whose view ``.log`` is ``path``: the
+    errors met, one per damaged part (what ``verify`` reports)."""
+    _, file = _file(path)
+    errors = range_buffer(path, file.size).check()
+    if any(isinstance(e, TieredKeyError) for e in errors):
+        return errors                    # every index would fail the same way
+    for name, _ in _INDEXES:
+        if file.segment.indexes[name] is not None:
+            try:
+                file.segment.index_bytes(name)
+            except TieredStorageError as e:
+                errors.append(e)
+    return errors
 
 
 def refresh(path: str) -> None:
@@ -624,7 +645,9 @@ class ChunkBuffer:
         storage.touch_buffer(self, added=True)
         return self._mm
 
-    def _fetch(self, missing):
+    def _fetch(self, missing, errors=None):
+        """Fetch and decode chunks ``missing``; a chunk that does not decode raises, or with
+        ``errors`` (a list) is appended there and left missing."""
         s = self.segment
         log_path = self._check_object()
         runs = _runs(missing, s.chunk_offsets, storage.BLOCK_SIZE)
@@ -635,14 +658,34 @@ class ChunkBuffer:
             view = memoryview(data)
             base = s.chunk_offsets[a]
             for i in range(a, b + 1):
-                chunk = s.decode_chunk(i, view[s.chunk_offsets[i] - base:
-                                               s.chunk_offsets[i + 1] - base])
+                try:
+                    chunk = s.decode_chunk(i, view[s.chunk_offsets[i] - base:
+                                                   s.chunk_offsets[i + 1] - base])
+                except CorruptTieredObjectError as e:
+                    if errors is None:
+                        raise
+                    errors.append(e)
+                    continue
                 lo, hi = s.chunk_span(i)
                 self._mm[lo:hi] = chunk
                 self._have[i] = 1
                 s.fetched_chunks += 1
                 s.decoded_chunks += 1
             self.fetched += len(data)
+
+    def check(self) -> list[TieredStorageError]:
+        """Fetch and decode every chunk not decoded yet; the errors met, one per damaged
+        chunk (an object whose chunk index does not fit it, or a data key that cannot be
+        unwrapped: that error alone)."""
+        errors: list[TieredStorageError] = []
+        with self._lock:
+            missing = [i for i, have in enumerate(self._have) if not have]
+            try:
+                if missing:
+                    self._fetch(missing, errors)
+            except TieredStorageError as e:
+                return [e]
+        return errors
 
     @property
     def resident(self) -> int:

@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
-from kafkalog import checkpoint, storage
-from kafkalog.errors import CorruptIndexError, CorruptSnapshotError, KafkaLogError
+from kafkalog import checkpoint, storage, tiered
+from kafkalog.errors import (
+    CorruptIndexError, CorruptSnapshotError, KafkaLogError, TieredStorageError,
+)
 from kafkalog import files
 from kafkalog.files import (
     INDEX_SUFFIX, LEADER_EPOCH_CHECKPOINT, LOG_SUFFIX, PARTITION_METADATA, TIME_INDEX_SUFFIX,
@@ -69,6 +71,10 @@ CODES = {
     "leader_epoch_mismatch": "a batch's partition leader epoch is not the one the leader epoch "
                              "checkpoint gives for its offset",
     "cannot_open": "the partition cannot be opened, or a file cannot be read",
+    # tiered storage (objects in Aiven's RemoteStorageManager format)
+    "damaged_object": "a tiered-storage object is damaged (a chunk fails authentication or "
+                      "decompression, chunk sizes do not add up to the object, an index object "
+                      "is shorter than its manifest says), or its data key cannot be unwrapped",
 }
 
 # Problems of one code in one file listed before the rest are only counted.
@@ -94,11 +100,11 @@ def render_problem(p: Mapping[str, Any], directory: StrPath | None = None) -> st
     return f"{p['code']}: {name}{where}: {p['message']}"
 
 
-def partition_dirs(path: StrPath, storage_options: dict[str, Any] | None = None
-                   ) -> list[str]:
+def partition_dirs(path: StrPath, storage_options: dict[str, Any] | None = None,
+                   rsm_keys: Mapping[str, Any] | None = None) -> list[str]:
     """The partition directories named by ``path`` (a local path or an fsspec URL): itself,
-    or those inside a log dir."""
-    path = storage.abspath(storage.configure(os.fspath(path), storage_options))
+    or those inside a log dir (or a tiered-storage prefix)."""
+    path = storage.abspath(storage.configure(os.fspath(path), storage_options, rsm_keys))
     if not storage.isdir(path):
         raise FileNotFoundError(f"{path}: no such directory")
     found = files.partition_dirs(path)
@@ -118,7 +124,8 @@ class _Carry:
 
 def verify_partition(path: StrPath, deep: bool = True,
                      chunk_bytes: int = DECODE_CHUNK_BYTES,
-                     storage_options: dict[str, Any] | None = None) -> dict[str, Any]:
+                     storage_options: dict[str, Any] | None = None,
+                     rsm_keys: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Check every batch, record, index, snapshot and checkpoint of a partition.
 
     With ``deep`` (the default) every record of every batch is decoded, ``chunk_bytes`` of log
@@ -129,9 +136,11 @@ def verify_partition(path: StrPath, deep: bool = True,
     "records" (None unless deep), "valid_bytes", "last_offset", "crc_errors", "problems"}``.
     ``offsets`` is what the engine's read-only view of the partition says (log start and end
     offsets, high watermark, last stable offset), or None when it cannot be opened.
-    ``path`` may be an fsspec URL (``s3://...``), with the filesystem's ``storage_options``.
+    ``path`` may be an fsspec URL (``s3://...``), with the filesystem's ``storage_options``,
+    or a tiered-storage partition prefix (every chunk and index of every segment decoded;
+    ``rsm_keys`` as ``Log.open`` takes them).
     """
-    path = storage.abspath(storage.configure(os.fspath(path), storage_options))
+    path = storage.abspath(storage.configure(os.fspath(path), storage_options, rsm_keys))
     report: dict[str, Any] = {"dir": path, "deep": bool(deep), "offsets": None, "segments": [],
                               "problems": []}
     problems = report["problems"]
@@ -156,12 +165,15 @@ def verify_partition(path: StrPath, deep: bool = True,
 # ------------------------------------------------------------------------------ segments
 def _verify_segment(directory, base, carry, deep, chunk_bytes):
     log_path = file_path(directory, base, LOG_SUFFIX)
+    if tiered.is_view(log_path):
+        damaged = tiered.check_segment(log_path)
+        if damaged:
+            return _unreadable(log_path, [problem("damaged_object", e.object or log_path, str(e))
+                                          for e in damaged])
     try:
         buf = open_buffer(log_path)
     except OSError as e:
-        return {"file": os.path.basename(log_path), "size": None, "batches": 0, "records": None,
-                "valid_bytes": 0, "last_offset": None, "crc_errors": 0,
-                "problems": [problem("cannot_open", log_path, f"cannot be read: {e}")]}
+        return _unreadable(log_path, [problem("cannot_open", log_path, f"cannot be read: {e}")])
     batches, damages = scan_segment(buf)
     problems = [problem(d.code, log_path, d.message, d.start, _damage_offset(buf, d))
                 for d in damages]
@@ -190,6 +202,12 @@ def _verify_segment(directory, base, carry, deep, chunk_bytes):
             "valid_bytes": valid_bytes,
             "last_offset": int(batches["last_offset"][-1]) if len(batches) else None,
             "crc_errors": len(crc_rows), "problems": _capped(problems)}
+
+
+def _unreadable(log_path, problems):
+    """The result of a segment whose ``.log`` cannot be read."""
+    return {"file": os.path.basename(log_path), "size": None, "batches": 0, "records": None,
+            "valid_bytes": 0, "last_offset": None, "crc_errors": 0, "problems": problems}
 
 
 def _damage_offset(buf, damage):
@@ -411,6 +429,8 @@ def _verify_snapshots(path, log_end):
             read_snapshot(snap)
         except CorruptSnapshotError as e:
             out.append(problem("corrupt_snapshot", snap, str(e), offset=offset))
+        except TieredStorageError:
+            pass                         # reported with its segment (tiered.check_segment)
         except OSError as e:
             out.append(problem("cannot_open", snap, f"cannot be read: {e}", offset=offset))
         if log_end is not None and offset > log_end:
