@@ -64,6 +64,7 @@ OPTION_ALIASES: dict[str, str] = {
     "validate_crc": "validateCrc",
     "max_bytes_per_task": "maxBytesPerTask",
     "read_above_high_watermark": "readAboveHighWatermark",
+    "rsm_keys": "rsmKeys",
 }
 _TIMESTAMP_OPTIONS = {"startingtimestamp", "endingtimestamp"}
 

@@ -244,12 +244,13 @@ def topic_partition_or_none(name: str) -> tuple[str, int] | None:
 
 def partition_dirs(path: StrPath, named: bool = False) -> list[str]:
     """The partition directories ``path`` names: itself when it is one, else those directly
-    inside it (a log dir), by name; empty when there are none. A partition directory holds a
+    inside it (a log dir; in a tiered-storage view, those of its topic prefixes), by name;
+    empty when there are none. A partition directory holds a
     ``.log`` segment, or with ``named`` is merely named ``<topic>-<partition>``."""
     def is_partition(directory: str) -> bool:
         return holds_segments(directory) or \
             (named and topic_partition_or_none(os.path.basename(directory)) is not None)
-    from kafkalog import storage
+    from kafkalog import storage, tiered
     path = str(storage.normalize(os.fspath(path)))
     if storage.is_remote(path):
         entries = storage.list_dir(path)
@@ -257,8 +258,15 @@ def partition_dirs(path: StrPath, named: bool = False) -> list[str]:
             return [path]
         if named and topic_partition_or_none(os.path.basename(path)) is not None:
             return [path]
-        return [os.path.join(path, e.name) for e in entries
-                if e.is_dir and is_partition(os.path.join(path, e.name))]
+        found = []
+        for e in entries:
+            child = os.path.join(path, e.name)
+            if e.is_dir and is_partition(child):
+                found.append(child)
+            elif e.is_dir and tiered.is_topic_view(child):
+                found.extend(os.path.join(child, t.name) for t in storage.list_dir(child)
+                             if t.is_dir and is_partition(os.path.join(child, t.name)))
+        return found
     path = os.path.abspath(path)
     if is_partition(path):
         return [path]

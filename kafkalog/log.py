@@ -138,7 +138,8 @@ class Log:
              scheduler: Scheduler | None = None, time_fn: Callable[[], float] = time.time,
              topic_id: str | None = None, first_dirty_offset: int | None = None,
              managed: bool = False, salvage_dir: StrPath | None = None,
-             storage_options: Mapping[str, Any] | None = None) -> Log:
+             storage_options: Mapping[str, Any] | None = None,
+             rsm_keys: Mapping[str, Any] | None = None) -> Log:
         """Load a partition directory (created when missing) as Kafka's LogLoader does.
 
         Where not given, the recovery point, log start offset, high watermark, cleaner offset
@@ -164,9 +165,14 @@ class Log:
         ``storage_options`` are the filesystem's options (for S3 ``key``, ``secret``,
         ``endpoint_url``, ``client_kwargs``, ...; else the standard environment). A writable
         open of a URL raises ReadOnlyStorageError, a missing one LogNotFoundError.
+
+        With ``read_only=True``, ``path`` may also be a partition prefix of Kafka tiered
+        storage as Aiven's RemoteStorageManager writes it (``<prefix><topic>-<topicId>/<p>``,
+        local or a URL; see ``kafkalog.tiered``): ``rsm_keys`` maps the key-pair ids of
+        encrypted segments to RSA private keys (PEM file paths or PEM text).
         """
         config = config if isinstance(config, LogConfig) else LogConfig(config)
-        path = storage.configure(os.fspath(path), storage_options)
+        path = storage.configure(os.fspath(path), storage_options, rsm_keys)
         if storage.is_remote(path):
             return cls._open_remote(path, config, recovery_point, log_start_offset,
                                     clean_shutdown, high_watermark, replicated, read_only,

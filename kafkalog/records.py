@@ -12,7 +12,7 @@ import enum
 import mmap
 import os
 import struct
-from typing import TYPE_CHECKING, Any, Iterator, Sequence, Union
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -227,8 +227,8 @@ def open_buffer(buffer_or_path: BufferOrPath) -> Any:
 
 
 def iter_batches(buffer_or_path: BufferOrPath, validate_crc: bool = True,
-                 strict: bool = False, storage_options: dict[str, Any] | None = None
-                 ) -> Iterator[RecordBatch]:
+                 strict: bool = False, storage_options: dict[str, Any] | None = None,
+                 rsm_keys: Mapping[str, Any] | None = None) -> Iterator[RecordBatch]:
     """Yield a ``RecordBatch`` for every batch of a ``.log`` file or a buffer of batches.
 
     Every batch's CRC is checked, as Kafka's consumer does with ``check.crcs=true``: a batch
@@ -238,10 +238,11 @@ def iter_batches(buffer_or_path: BufferOrPath, validate_crc: bool = True,
     ``strict`` (for buffers that must hold whole batches only, such as data to append); raises
     CorruptRecordError (after yielding the batches before it) at a structural error.
     A path may be an fsspec URL (``s3://bucket/dir/topic-0/00000000000000000000.log``), with
-    the filesystem's ``storage_options``.
+    the filesystem's ``storage_options``, or a tiered-storage segment's ``.log`` object as
+    Aiven's RemoteStorageManager writes it (decoded; ``rsm_keys`` as ``Log.open`` takes them).
     """
-    if isinstance(buffer_or_path, str):
-        buffer_or_path = storage.configure(buffer_or_path, storage_options)
+    if isinstance(buffer_or_path, (str, os.PathLike)):
+        buffer_or_path = storage.configure(os.fspath(buffer_or_path), storage_options, rsm_keys)
     path = buffer_or_path if isinstance(buffer_or_path, (str, os.PathLike)) else None
     buf = open_buffer(buffer_or_path)
     batches, status, stop, message = walk_batches(buf, validate_crc=validate_crc,

@@ -494,14 +494,16 @@ class LogSegment:
 
     def _find_batch(self, start, offset):
         """``find_batch`` from ``start`` to the end of the file; a remote file is fetched one
-        block further at a time until the batch is found (an index entry puts it close)."""
+        block (a tiered segment's: one chunk) further at a time until the batch is found (an
+        index entry puts it close)."""
         if not self._remote:
             buf = self.buffer()
             return find_batch(buf, min(start, len(buf)), len(buf), offset)
         start = min(start, self._size)
         end = start
+        step = storage.range_buffer(self.log_path, self._size).step
         while True:
-            end = min(self._size, (end // storage.BLOCK_SIZE + 1) * storage.BLOCK_SIZE)
+            end = min(self._size, (end // step + 1) * step)
             buf = self._buffer_for(start, end)
             position, size = find_batch(buf, start, end, offset) if end > start else (-1, 0)
             if position >= 0 or end >= self._size:

@@ -254,7 +254,7 @@ def range_buffer(path: str, size: int) -> ChunkBuffer:
     return storage.cached_buffer(path, size, lambda: ChunkBuffer(path, file.segment))
 
 
-def open_file(path: str) -> io.RawIOBase:
+def open_file(path: str) -> io.IOBase:
     """A sequential reader of a view file (a ``.log`` fetched chunk by chunk)."""
     partition, file = _file(path)
     if file.index is not None or file.content is not None:
@@ -365,6 +365,8 @@ class Segment:
             self.chunk_offsets.append(self.chunk_offsets[-1] + s)
         self._data_key: bytes | None = None
         self._indexes_object: bytes | None = None
+        #: the size of the .log object in the listing (None: missing)
+        self.log_object_size: int | None = None
         self._lock = threading.Lock()
         self.fetched_chunks = self.decoded_chunks = self.requests = 0
 
@@ -525,7 +527,6 @@ class Partition:
         for stem, manifest in zip(stems, manifests):
             segment = Segment(self, stem, manifest)
             segment.log_object_size = _object_size(entries, stem + LOG_SUFFIX)
-            segment.indexes_object_size = _object_size(entries, stem + INDEXES_SUFFIX)
             other = by_base.get(segment.base_offset)
             if other is not None:
                 keep, drop = sorted((other, segment), key=lambda s: (s.end_offset, s.stem))[::-1]

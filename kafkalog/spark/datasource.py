@@ -26,7 +26,7 @@ import json
 import os
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
-from kafkalog import storage
+from kafkalog import storage, tiered
 
 from kafkalog.errors import InvalidConfigError
 from kafkalog.spark.options import Options, paths_option
@@ -48,12 +48,14 @@ def _request_json(paths: list[str], options: dict[str, Any]) -> str:
 _Arrow = Callable[[Iterator["pyarrow.RecordBatch"]], Iterator["pyarrow.RecordBatch"]]
 
 
-def _task_planner(storage_options: Mapping[str, Any] | None) -> _Arrow:
+def _task_planner(storage_options: Mapping[str, Any] | None,
+                  rsm_keys: Mapping[str, str] | None = None) -> _Arrow:
     """The ``mapInArrow`` function planning at execution (one request row in, one row per
-    task out); the storage options travel in the function, not in the rows."""
+    task out); the storage options and keys travel in the function, not in the rows."""
     def _plan_tasks_arrow(iterator: Iterator[pyarrow.RecordBatch]
                           ) -> Iterator[pyarrow.RecordBatch]:
         import pyarrow as pa
+        tiered.add_keys(rsm_keys)
         for batch in iterator:
             for request_json in batch.column(0).to_pylist():
                 request = json.loads(request_json)
@@ -66,10 +68,13 @@ def _task_planner(storage_options: Mapping[str, Any] | None) -> _Arrow:
     return _plan_tasks_arrow
 
 
-def _task_reader(storage_options: Mapping[str, Any] | None) -> _Arrow:
-    """The ``mapInArrow`` function reading the planned tasks' rows."""
+def _task_reader(storage_options: Mapping[str, Any] | None,
+                 rsm_keys: Mapping[str, str] | None = None) -> _Arrow:
+    """The ``mapInArrow`` function reading the planned tasks' rows; the keys of encrypted
+    tiered segments travel in it as PEM text (executors need no key files)."""
     def _read_tasks_arrow(iterator: Iterator[pyarrow.RecordBatch]
                           ) -> Iterator[pyarrow.RecordBatch]:
+        tiered.add_keys(rsm_keys)
         for batch in iterator:
             for task_json in batch.column(0).to_pylist():
                 task = json.loads(task_json)
@@ -115,13 +120,15 @@ def read(spark: SparkSession, paths: StrPath | Iterable[StrPath], **options: Any
     slots = max(1, len(plan(path_list, opts)))
     schema = kafka_schema(opts.include_headers)
     request_options = {k: v for k, v in _json_options(options).items()
-                       if k.lower() != "storageoptions"}
+                       if k.lower() not in ("storageoptions", "rsmkeys")}
     request = spark.createDataFrame([(_request_json(path_list, request_options),)],
                                     "request string")
-    tasks = request.mapInArrow(_task_planner(storage_options), "task string")
+    # the keys as PEM text: executors need no key files
+    keys = {k: tiered.key_pem(v) for k, v in (opts.rsm_keys or {}).items()}
+    tasks = request.mapInArrow(_task_planner(storage_options, keys), "task string")
     # A repartition to a number of partitions is never coalesced by adaptive execution, and
     # round-robin from one partition gives each task its own Spark task.
-    return tasks.repartition(slots).mapInArrow(_task_reader(storage_options), schema)
+    return tasks.repartition(slots).mapInArrow(_task_reader(storage_options, keys), schema)
 
 
 def _datasource_classes() -> type:

@@ -21,7 +21,7 @@ _OPTION_NAMES = {
     "minpartitions", "failondataloss", "maxrecordsperpartition",
     # kafkalog's own
     "validatecrc", "maxbytespertask", "readabovehighwatermark", "path", "paths",
-    "storageoptions",
+    "storageoptions", "rsmkeys",
 }
 # Spark's Kafka source options that mean nothing for files at rest: accepted, ignored.
 _IGNORED = {
@@ -261,6 +261,25 @@ class Options:
             raise InvalidConfigError('option storageOptions must be a JSON object, e.g. '
                                      '{"key": "...", "secret": "...", "endpoint_url": "..."}')
         return parsed
+
+    @property
+    def rsm_keys(self) -> dict[str, str] | None:
+        """kafkalog's ``rsmKeys``: RSA private keys of encrypted tiered-storage segments by
+        key-pair id (a JSON object of id → PEM file path or PEM text, or a dict), as
+        ``rsm_keys`` in Python; None when not given. Never put in a message or a log line."""
+        v = self.get("rsmKeys")
+        if v is None:
+            return None
+        try:
+            parsed = v if isinstance(v, Mapping) else json.loads(str(v))
+        except ValueError:
+            parsed = None
+        if not isinstance(parsed, Mapping) or \
+                not all(isinstance(x, str) for x in parsed.values()):
+            raise InvalidConfigError('option rsmKeys must be a JSON object of key-pair ids to '
+                                     'RSA private key files (PEM), e.g. '
+                                     '{"key1": "/etc/kafka/rsm-private.pem"}')
+        return {str(k): str(x) for k, x in parsed.items()}
 
     @property
     def read_committed(self) -> bool:

@@ -6,6 +6,12 @@ transactions, offsets for timestamps, segment list and offset index entries. The
 plans: a partition's offset range is split into tasks at offset-index entries (batch starts),
 so every batch belongs to exactly one task.
 
+Tiered storage: a prefix of objects written by Aiven's RemoteStorageManager (see
+``kafkalog.tiered``) is discovered as partition directories like a log dir; given with a
+broker's log dir, it is one more replica of each partition: the broker's segments are read
+above its log start offset, the tiered ones below (the ``rsmKeys`` option or ``rsm_keys``
+decrypt them; keys are registered in each process that plans or reads).
+
 Replicas: when several paths hold the same topic-partition (copies from several brokers), the
 replica whose newest segment starts at the highest offset (then: the most bytes, then the first
 path given) is read for every offset it holds; offsets below its log start are read from the
@@ -71,16 +77,17 @@ class Replica:
         self.log.close()
 
 
-def discover(paths, stack, log_end_is_latest=False, storage_options=None):
+def discover(paths, stack, log_end_is_latest=False, storage_options=None, rsm_keys=None):
     """{(topic, partition): [Replica, ...]} for every partition directory under ``paths``
-    (local paths or fsspec URLs; each replica's view closed by ``stack``, a
-    ``contextlib.ExitStack``). ``storage_options``: the filesystem options of URL paths."""
+    (local paths or fsspec URLs, or tiered-storage prefixes; each replica's view closed by
+    ``stack``, a ``contextlib.ExitStack``). ``storage_options``: the filesystem options of URL
+    paths; ``rsm_keys``: the private keys of encrypted tiered-storage segments."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     found = {}
     order = 0
     for root in paths:
-        root = storage.configure(os.fspath(root), storage_options)
+        root = storage.configure(os.fspath(root), storage_options, rsm_keys)
         if storage.is_remote(root):
             directories = _remote_partition_dirs(root)
         else:
@@ -278,7 +285,7 @@ def _plan_tasks(paths, opts, start, end, keys, pushdown=None, storage_options=No
     per_partition = {}
     with contextlib.ExitStack() as stack:
         found = _select_topics(discover(paths, stack, opts.read_above_high_watermark,
-                                        storage_options), opts)
+                                        storage_options, opts.rsm_keys), opts)
         for key in keys(found):
             replicas = sorted(found[key], key=lambda r: r.preference(), reverse=True)
             tasks = _plan_partition(key, replicas, request, pushdown)
@@ -541,7 +548,8 @@ def partition_offsets(paths: StrPath | Iterable[StrPath], options: Options,
     out = {}
     with contextlib.ExitStack() as stack:
         found = _select_topics(discover(paths, stack, options.read_above_high_watermark,
-                                        _storage_options(options, storage_options)),
+                                        _storage_options(options, storage_options),
+                                        options.rsm_keys),
                                options)
         if start is not None:
             _check_assigned(start, found, "startingOffsets")
