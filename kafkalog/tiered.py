@@ -129,17 +129,25 @@ def _partition_view(real):
 
 
 def _holds_topic_prefixes(path):
-    """Whether directory ``path`` holds a directory named like Aiven's topic prefixes (a
-    broker's log dir, a plain partition directory or a file never does)."""
-    from kafkalog.files import topic_partition_or_none
-    if topic_partition_or_none(os.path.basename(path.rstrip("/"))) is not None:
+    """Whether directory ``path`` holds directories named like Aiven's topic prefixes and no
+    broker partition directories (a plain partition directory or a Kafka file never does)."""
+    from kafkalog.files import parse_file_name, topic_partition_or_none
+    name = os.path.basename(path.rstrip("/"))
+    if topic_partition_or_none(name) is not None or parse_file_name(name) is not None:
         return False
     try:
         if not storage.isdir(path):
             return False
-        return any(e.is_dir and _TOPIC_DIR.match(e.name) for e in storage.list_dir(path))
+        dirs = [e.name for e in storage.list_dir(path) if e.is_dir]
     except (OSError, KafkaLogError):
         return False
+    topics = [d for d in dirs if _TOPIC_DIR.match(d)]
+    if topics and any(topic_partition_or_none(d) is not None for d in dirs):
+        log.warning("%s holds both broker partition directories and tiered-storage topic "
+                    "prefixes (%s): read as a log dir; give the tiered prefixes as paths of "
+                    "their own to read them", path, ", ".join(topics[:3]))
+        return False
+    return bool(topics)
 
 
 class _Place:

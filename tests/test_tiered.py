@@ -196,6 +196,16 @@ def test_a_log_dir_of_topic_prefixes_lists_every_partition():
     assert [os.path.basename(d) for d in dirs] == ["multiseg-0", "txn-0"]
 
 
+def test_a_log_dir_holding_tiered_prefixes_too_is_read_as_a_log_dir(tmp_path, caplog):
+    shutil.copytree(source("txn"), tmp_path / "txn-0")
+    shutil.copytree(os.path.join(objects("a-plain"), TOPIC_DIRS["txn"]),
+                    tmp_path / TOPIC_DIRS["txn"])
+    with caplog.at_level("WARNING", logger="kafkalog.tiered"):
+        assert storage.configure(str(tmp_path)) == str(tmp_path)
+    assert "give the tiered prefixes as paths of their own" in caplog.text
+    assert storage.configure(str(tmp_path / TOPIC_DIRS["txn"])).startswith(tiered.SCHEME)
+
+
 def test_writing_a_view_is_refused():
     from kafkalog.errors import ReadOnlyStorageError
     with pytest.raises(ReadOnlyStorageError):
