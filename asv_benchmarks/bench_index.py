@@ -4,6 +4,7 @@ import os
 
 import numpy as np
 
+from kafkalog import OffsetIndex, TimeIndex
 from kafkalog._layout import OFFSET_KEY
 from kafkalog.records import open_buffer
 
@@ -35,3 +36,29 @@ class IndexLookups:
 
     def time_vectorized_lookups(self, impl, order):
         self.kernels.index_lookup_many(self.buf, self.entries, OFFSET_KEY, 0, self.array)
+
+
+class IndexLookupsAsCalled:
+    """``OffsetIndex(...).lookup(t)`` and ``TimeIndex(...).lookup(t)`` the way users call them
+    (the attribute each time), 100,000 random targets, one call each (compiled kernels)."""
+
+    def setup(self):
+        stem = os.path.join(BENCH, "00000000000000000000")
+        self.offsets = OffsetIndex(stem + ".index", 0, writable=False)
+        self.times = TimeIndex(stem + ".timeindex", 0, writable=False)
+        self.targets = random_targets(100_000, 185_700)
+        first, last = self.times.entry(0).timestamp, self.times.last_entry.timestamp
+        self.ts_targets = [first - 10 + t % (last - first + 20)
+                           for t in random_targets(100_000, 1 << 40, seed=2)]
+
+    def teardown(self):
+        self.offsets.close()
+        self.times.close()
+
+    def time_offset_index_lookup(self):
+        for t in self.targets:
+            self.offsets.lookup(t)
+
+    def time_time_index_lookup(self):
+        for t in self.ts_targets:
+            self.times.lookup(t)

@@ -1,9 +1,10 @@
-"""Segment recovery, Log.open (clean and unclean), Log.append and retention."""
+"""Segment recovery, Log.open (clean and unclean), Log.append and append_batches, the read
+paths users call (Log.read, Log.offset_for_timestamp, Log.records) and retention."""
 import glob
 import os
+import random
 import shutil
 import tempfile
-
 
 from kafkalog.config import LogConfig
 from kafkalog.log import Log
@@ -101,6 +102,47 @@ class Append:
         for _ in range(self.count):
             self.log.append(self.data)
 
+    def time_append_batches_8mb(self, size):
+        """The same bytes in calls of up to 1,000 batches (Log.append_batches)."""
+        for start in range(0, self.count, 1000):
+            self.log.append_batches([self.data] * min(1000, self.count - start))
+
+
+class ReadPaths:
+    """bench-0 opened read-only: 100,000 Log.read(offset, 16 KiB) of random offsets (Kafka:
+    396 ms), 10,000 Log.offset_for_timestamp (Kafka: 82 ms), Log.records() touching offset,
+    key and value (Kafka's consume loop: 86 ms)."""
+    timeout = 300
+
+    def setup(self):
+        self.log = Log.open(BENCH, read_only=True)
+        rng = random.Random(1)
+        self.offsets = [rng.randrange(self.log.log_end_offset) for _ in range(100_000)]
+        self.stamps = [rng.randint(1700000000000, 1700000999999) for _ in range(10_000)]
+
+    def teardown(self):
+        self.log.close()
+
+    def time_read_16k_random(self):
+        read = self.log.read
+        for offset in self.offsets:
+            read(offset, 16384)
+
+    def time_offset_for_timestamp_random(self):
+        find = self.log.offset_for_timestamp
+        for ts in self.stamps:
+            find(ts)
+
+    def time_records_touch(self):
+        for r in self.log.records():
+            r.offset
+            r.key
+            r.value
+
+    def time_record_tables(self):
+        for _ in self.log.record_tables():
+            pass
+
 
 class Retention:
     def setup(self):
@@ -141,3 +183,39 @@ class Compaction:
 
     def time_compact(self):
         self.log.compact(now_ms=1_700_000_000_000)
+
+    def track_map_bytes_per_key(self):
+        stats = self.log.compact(now_ms=1_700_000_000_000)
+        return stats.map_memory_bytes / max(1, stats.map_keys)
+
+
+class CompactionKernels:
+    """The cleaner's kernels over 100,000 records of 5,000 keys in 100-record batches: the
+    offset map built and queried, and every batch rebuilt with 5% of its records kept."""
+    params = [list(IMPLS)]
+    param_names = ["impl"]
+
+    def setup(self, impl):
+        import numpy as np
+        from kafkalog import Record, build_batch
+        from kafkalog.records import decode_batches
+        self.k = IMPLS[impl]
+        self.buf = b"".join(
+            build_batch([Record(key=b"key-%05d" % ((s + i) % 5000), value=b"v" * 64,
+                                timestamp=1_700_000_000_000) for i in range(100)],
+                        base_offset=s) for s in range(0, 100_000 if impl == "cython" else 5000, 100))
+        self.batches = self.k.walk_batches(self.buf)[0]
+        self.table = decode_batches(self.buf, self.batches)
+        self.use = np.ones(len(self.table.records), dtype=np.uint8)
+        self.keep = (np.arange(len(self.table.records)) % 20 == 0).astype(np.uint8)
+        self.action = np.full(len(self.batches), 2, dtype=np.int8)
+        self.horizon = np.full(len(self.batches), -1, dtype=np.int64)
+
+    def time_offset_map_build_and_query(self, impl):
+        import numpy as np
+        slots = np.zeros((8192, 3), dtype=np.uint64)
+        self.k.offset_map_put(slots, 0, 7000, self.table.data, self.table.records, self.use)
+        self.k.offset_map_get(slots, self.table.data, self.table.records)
+
+    def time_compact_batches(self, impl):
+        self.k.compact_batches(self.buf, self.batches, self.keep, self.action, self.horizon)

@@ -2,9 +2,9 @@
 import numpy as np
 
 from kafkalog._kernels import walk_batches
-from kafkalog.records import decode_batches
+from kafkalog.records import _TYPE_OBJECTS, decode_batches, iter_batches
 
-from .common import BENCH, BENCH_LZ4, IMPLS, buffers
+from .common import BENCH, BENCH_LZ4, IMPLS, buffers, logs
 
 
 class WalkBatches:
@@ -23,6 +23,60 @@ class WalkBatches:
     def time_walk_without_crc(self, impl):
         for b in self.bufs:
             self.kernels.walk_batches(b, validate_crc=False)
+
+    def time_crc32c(self, impl):
+        for b in self.bufs:
+            self.kernels.crc32c(b)
+
+
+class BatchRecords:
+    """``for r in batch`` through the ``batch_records`` kernel (one call per batch), reading
+    every field: the first segment of bench-0 (185,700 records)."""
+    params = ["cython", "python"]
+    param_names = ["impl"]
+    timeout = 120
+
+    def setup(self, impl):
+        self.kernels = IMPLS[impl]
+        self.buf = buffers(BENCH, first_only=True)[0]
+        self.rows = list(walk_batches(self.buf)[0])
+
+    def time_read_every_field(self, impl):
+        for row in self.rows:
+            for r in self.kernels.batch_records(self.buf, row, _TYPE_OBJECTS):
+                r.offset, r.timestamp, r.key, r.value
+
+
+class NaturalLoop:
+    """The loop users write over bench-0 (compiled kernels): ``for b in iter_batches(path):
+    for r in b``, reading every field; keeping the records; reading keys and values."""
+    params = ["first segment", "all"]
+    param_names = ["logs"]
+    timeout = 120
+
+    def setup(self, which):
+        self.paths = logs(BENCH)[:1] if which == "first segment" else logs(BENCH)
+
+    def time_read_every_field(self, which):
+        for path in self.paths:
+            for b in iter_batches(path):
+                for r in b:
+                    r.offset, r.timestamp, r.key, r.value
+
+    def time_keep_records(self, which):
+        out = []
+        for path in self.paths:
+            for b in iter_batches(path):
+                for r in b:
+                    r.offset, r.timestamp, r.key, r.value
+                    out.append(r)
+
+    def time_read_keys_and_values(self, which):
+        n = 0
+        for path in self.paths:
+            for b in iter_batches(path):
+                for r in b:
+                    n += len(r.key) + len(r.value)
 
 
 class DecodeRecords:

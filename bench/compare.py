@@ -118,6 +118,8 @@ def warm(paths):
 
 
 def bench_scan(report, runs, quick):
+    from kafkalog import TimeIndex
+    from kafkalog.records import iter_batches
     timings = kafka_timing("bench-0")
     logs = sorted(glob.glob(os.path.join(LARGE, "bench-0", "*.log")))
     warm(logs)
@@ -128,12 +130,16 @@ def bench_scan(report, runs, quick):
         for b in bufs:
             walk_batches(b)
     s = timeit(walk, runs)
-    report.add("bench-0 scan", f"walk 10,000 batches + CRC ({total / 1e6:.1f} MB)", s,
-               timings["iterate_batches_ensureValid"]["median_ms"], target="<= 12 ms",
-               note=f"{total / s['median_ms'] / 1e6:.2f} GB/s")
     from crc32c import crc32c
-    report.add("bench-0 scan", "limit: crc32c package over the same bytes",
-               timeit(lambda: [crc32c(b) for b in bufs], runs))
+    from kafkalog import _kernels
+    crc_alone = timeit(lambda: [crc32c(b) for b in bufs], runs)
+    hardware = getattr(_kernels._module, "_crc_hardware", lambda: False)()
+    report.add("bench-0 scan", f"walk 10,000 batches + CRC ({total / 1e6:.1f} MB)", s,
+               timings["iterate_batches_ensureValid"]["median_ms"], target="<= 11 ms",
+               versus=("the crc32c package alone", crc_alone),
+               note=f"{total / s['median_ms'] / 1e6:.2f} GB/s, "
+                    f"{'SSE4.2' if hardware else 'crc32c package'} CRC")
+    report.add("bench-0 scan", "limit: crc32c package over the same bytes", crc_alone)
     arrays = [np.frombuffer(b, np.uint8) for b in bufs]
     report.add("bench-0 scan", "limit: numpy copy of the same bytes",
                timeit(lambda: [a.copy() for a in arrays], runs))
@@ -196,7 +202,54 @@ def bench_scan(report, runs, quick):
             n += len(r.value) + len(r.key)
         return n
 
+    def natural(paths, keep=False, touch=False):
+        """The loop users write: ``for b in iter_batches(path): for r in b: ...``."""
+        def ours():
+            out, n = [], 0
+            for path in paths:
+                for b in iter_batches(path):
+                    for r in b:
+                        if touch:
+                            n += len(r.key) + len(r.value)
+                        else:
+                            r.offset, r.timestamp, r.key, r.value
+                            if keep:
+                                out.append(r)
+            return out, n
+
+        def aiokafka():
+            out, n = [], 0
+            for path in paths:
+                records = AioMemoryRecords(plain[logs.index(path)])
+                while True:
+                    batch = records.next_batch()
+                    if batch is None:
+                        break
+                    for r in batch:
+                        if touch:
+                            n += len(r.key) + len(r.value)
+                        else:
+                            r.offset, r.timestamp, r.key, r.value
+                            if keep:
+                                out.append(r)
+            return out, n
+        return ours, aiokafka
+
     r_runs = max(3, runs // 2)
+    loop = "for b in iter_batches(seg): for r in b:"
+    for label, paths in (("first segment (185,700 records)", logs[:1]),
+                         ("all of bench-0 (1,000,000 records)", logs)):
+        for what, keep, touch in (("r.offset, r.timestamp, r.key, r.value; keep r", True, False),
+                                  ("r.offset, r.timestamp, r.key, r.value (drop)", False, False),
+                                  ("len(r.key) + len(r.value)", False, True)):
+            if quick and keep and len(paths) > 1:
+                continue
+            ours, aiokafka = natural(paths, keep, touch)
+            peer = timeit(aiokafka, r_runs, 1)
+            report.add("bench-0 natural loop", f"{loop} {what}, {label}",
+                       timeit(ours, r_runs, 1), versus=("aiokafka, same loop", peer),
+                       target=">= 2x aiokafka")
+            report.add("bench-0 natural loop", "  aiokafka's Cython reader, same loop", peer)
     aio_list = timeit(aiokafka_list, r_runs, 1)
     aio_iter = timeit(aiokafka_iterate, r_runs, 1)
     aio_touch = timeit(aiokafka_list_touch, r_runs, 1)
@@ -232,17 +285,27 @@ def bench_scan(report, runs, quick):
                         writable=False)
     rng = random.Random(1)
     targets = [rng.randrange(0, 185700) for _ in range(100_000)]
-    lookup = index.lookup
 
     def lookups():
         for t in targets:
-            lookup(t)
-    report.add("bench-0 index", "100,000 random offset-index lookups, one call each",
+            index.lookup(t)        # as users call it: the attribute each time
+    report.add("bench-0 index", "OffsetIndex.lookup, 100,000 random targets, one call each",
                timeit(lookups, runs), timings["offset_index_lookup"]["median_ms"],
-               target="<= 15 ms")
+               target="<= 13 ms")
     ordered = sorted(targets)
-    report.add("bench-0 index", "100,000 sequential lookups, one call each",
-               timeit(lambda: [lookup(t) for t in ordered], runs))
+    report.add("bench-0 index", "100,000 sequential lookups, one call each (kept in a list)",
+               timeit(lambda: [index.lookup(t) for t in ordered], runs))
+    time_index = TimeIndex(os.path.join(LARGE, "bench-0", "00000000000000000000.timeindex"), 0,
+                           writable=False)
+    first_ts, last_ts = time_index.entry(0).timestamp, time_index.last_entry.timestamp
+    ts_targets = [rng.randrange(first_ts - 10, last_ts + 10) for _ in range(100_000)]
+
+    def time_lookups():
+        for t in ts_targets:
+            time_index.lookup(t)
+    report.add("bench-0 index", "TimeIndex.lookup, 100,000 random timestamps, one call each",
+               timeit(time_lookups, runs), target="<= 13 ms")
+    time_index.close()
     arr = np.array(targets, np.int64)
     report.add("bench-0 index", "the same 100,000 random lookups as one vectorized call",
                timeit(lambda: index.lookup_many(arr), runs), target="<= 2 ms")
@@ -280,12 +343,21 @@ def bench_scan(report, runs, quick):
 
 
 def bench_append(report, runs, quick):
+    """Log.append per batch (1-record, 1 KB, 16 KB) and Log.append_batches of 1 KB batches,
+    each beside plain unbuffered writes of the same bytes, one write per batch, measured in
+    the same run. Kafka's one-record rate is the issue's figure (419,000 batches/s)."""
     total = (32 if quick else 128) * 1024 * 1024
-    for label, per_batch, value in [("1-record batches", 1, 100), ("1 KB batches", 10, 70),
-                                    ("16 KB batches", 140, 90)]:
+    cases = [("1-record batches", 1, 100, False), ("1 KB batches", 10, 70, False),
+             ("16 KB batches", 140, 90, False), ("1 KB batches, append_batches of 1,000", 10,
+                                                 70, True)]
+    targets = {(1, False): ">= 419,000 batches/s (Kafka)", (140, False): ">= 70% of plain writes",
+               (10, True): ">= 80% of plain writes"}
+    for label, per_batch, value, batched in cases:
         data = build_batch([Record(key=b"k%06d" % i, value=b"x" * value, timestamp=1 + i)
                             for i in range(per_batch)])
         count = (total // len(data)) if per_batch > 1 else min(200_000, total // len(data))
+        if batched:
+            count -= count % 1000
         tmp = tempfile.mkdtemp()
         try:
             def log_append():
@@ -294,9 +366,15 @@ def bench_append(report, runs, quick):
                 path = os.path.join(tmp, "t-0")
                 shutil.rmtree(path, ignore_errors=True)
                 log = Log.open(path, {"segment.bytes": 1 << 30})
-                start = time.perf_counter()
-                for _ in range(count):
-                    log.append(data)
+                if batched:
+                    calls = [[data] * 1000] * (count // 1000)
+                    start = time.perf_counter()
+                    for buffers in calls:
+                        log.append_batches(buffers)
+                else:
+                    start = time.perf_counter()
+                    for _ in range(count):
+                        log.append(data)
                 elapsed = time.perf_counter() - start
                 log.close()
                 return elapsed
@@ -311,17 +389,84 @@ def bench_append(report, runs, quick):
             plain = timed_inside(plain_write, a_runs)
             ours = timed_inside(log_append, a_runs)
             mb = count * len(data) / 1e6
-            row = report.add("append", f"Log.append of {count:,} {label} ({len(data)} B)", ours,
+            what = "Log.append_batches" if batched else "Log.append"
+            row = report.add("append", f"{what} of {count:,} {label} ({len(data)} B)", ours,
                              note=f"{mb / ours['median_ms'] * 1000:.0f} MB/s, "
-                                  f"{count / ours['median_ms'] * 1000:,.0f} batches/s")
+                                  f"{count / ours['median_ms'] * 1000:,.0f} batches/s",
+                             target=targets.get((per_batch, batched)))
+            row["batches_per_s"] = count / ours["median_ms"] * 1000
             row["fraction_of_plain_writes"] = plain["median_ms"] / ours["median_ms"]
             row["note"] += f", {row['fraction_of_plain_writes']:.0%} of plain writes"
-            if per_batch == 140:
-                row["target"] = ">= 70% of plain writes"
             report.add("append", "  plain file writes of the same bytes (unbuffered)", plain,
                        note=f"{mb / plain['median_ms'] * 1000:.0f} MB/s")
         finally:
             shutil.rmtree(tmp)
+
+
+def bench_log_paths(report, runs, quick):
+    """The Log paths users call on bench-0 opened read-only, next to Kafka's same paths
+    (``fetch_*`` and ``*OffsetByTimestamp*`` in bench-0.kafka-timings.json)."""
+    path = os.path.join(LARGE, "bench-0")
+    kafka = kafka_timing("bench-0")
+    warm(glob.glob(os.path.join(path, "*")))
+    log = Log.open(path, read_only=True)
+    try:
+        rng = random.Random(42)
+        end = log.log_end_offset
+        reads = [rng.randrange(end) for _ in range(10_000 if quick else 100_000)]
+        first = log.segments[0]
+        stamps = [rng.randint(1700000000000, 1700000999999)
+                  for _ in range(1_000 if quick else 10_000)]
+        scale = 1 if not quick else 10
+
+        def read():
+            r = log.read
+            for offset in reads:
+                r(offset, 16384)
+        s = timeit(read, runs, 1)
+        report.add("Log paths", f"Log.read(offset, 16 KiB), {len(reads):,} random offsets", s,
+                   kafka_ms=kafka["fetch_read_random_16KiB"]["median_ms"] / scale,
+                   target="<= Kafka (396 ms for 100,000)",
+                   note=f"{s['median_ms'] / len(reads) * 1000:.2f} us per read")
+
+        def by_timestamp():
+            f = log.offset_for_timestamp
+            for ts in stamps:
+                f(ts)
+        s = timeit(by_timestamp, runs, 1)
+        report.add("Log paths", f"Log.offset_for_timestamp, {len(stamps):,} random timestamps",
+                   s, kafka_ms=kafka["fetchOffsetByTimestamp_all_segments"]["median_ms"] / scale,
+                   target="<= Kafka (82 ms for 10,000)",
+                   note=f"{s['median_ms'] / len(stamps) * 1000:.2f} us per lookup")
+        seg_stamps = [rng.randint(1700000000000, 1700000185699) for _ in stamps]
+
+        def segment_by_timestamp():
+            f = first.find_offset_by_timestamp
+            for ts in seg_stamps:
+                f(ts, 0)
+        s = timeit(segment_by_timestamp, runs, 1)
+        report.add("Log paths", f"  LogSegment.find_offset_by_timestamp, first segment, "
+                   f"{len(stamps):,}", s,
+                   kafka_ms=kafka["findOffsetByTimestamp_first_segment"]["median_ms"] / scale)
+
+        def records_touch():
+            for r in log.records():
+                r.offset
+                r.key
+                r.value
+        s = timeit(records_touch, max(3, runs // 2), 1)
+        report.add("Log paths", "Log.records() over bench-0, touching offset, key, value", s,
+                   kafka_ms=kafka["fetch_consume_sequential_1MiB"]["median_ms"],
+                   target="<= Kafka (86 ms)", note="1,000,000 records")
+
+        def tables():
+            for _ in log.record_tables():
+                pass
+        s = timeit(tables, max(3, runs // 2), 1)
+        report.add("Log paths", "  of which the Log layer: record_tables() (read, CRC, decode, "
+                   "filter)", s, note="Log.records() adds the Record objects")
+    finally:
+        log.close()
 
 
 def timed_inside(fn, runs):
@@ -335,25 +480,32 @@ def bench_open(report, runs, quick):
     tmp = tempfile.mkdtemp()
     try:
         sizes = [1000, 2000, 5000, 10000] if not quick else [1000, 10000]
+        clean = {}
         for n in sizes:
             d = os.path.join(tmp, f"clean{n}-0")
             write_small_segments(d, n)
 
             def open_clean():
                 Log.open(d, clean_shutdown=True, read_only=False).close()
-            s = timeit(open_clean, max(3, runs // 2), 1)
+            s = clean[n] = timeit(open_clean, max(3, runs // 2), 1)
             report.add("Log.open", f"after a clean shutdown, {n:,} small segments", s,
                        target="<= 500 ms" if n == 10000 else None,
                        note=f"{s['median_ms'] / n * 1000:.0f} us per segment")
-        for n in ([100, 200, 400] if not quick else [100, 200]):
-            d = os.path.join(tmp, f"unclean{n}-0")
-            write_small_segments(d, n)
+        # Every segment recovered (recovery point 0) in the same directories, beside the clean
+        # load just measured: issue 16 wants <= 3x its cost per segment, issue 17 <= 0.15 ms
+        # per segment, linear to 10,000.
+        for n in [1000, 10000]:
+            d = os.path.join(tmp, f"clean{n}-0")
 
             def open_unclean():
                 Log.open(d, clean_shutdown=False, recovery_point=0).close()
             s = timeit(open_unclean, 3, 1)
-            report.add("Log.open", f"after an unclean shutdown (recover all), {n} segments", s,
-                       note=f"{s['median_ms'] / n:.2f} ms per segment")
+            per = s["median_ms"] / n
+            report.add("Log.open", f"after an unclean shutdown (recover all), {n:,} small "
+                                   f"segments", s,
+                       target="<= 0.15 ms per segment and <= 3x the clean load",
+                       note=f"{per:.3f} ms per segment, "
+                            f"{per / (clean[n]['median_ms'] / n):.1f}x the clean load")
     finally:
         shutil.rmtree(tmp)
 
@@ -450,6 +602,7 @@ def main():
         print("note: running with the pure-Python kernels", file=sys.stderr)
     report = Report()
     bench_scan(report, args.runs, args.quick)
+    bench_log_paths(report, args.runs, args.quick)
     bench_append(report, args.runs, args.quick)
     bench_open(report, args.runs, args.quick)
     bench_recover_memory(report, args.quick or args.no_big)

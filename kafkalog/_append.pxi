@@ -67,7 +67,7 @@ def prepare_append(unsigned char[::1] buf, int64_t assign_from, int64_t max_batc
             if size > max_batch_size:
                 status = A_TOO_LARGE
                 break
-            crc = _crc32c(view[pos + B_ATTRIBUTES:pos + size])
+            crc = _crc32c_span(view, p, pos + B_ATTRIBUTES, pos + size)
             if crc != kl_u32(p + pos + B_CRC):
                 status = A_CRC
                 break
@@ -108,7 +108,7 @@ def prepare_append(unsigned char[::1] buf, int64_t assign_from, int64_t max_batc
             if n == 0:
                 first = base
             if log_append_time >= 0:
-                _set_log_append_time(p + pos, size, log_append_time, view[pos + B_ATTRIBUTES:pos + size])
+                _set_log_append_time(p, pos, size, log_append_time, view)
             ts = kl_i64(p + pos + B_MAX_TIMESTAMP)
             if ts > max_ts:
                 max_ts = ts
@@ -134,15 +134,16 @@ cdef void _put_u32(unsigned char *p, uint32_t v) noexcept:
     p[3] = v & 0xFF
 
 
-cdef int _set_log_append_time(unsigned char *b, Py_ssize_t size, int64_t now,
-                              object crc_view) except -1:
+cdef int _set_log_append_time(unsigned char *p, Py_ssize_t pos, Py_ssize_t size, int64_t now,
+                              object view) except -1:
+    cdef unsigned char *b = p + pos
     cdef int16_t attributes = kl_i16(b + B_ATTRIBUTES) | 0x08
     cdef int i
     b[B_ATTRIBUTES] = (attributes >> 8) & 0xFF
     b[B_ATTRIBUTES + 1] = attributes & 0xFF
     for i in range(8):
         b[B_MAX_TIMESTAMP + i] = (now >> (56 - 8 * i)) & 0xFF
-    _put_u32(b + B_CRC, _crc32c(crc_view))
+    _put_u32(b + B_CRC, _crc32c_span(view, p, pos + B_ATTRIBUTES, pos + size))
     return 0
 
 

@@ -1,6 +1,6 @@
 # Type stubs of the compiled kernels (kafkalog/_core.pyx); the pure-Python twins in
 # kafkalog/_core_py.py have the same signatures.
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -47,6 +47,22 @@ def gather_spans(buf: Buffer, positions: npt.NDArray[np.int64],
                             npt.NDArray[np.bool_]]: ...
 def make_records(data: Buffer, records: np.ndarray, headers: np.ndarray,
                  timestamp_types: np.ndarray, type_objects: Sequence[Any]) -> list[Record]: ...
+def batch_records(buf: Buffer, row: Any, type_objects: Sequence[Any]
+                  ) -> Iterator[Record] | None: ...
+def crc32c(buf: Buffer, value: int = ...) -> int: ...
+
+OFFSET_MAP_ENTRY_BYTES: int
+COMPACT_COPY: int
+COMPACT_DROP: int
+COMPACT_REBUILD: int
+
+def key_hash(key: Buffer) -> tuple[int, int]: ...
+def offset_map_put(slots: npt.NDArray[np.uint64], count: int, limit: int, data: Buffer,
+                   records: npt.NDArray[Any], use: npt.NDArray[np.uint8]) -> tuple[int, int]: ...
+def offset_map_get(slots: npt.NDArray[np.uint64], data: Buffer,
+                   records: npt.NDArray[Any]) -> npt.NDArray[np.int64]: ...
+def compact_batches(buf: Buffer, batches: npt.NDArray[Any], keep: npt.NDArray[np.uint8],
+                    action: npt.NDArray[np.int8], horizon: npt.NDArray[np.int64]) -> bytes: ...
 def span_bytes(buf: Buffer, positions: npt.NDArray[np.int64], lengths: npt.NDArray[np.int32]
                ) -> list[bytes | None]: ...
 

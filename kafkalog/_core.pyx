@@ -10,6 +10,7 @@ Shape of every kernel: a ``def`` wrapper that checks arguments and turns status 
 """
 cimport cython
 from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.bytearray cimport PyByteArray_AsString
 from libc.stdint cimport (
     int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t, INT32_MAX, INT64_MAX, INT64_MIN,
 )
@@ -158,6 +159,7 @@ _RECORD_ERRORS = {
 
 
 # The kernels, one room per concern (asyncpg's pgproto builds one extension the same way).
+include "_crc.pxi"
 include "_walk.pxi"
 include "_decode.pxi"
 include "_index.pxi"
@@ -167,3 +169,4 @@ include "_append.pxi"
 include "_arrow.pxi"
 include "_views.pxi"
 include "_record.pxi"
+include "_compact.pxi"

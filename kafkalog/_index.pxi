@@ -27,15 +27,16 @@ cdef inline Py_ssize_t _binary_search(const unsigned char *p, Py_ssize_t entries
                                       bint upper) noexcept nogil:
     cdef Py_ssize_t mid
     cdef int64_t found
+    cdef bint above
     while lo < hi:
         mid = (lo + hi + 1) >> 1
         found = _entry_value(p, mid, field)
-        if found > target:
-            hi = mid - 1
-        elif found < target:
-            lo = mid
-        else:
+        if found == target:       # rare for most targets: predicted well
             return mid
+        # selects, not branches: a random target mispredicts half of the branches
+        above = found > target
+        hi = mid - 1 if above else hi
+        lo = lo if above else mid
     if not upper:
         return lo
     return -1 if lo == entries - 1 else lo + 1

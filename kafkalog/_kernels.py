@@ -7,7 +7,8 @@ KERNEL_NAMES = (
     "walk_batches", "decode_v2_records", "decode_legacy_records", "index_search", "index_lookup",
     "index_search_many", "index_entries", "index_valid_entries", "find_batch",
     "index_entries_for", "prepare_append", "gather_spans", "IndexView", "index_lookup_many",
-    "Record", "make_records", "span_bytes", "next_valid_batch", "check_batches",
+    "Record", "make_records", "batch_records", "span_bytes", "next_valid_batch", "check_batches",
+    "crc32c", "key_hash", "offset_map_put", "offset_map_get", "compact_batches",
 )
 
 COMPILED = False
@@ -52,7 +53,17 @@ IndexView = _module.IndexView
 index_lookup_many = _module.index_lookup_many
 Record = _module.Record
 make_records = _module.make_records
+batch_records = _module.batch_records
 span_bytes = _module.span_bytes
 next_valid_batch = _module.next_valid_batch
+crc32c = _module.crc32c
+key_hash = _module.key_hash
+offset_map_put = _module.offset_map_put
+offset_map_get = _module.offset_map_get
+compact_batches = _module.compact_batches
+OFFSET_MAP_ENTRY_BYTES = _module.OFFSET_MAP_ENTRY_BYTES
+COMPACT_COPY = _module.COMPACT_COPY
+COMPACT_DROP = _module.COMPACT_DROP
+COMPACT_REBUILD = _module.COMPACT_REBUILD
 APPEND_HAS_PRODUCER = _module.APPEND_HAS_PRODUCER
 APPEND_HAS_COMPRESSED = _module.APPEND_HAS_COMPRESSED

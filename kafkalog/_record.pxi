@@ -2,12 +2,48 @@
 # ----------------------------------------------------------------------------------------------
 # Record objects
 
-cdef object _UNSET = object()
+from cpython.object cimport PyTypeObject
+
+cdef extern from *:
+    """
+    #include <structmember.h>
+    /* Expose an object field of a cdef class as a plain member (a slot): CPython (3.11+)
+       specializes reading a member to a load (LOAD_ATTR_SLOT), where a property costs a call
+       through the descriptor. The PyMemberDef lives as long as the type (never freed). */
+    static int kl_add_slot(PyTypeObject *type, const char *name, Py_ssize_t offset,
+                           const char *doc) {
+        PyMemberDef *def = (PyMemberDef *)PyMem_Calloc(1, sizeof(PyMemberDef));
+        PyObject *descr;
+        int rc;
+        if (def == NULL) { PyErr_NoMemory(); return -1; }
+        def->name = name;
+        def->type = T_OBJECT_EX;
+        def->offset = offset;
+        def->flags = 0;
+        def->doc = doc;
+        descr = PyDescr_NewMember(type, def);
+        if (descr == NULL) return -1;
+        rc = PyDict_SetItemString(type->tp_dict, name, descr);
+        Py_DECREF(descr);
+        PyType_Modified(type);
+        return rc;
+    }
+    """
+    int kl_add_slot(PyTypeObject *type, const char *name, Py_ssize_t offset,
+                    const char *doc) except -1
+    # Where Cython puts the fields of Record (its struct name is Cython's, fixed by the module
+    # and class names: a rename fails to compile rather than misbehave).
+    Py_ssize_t _AT_OFFSET "offsetof(struct __pyx_obj_8kafkalog_5_core_Record, offset_)"
+    Py_ssize_t _AT_TIMESTAMP "offsetof(struct __pyx_obj_8kafkalog_5_core_Record, timestamp_)"
+    Py_ssize_t _AT_TYPE "offsetof(struct __pyx_obj_8kafkalog_5_core_Record, timestamp_type_)"
+    Py_ssize_t _AT_KEY "offsetof(struct __pyx_obj_8kafkalog_5_core_Record, key_)"
+    Py_ssize_t _AT_VALUE "offsetof(struct __pyx_obj_8kafkalog_5_core_Record, value_)"
+    Py_ssize_t _AT_HEADERS "offsetof(struct __pyx_obj_8kafkalog_5_core_Record, headers_)"
 
 
-# Not tracked by the cycle collector: a Record refers only to its buffers and field values, so
-# it cannot be part of a reference cycle unless a field is set to something that refers back
-# to it; tracking a million decoded records would make every collection walk them all.
+# Not tracked by the cycle collector: a Record refers only to its field values, so it cannot
+# be part of a reference cycle unless a field is set to something that refers back to it;
+# tracking a million decoded records would make every collection walk them all.
 @cython.no_gc
 @cython.freelist(1024)
 cdef class Record:
@@ -15,100 +51,34 @@ cdef class Record:
     (bytes or None) and ``headers`` (tuple of ``(str, bytes | None)``).
 
     Construct one for appends as ``Record(key=..., value=..., timestamp=None, headers=())``.
-    Records made by decoding keep a reference to the decoded buffer and copy their key, value
-    and headers out of it on first access.
+    Decoded records get their fields in one pass over a decoded batch, in C; the fields are
+    plain members (as the twin's ``__slots__``), which the interpreter reads without a call:
+    in a loop that reads every record's fields that beats building them on first access.
     """
-    cdef public object timestamp_type
-    cdef object _offset_obj         # the offset / timestamp as given (None allowed), or _UNSET
-    cdef object _timestamp_obj      # to make the int from the C field on first access
-    cdef int64_t _offset
-    cdef int64_t _timestamp
-    cdef object _key
-    cdef object _value
-    cdef object _headers
-    cdef object _data
-    cdef object _header_rows
-    cdef int64_t _key_pos
-    cdef int64_t _value_pos
-    cdef int64_t _header_start
-    cdef int32_t _key_len
-    cdef int32_t _value_len
-    cdef int32_t _header_count
+    # Exposed under the names without "_" by kl_add_slot below (never NULL: no deletion).
+    cdef object offset_
+    cdef object timestamp_
+    cdef object timestamp_type_
+    cdef object key_
+    cdef object value_
+    cdef object headers_
 
     def __init__(self, key=None, value=None, timestamp=None, headers=(), offset=None,
                  timestamp_type=0):
-        self._key = key
-        self._value = value
-        self._headers = tuple(headers)
-        self._timestamp_obj = timestamp
-        self._offset_obj = offset
-        self.timestamp_type = timestamp_type
-        self._data = None
+        self.key_ = key
+        self.value_ = value
+        self.headers_ = tuple(headers)
+        self.timestamp_ = timestamp
+        self.offset_ = offset
+        self.timestamp_type_ = timestamp_type
 
-    @property
-    def offset(self):
-        if self._offset_obj is _UNSET:
-            self._offset_obj = self._offset
-        return self._offset_obj
-
-    @offset.setter
-    def offset(self, value):
-        self._offset_obj = value
-
-    @property
-    def timestamp(self):
-        if self._timestamp_obj is _UNSET:
-            self._timestamp_obj = self._timestamp
-        return self._timestamp_obj
-
-    @timestamp.setter
-    def timestamp(self, value):
-        self._timestamp_obj = value
-
-    cdef object _span(self, int64_t pos, int32_t length):
-        cdef const unsigned char[::1] view
-        if length < 0:
-            return None
-        view = self._data
-        return PyBytes_FromStringAndSize(<const char *>&view[pos] if length else NULL, length)
-
-    @property
-    def key(self):
-        if self._key is _UNSET:
-            self._key = self._span(self._key_pos, self._key_len)
-        return self._key
-
-    @key.setter
-    def key(self, value):
-        self._key = value
-
-    @property
-    def value(self):
-        if self._value is _UNSET:
-            self._value = self._span(self._value_pos, self._value_len)
-        return self._value
-
-    @value.setter
-    def value(self, value):
-        self._value = value
-
-    @property
-    def headers(self):
-        cdef Py_ssize_t h
-        if self._headers is _UNSET:
-            rows = self._header_rows[self._header_start:self._header_start + self._header_count]
-            self._headers = tuple(
-                (self._span(row["key_pos"], row["key_len"]).decode("utf-8", "replace"),
-                 self._span(row["value_pos"], row["value_len"])) for row in rows)
-        return self._headers
-
-    @headers.setter
-    def headers(self, value):
-        self._headers = tuple(value)
+    def __delattr__(self, name):
+        # A deleted member would be NULL, which the C code reading fields does not expect.
+        raise AttributeError(f"Record attribute {name!r} cannot be deleted")
 
     def _fields(self):
-        return (self.offset, self.timestamp, self.timestamp_type, self.key, self.value,
-                self.headers)
+        return (self.offset_, self.timestamp_, self.timestamp_type_, self.key_, self.value_,
+                self.headers_)
 
     def __eq__(self, other):
         if not isinstance(other, Record):
@@ -116,63 +86,258 @@ cdef class Record:
         return self._fields() == (<Record>other)._fields()
 
     def __hash__(self):
-        return hash((self.offset, self.timestamp, self.key, self.value))
+        return hash((self.offset_, self.timestamp_, self.key_, self.value_))
 
     def __reduce__(self):
-        return (Record, (self.key, self.value, self.timestamp, self.headers, self.offset,
-                         self.timestamp_type))
+        return (Record, (self.key_, self.value_, self.timestamp_, self.headers_, self.offset_,
+                         self.timestamp_type_))
 
     def __repr__(self):
-        return (f"Record(offset={self.offset}, timestamp={self.timestamp}, key={self.key!r}, "
-                f"value={self.value!r:.60}, headers={self.headers!r:.60})")
+        return (f"Record(offset={self.offset_}, timestamp={self.timestamp_}, "
+                f"key={self.key_!r}, value={self.value_!r:.60}, headers={self.headers_!r:.60})")
+
+
+kl_add_slot(<PyTypeObject *>Record, "offset", _AT_OFFSET, "offset (None until assigned)")
+kl_add_slot(<PyTypeObject *>Record, "timestamp", _AT_TIMESTAMP, "timestamp (ms) or None")
+kl_add_slot(<PyTypeObject *>Record, "timestamp_type", _AT_TYPE, "TimestampType (or its int)")
+kl_add_slot(<PyTypeObject *>Record, "key", _AT_KEY, "key bytes or None")
+kl_add_slot(<PyTypeObject *>Record, "value", _AT_VALUE, "value bytes or None")
+kl_add_slot(<PyTypeObject *>Record, "headers", _AT_HEADERS, "tuple of (str, bytes | None)")
+
+
+cdef inline object _span_obj(const unsigned char *p, int64_t pos, int32_t length):
+    if length < 0:
+        return None
+    return PyBytes_FromStringAndSize(<const char *>(p + pos), length)
+
+
+cdef object _headers_of(const unsigned char *p, const HeaderInfo *h, Py_ssize_t count):
+    cdef Py_ssize_t i
+    out = []
+    for i in range(count):
+        out.append((_span_obj(p, h[i].key_pos, h[i].key_len).decode("utf-8", "replace"),
+                    _span_obj(p, h[i].value_pos, h[i].value_len)))
+    return tuple(out)
+
+
+cdef inline Record _make_record(const unsigned char *p, const RecordInfo *r, object timestamp,
+                                object timestamp_type, const HeaderInfo *headers):
+    """A Record of one decoded row (spans index ``p``; header rows from ``headers``)."""
+    cdef Record rec = Record.__new__(Record)
+    rec.offset_ = r.offset
+    rec.timestamp_ = timestamp
+    rec.timestamp_type_ = timestamp_type
+    rec.key_ = _span_obj(p, r.key_pos, r.key_len)
+    rec.value_ = _span_obj(p, r.value_pos, r.value_len)
+    rec.headers_ = _headers_of(p, headers + r.header_start, r.header_count) \
+        if r.header_count else ()
+    return rec
+
+
+cdef int _check_spans(const RecordInfo *r, Py_ssize_t n, Py_ssize_t length,
+                      const HeaderInfo *h, Py_ssize_t n_headers) except -1:
+    cdef Py_ssize_t i, j
+    for i in range(n):
+        if (r[i].key_len > 0 and (r[i].key_pos < 0 or r[i].key_pos + r[i].key_len > length)) or \
+                (r[i].value_len > 0 and (r[i].value_pos < 0 or
+                                         r[i].value_pos + r[i].value_len > length)):
+            raise ValueError(f"record {i} lies outside the buffer")
+        if r[i].header_count:
+            if r[i].header_count < 0 or r[i].header_start < 0 or \
+                    r[i].header_start + r[i].header_count > n_headers:
+                raise ValueError(f"record {i} has headers outside the header rows")
+            for j in range(r[i].header_start, r[i].header_start + r[i].header_count):
+                if h[j].key_len < 0 or h[j].key_pos < 0 or h[j].key_pos + h[j].key_len > length \
+                        or (h[j].value_len > 0 and (h[j].value_pos < 0 or
+                                                    h[j].value_pos + h[j].value_len > length)):
+                    raise ValueError(f"record {i} has a header outside the buffer")
+    return 0
 
 
 def make_records(data, records, headers, timestamp_types, type_objects):
-    """``Record`` objects for rows of a ``RECORD_DTYPE`` array whose positions index ``data``.
+    """``Record`` objects for rows of a ``RECORD_DTYPE`` array whose positions index ``data``
+    (``headers``: the ``HEADER_DTYPE`` rows ``header_start`` / ``header_count`` point into).
 
     ``timestamp_types`` holds each record's type (-1, 0, 1) and ``type_objects`` the three
-    values to use for them. Keys, values and headers are copied from ``data`` on first access.
+    values to use for them. Keys, values and headers are copied out of ``data``.
     """
     cdef cnp.ndarray arr = np.ascontiguousarray(records, dtype=RECORD_DTYPE)
+    cdef cnp.ndarray harr = np.ascontiguousarray(headers, dtype=HEADER_DTYPE)
     cdef const RecordInfo *r = <const RecordInfo *>cnp.PyArray_DATA(arr)
+    cdef const HeaderInfo *h = <const HeaderInfo *>cnp.PyArray_DATA(harr)
     cdef const int8_t[::1] types = np.ascontiguousarray(timestamp_types, dtype=np.int8)
     cdef Py_ssize_t n = arr.shape[0], i
     if types.shape[0] != n:
         raise ValueError("timestamp_types and records differ in length")
-    cdef const unsigned char[::1] check = data      # the buffer must hold every span
-    cdef Py_ssize_t length = check.shape[0]
-    for i in range(n):
-        if (r[i].key_len > 0 and r[i].key_pos + r[i].key_len > length) or \
-                (r[i].value_len > 0 and r[i].value_pos + r[i].value_len > length):
-            raise ValueError(f"record {i} lies outside the buffer")
+    cdef const unsigned char[::1] view = data
+    cdef Py_ssize_t length = view.shape[0]
+    cdef const unsigned char *p = &view[0] if length > 0 else NULL
+    _check_spans(r, n, length, h, harr.shape[0])
     cdef object t_none = type_objects[0], t_create = type_objects[1], t_append = type_objects[2]
-    cdef list out = []
-    cdef Record rec
-    empty = ()
+    cdef list out = [None] * n
     for i in range(n):
-        rec = Record.__new__(Record)
-        rec._offset = r[i].offset
-        rec._offset_obj = _UNSET
-        rec._timestamp = r[i].timestamp
-        rec._timestamp_obj = _UNSET
-        rec.timestamp_type = t_create if types[i] == 0 else (t_append if types[i] == 1
-                                                             else t_none)
-        rec._data = data
-        rec._key = _UNSET
-        rec._value = _UNSET
-        rec._key_pos = r[i].key_pos
-        rec._key_len = r[i].key_len
-        rec._value_pos = r[i].value_pos
-        rec._value_len = r[i].value_len
-        if r[i].header_count:
-            rec._headers = _UNSET
-            rec._header_rows = headers
-            rec._header_start = r[i].header_start
-            rec._header_count = r[i].header_count
-        else:
-            rec._headers = empty
-        out.append(rec)
+        out[i] = _make_record(p, r + i, r[i].timestamp,
+                              t_create if types[i] == 0 else (t_append if types[i] == 1
+                                                              else t_none), h)
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# One batch's records, for ``for r in batch`` (the loop users write)
+
+cdef extern from "numpy/arrayscalars.h":
+    ctypedef struct PyVoidScalarObject:
+        char *obval
+        cnp.PyArray_Descr *descr
+
+cdef object _np_void = np.void
+cdef object _BATCH_DESCR = np.dtype(BATCH_DTYPE)
+
+# The scratch table a batch is decoded into, kept for the next batch (taken while in use, so
+# a nested or concurrent iteration allocates its own).
+cdef RecordInfo *_scratch = NULL
+cdef Py_ssize_t _scratch_capacity = 0
+
+
+cdef object _batch_info(object row, const BatchInfo **info):
+    """Set ``info`` to the BatchInfo of a walked row (a numpy void of BATCH_DTYPE, read in
+    place, or anything that converts to one); returns what must stay alive meanwhile."""
+    cdef cnp.ndarray arr
+    if type(row) is _np_void and \
+            <object>(<PyVoidScalarObject *>row).descr is _BATCH_DESCR:
+        info[0] = <const BatchInfo *>(<PyVoidScalarObject *>row).obval
+        return row
+    arr = np.ascontiguousarray(row, dtype=BATCH_DTYPE).reshape(-1)
+    if arr.shape[0] != 1:
+        raise ValueError("batch_records takes one walked batch row")
+    info[0] = <const BatchInfo *>cnp.PyArray_DATA(arr)
+    return arr
+
+
+@cython.final
+cdef class _BatchRecords:
+    """Iterator over the records of one batch decoded into a scratch table: each ``Record``
+    is made when asked for, so in a loop that drops them the same few objects' memory is
+    reused while hot. Holds a view of the buffer until exhausted or dropped."""
+    cdef Py_buffer _view
+    cdef bint _held
+    cdef RecordInfo *_rows
+    cdef Py_ssize_t _capacity
+    cdef HeaderTable _headers
+    cdef Py_ssize_t _i
+    cdef Py_ssize_t _n
+    cdef bint _log_append
+    cdef int64_t _last_ts
+    cdef object _ts
+    cdef object _kind
+
+    def __cinit__(self):
+        self._held = False
+        self._rows = NULL
+        self._capacity = 0
+        self._headers.rows = NULL
+        self._headers.count = 0
+        self._headers.capacity = 0
+        self._i = 0
+        self._n = 0
+
+    cdef void _finish(self) noexcept:
+        """Release the buffer and give the scratch table back (or free it)."""
+        global _scratch, _scratch_capacity
+        if self._held:
+            PyBuffer_Release(&self._view)
+            self._held = False
+        free(self._headers.rows)
+        self._headers.rows = NULL
+        if _scratch == NULL:
+            _scratch = self._rows
+            _scratch_capacity = self._capacity
+        else:
+            free(self._rows)
+        self._rows = NULL
+        self._capacity = 0
+        self._n = 0
+
+    def __dealloc__(self):
+        self._finish()
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        cdef const RecordInfo *r
+        if self._i >= self._n:
+            self._finish()
+            raise StopIteration
+        r = self._rows + self._i
+        self._i += 1
+        if self._log_append:
+            ts = self._ts
+        elif r.timestamp == self._last_ts and self._ts is not None:
+            ts = self._ts                 # records of one producer batch often share a ms
+        else:
+            ts = r.timestamp
+            self._ts = ts
+            self._last_ts = r.timestamp
+        return _make_record(<const unsigned char *>self._view.buf, r, ts, self._kind,
+                            self._headers.rows)
+
+
+def batch_records(buf, row, type_objects):
+    """The records of one walked batch (a ``BATCH_DTYPE`` row of ``buf``): an iterator of
+    ``Record``, or None when the batch is not an uncompressed v2 batch whose header and
+    records all check out (the caller then takes the general path, ``decode_batches``, which
+    also raises the located error for a bad one).
+
+    The whole batch is decoded and checked first, as ``decode_batches`` does it (header
+    fields, every record, control record keys), into a scratch table reused from one batch
+    to the next; ``type_objects`` as for ``make_records``.
+    """
+    global _scratch, _scratch_capacity
+    cdef const BatchInfo *b = NULL
+    keep = _batch_info(row, &b)
+    cdef _BatchRecords it = _BatchRecords.__new__(_BatchRecords)
+    PyObject_GetBuffer(buf, &it._view, PyBUF_SIMPLE)
+    it._held = True
+    if b.magic != 2 or b.position < 0 or b.size < LOG_OVERHEAD + V2_MIN_SIZE or \
+            b.position + b.size > it._view.len:
+        return None
+    cdef const unsigned char *p = <const unsigned char *>it._view.buf
+    cdef const unsigned char *h = p + b.position
+    cdef int16_t attributes = kl_i16(h + B_ATTRIBUTES)
+    if (attributes & 0x07) != 0 or _check_v2_header(h, b.size) != R_OK:
+        return None
+    cdef Py_ssize_t count = kl_i32(h + B_RECORD_COUNT), i
+    it._rows = _scratch
+    it._capacity = _scratch_capacity
+    _scratch = NULL
+    _scratch_capacity = 0
+    if it._capacity < count:
+        free(it._rows)
+        it._capacity = 0
+        it._rows = <RecordInfo *>malloc(max(count, 256) * sizeof(RecordInfo))
+        if it._rows == NULL:
+            raise MemoryError()
+        it._capacity = max(count, 256)
+    cdef Py_ssize_t err_pos = 0
+    if _decode_region(p, b.position + B_RECORDS, b.position + b.size, kl_i64(h),
+                      kl_i32(h + B_LAST_OFFSET_DELTA), kl_i64(h + B_BASE_TIMESTAMP),
+                      count, it._rows, &it._headers, &err_pos) != R_OK:
+        return None
+    if attributes & 0x20:                 # control records carry a (version, type) key
+        for i in range(count):
+            if it._rows[i].key_len < 4:
+                return None
+    it._n = count
+    if attributes & 0x08:                 # LogAppendTime: every record has the max timestamp
+        it._log_append = True
+        it._ts = kl_i64(h + B_MAX_TIMESTAMP)
+        it._kind = type_objects[2]
+    else:
+        it._log_append = False
+        it._ts = None
+        it._kind = type_objects[1]
+    return it
 
 
 def span_bytes(const unsigned char[::1] buf, const int64_t[::1] positions,

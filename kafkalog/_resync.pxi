@@ -89,7 +89,7 @@ def next_valid_batch(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t 
             return (-1, 0)
         size = kl_i32(p + pos + B_LENGTH) + LOG_OVERHEAD
         if p[pos + B_MAGIC] == 2:
-            computed = _crc32c(view[pos + B_ATTRIBUTES:pos + size])
+            computed = _crc32c_span(view, p, pos + B_ATTRIBUTES, pos + size)
             if computed == kl_u32(p + pos + B_CRC):
                 return (pos, size)
         else:

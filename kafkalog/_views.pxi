@@ -2,6 +2,9 @@
 # ----------------------------------------------------------------------------------------------
 # Held index views: one lookup per Python call at the cost of a C call
 
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_XDECREF
+
 cdef extern from *:
     """
     /* A 2-tuple of a tuple subclass (a namedtuple) without running its Python __new__. */
@@ -14,6 +17,34 @@ cdef extern from *:
     }
     """
     object kl_pair(object type, object a, object b)
+
+
+cdef extern from *:
+    """
+    /* The previous result again, refilled, when nobody else holds it (refcount 1: only the
+       view): what CPython's dict item iterator does with its result tuple. Saves the
+       allocation, zeroing, GC tracking and deallocation of a tuple subclass per call. */
+    static PyObject *kl_pair_reuse(PyObject **last, PyObject *type, PyObject *a, PyObject *b) {
+        PyObject *t = *last;
+        if (t != NULL && Py_REFCNT(t) == 1) {
+            PyObject *old_a = PyTuple_GET_ITEM(t, 0), *old_b = PyTuple_GET_ITEM(t, 1);
+            Py_INCREF(a); PyTuple_SET_ITEM(t, 0, a);
+            Py_INCREF(b); PyTuple_SET_ITEM(t, 1, b);
+            Py_DECREF(old_a);
+            Py_DECREF(old_b);
+            if (!PyObject_GC_IsTracked(t)) PyObject_GC_Track(t);   /* the GC may untrack it */
+            Py_INCREF(t);
+            return t;
+        }
+        t = kl_pair(type, a, b);
+        if (t == NULL) return NULL;
+        Py_XDECREF(*last);
+        Py_INCREF(t);
+        *last = t;
+        return t;
+    }
+    """
+    object kl_pair_reuse(PyObject **last, object type, object a, object b)
 
 
 cdef class IndexView:
@@ -31,6 +62,7 @@ cdef class IndexView:
     cdef int _kind
     cdef object _result_type
     cdef object _base_obj
+    cdef PyObject *_last          # the last result (a strong reference), see kl_pair_reuse
 
     def __cinit__(self, buf, Py_ssize_t entries, int64_t base_offset, int kind, result_type):
         if kind != OFFSET_KEY and kind != TIME_KEY:
@@ -42,6 +74,7 @@ cdef class IndexView:
         self._base_obj = base_offset
         self._kind = kind
         self._result_type = result_type
+        self._last = NULL
 
     def release(self):
         if self._held:
@@ -52,7 +85,9 @@ cdef class IndexView:
     def __dealloc__(self):
         if self._held:
             PyBuffer_Release(&self._view)
+        Py_XDECREF(self._last)
 
+    @cython.always_allow_keywords(False)     # METH_O: no argument parsing per call
     def lookup(self, int64_t target):
         """Largest entry <= ``target`` (see the class docstring)."""
         if not self._held:
@@ -65,14 +100,15 @@ cdef class IndexView:
         if self._kind == OFFSET_KEY:
             slot = _search(p, n, OFFSET_KEY, target - self._base, False)
             if slot < 0:
-                return kl_pair(self._result_type, self._base_obj, 0)
-            return kl_pair(self._result_type, self._base + _entry_value(p, slot, OFFSET_KEY),
-                           _entry_value(p, slot, OFFSET_VALUE))
+                return kl_pair_reuse(&self._last, self._result_type, self._base_obj, 0)
+            return kl_pair_reuse(&self._last, self._result_type,
+                                 self._base + _entry_value(p, slot, OFFSET_KEY),
+                                 _entry_value(p, slot, OFFSET_VALUE))
         slot = _search(p, n, TIME_KEY, target, False)
         if slot < 0:
-            return kl_pair(self._result_type, -1, self._base_obj)
-        return kl_pair(self._result_type, _entry_value(p, slot, TIME_KEY),
-                       self._base + _entry_value(p, slot, TIME_VALUE))
+            return kl_pair_reuse(&self._last, self._result_type, -1, self._base_obj)
+        return kl_pair_reuse(&self._last, self._result_type, _entry_value(p, slot, TIME_KEY),
+                             self._base + _entry_value(p, slot, TIME_VALUE))
 
 
 def index_lookup_many(const unsigned char[::1] buf, Py_ssize_t entries, int kind,

@@ -10,6 +10,13 @@ a key, keeping tombstones and transaction markers until ``delete.retention.ms`` 
 first clean that saw them (the delete horizon written into the batch), and keeping every
 producer's last batch (empty if need be) so that producer state survives.
 
+The map is Kafka's SkimpyOffsetMap in shape (``offset_map_put``/``offset_map_get`` kernels): a
+flat table of 24-byte entries (a 128-bit hash of the key, the latest offset), at most
+``MAP_LOAD_FACTOR`` full, sized for the dirty range within the memory budget. Uncompressed v2
+batches are rewritten by the ``compact_batches`` kernel (kept record bytes copied, their
+timestamp deltas written again); compressed and legacy batches are rebuilt through
+``build_batch``.
+
 Each group is written as ``.cleaned``, renamed ``.swap`` once whole, and swapped in for the
 old segments; a crash at any step is finished or undone by the next load (``Log.open``).
 """
@@ -21,7 +28,10 @@ import time
 
 import numpy as np
 
-from kafkalog._kernels import walk_batches
+from kafkalog._kernels import (
+    COMPACT_COPY, COMPACT_DROP, COMPACT_REBUILD, OFFSET_MAP_ENTRY_BYTES, compact_batches,
+    offset_map_get, offset_map_put, walk_batches,
+)
 from kafkalog.codecs import CODEC_NAMES
 from kafkalog.errors import CleaningAbortedError
 from kafkalog.isolation import AbortedTxnFilter
@@ -35,9 +45,8 @@ from kafkalog.records import (
 log = logging.getLogger(__name__)
 
 DEFAULT_MAP_MEMORY = 128 * 1024 * 1024
-# Memory charged per key in the map: the key's bytes plus what a Python dict entry, the
-# bytes object and the int offset cost (measured on CPython 3.11: ~100 bytes).
-MAP_ENTRY_OVERHEAD = 100
+# Kafka's log.cleaner.io.buffer.load.factor: how full the map's table may get.
+MAP_LOAD_FACTOR = 0.9
 
 CleanerStats = collections.namedtuple(
     "CleanerStats", "first_dirty_offset first_uncleanable_offset segments_cleaned bytes_read "
@@ -147,38 +156,60 @@ class _Segment:
         self.table = decode_batches(self.buf, self.batches, segment.log_path)
         # Batches of aborted transactions (fed in offset order, segment after segment).
         self.aborted = aborted_filter.aborted_mask(self.batches)
-        self._keys = None
 
-    def keys(self):
-        if self._keys is None:
-            self._keys = self.table.keys()
-        return self._keys
+
+class OffsetMap:
+    """Key -> latest offset, in a flat table of ``OFFSET_MAP_ENTRY_BYTES`` entries (see the
+    module docstring); ``len()`` keys, ``memory`` bytes of entries they use."""
+
+    def __init__(self, keys: int) -> None:
+        slots = 1 << max(10, int(np.ceil(keys / MAP_LOAD_FACTOR)) - 1).bit_length()
+        self.slots = np.zeros((slots, 3), dtype=np.uint64)
+        self.limit = int(slots * MAP_LOAD_FACTOR)
+        self.count = 0
+
+    def __len__(self) -> int:
+        return self.count
+
+    @property
+    def memory(self) -> int:
+        return self.count * OFFSET_MAP_ENTRY_BYTES
+
+    def put(self, table, use):
+        """Put the used records' keys; False (nothing changed beyond what fit) when full."""
+        self.count, stop = offset_map_put(self.slots, self.count, self.limit, table.data,
+                                          table.records, use)
+        return stop == len(table.records)
+
+    def latest(self, table):
+        """The latest offset held for each record's key (-1: none)."""
+        return offset_map_get(self.slots, table.data, table.records)
+
+
+def _usable(item, first_dirty, uncleanable):
+    """The records of a segment that go into the map: keyed, in the dirty range, neither
+    control records nor records of aborted transactions."""
+    recs = item.table.records
+    skipped = ((item.batches["attributes"] & CONTROL_MASK) != 0) | item.aborted
+    offsets = recs["offset"]
+    return ((offsets >= first_dirty) & (offsets < uncleanable) & ~skipped[item.table.batch]
+            & (recs["key_len"] >= 0))
 
 
 def build_offset_map(dirty, first_dirty, uncleanable, memory_budget):
-    """key -> latest offset over [first_dirty, uncleanable); returns (map, end offset, memory):
-    the end is where a full map stopped (a partial clean) or ``uncleanable``."""
-    offset_map = {}
-    memory = 0
-    for item in dirty:
-        recs = item.table.records
-        batch_rows = item.batches[item.table.batch]
-        control = (batch_rows["attributes"] & CONTROL_MASK) != 0
-        aborted_rows = item.aborted[item.table.batch]
-        usable = ((recs["offset"] >= first_dirty) & (recs["offset"] < uncleanable) & ~control
-                  & ~aborted_rows & (recs["key_len"] >= 0))
-        keys = item.keys()
-        chosen = np.nonzero(usable)[0].tolist()
-        # later offsets of the same key overwrite earlier ones: the map keeps the latest
-        new_keys = dict(zip([keys[i] for i in chosen], recs["offset"][usable].tolist()))
-        added = sum(len(k) + MAP_ENTRY_OVERHEAD for k in new_keys if k not in offset_map)
-        if offset_map and memory + added > memory_budget:
-            return offset_map, item.segment.base_offset, memory       # a partial clean
-        offset_map.update(new_keys)
-        memory += added
-    return offset_map, uncleanable, memory
-
-
+    """Key -> latest offset over [first_dirty, uncleanable); returns (map, end offset): the
+    end is where a full map stopped (a partial clean, at a segment's start) or
+    ``uncleanable``. A segment goes in whole or not at all; the first always does, even when
+    it alone has more keys than the budget holds."""
+    usable = [_usable(item, first_dirty, uncleanable) for item in dirty]
+    counts = [int(u.sum()) for u in usable]
+    budget_keys = int(memory_budget // OFFSET_MAP_ENTRY_BYTES * MAP_LOAD_FACTOR)
+    offset_map = OffsetMap(max(counts[0] if counts else 0, min(sum(counts), budget_keys)))
+    for item, use, n in zip(dirty, usable, counts):
+        if len(offset_map) and len(offset_map) + n > offset_map.limit:
+            return offset_map, item.segment.base_offset                # a partial clean
+        offset_map.put(item.table, use.view(np.uint8))
+    return offset_map, uncleanable
 def clean(snapshot, now_ms, memory_budget, replace, check_aborted):
     """One cleaner pass over a log's ``CleaningSnapshot``; returns ``CleanerStats``.
 
@@ -201,7 +232,7 @@ def clean(snapshot, now_ms, memory_budget, replace, check_aborted):
         check_aborted()
         decoded[id(s)] = _Segment(s, aborted)
     dirty = [decoded[id(s)] for s, end in bounds if first_dirty < end <= uncleanable]
-    offset_map, end, memory = build_offset_map(dirty, first_dirty, uncleanable, memory_budget)
+    offset_map, end = build_offset_map(dirty, first_dirty, uncleanable, memory_budget)
     partial = end < uncleanable
     to_clean = [s for s, e in bounds if e <= end]
     horizon = now_ms + snapshot.config["delete.retention.ms"]
@@ -215,7 +246,8 @@ def clean(snapshot, now_ms, memory_budget, replace, check_aborted):
         replace(group, data)
     return CleanerStats(first_dirty, end, len(to_clean), stats["bytes_read"],
                         stats["bytes_written"], stats["records_read"], stats["records_retained"],
-                        len(offset_map), memory, time.perf_counter() - started, partial, False)
+                        len(offset_map), offset_map.memory, time.perf_counter() - started,
+                        partial, False)
 
 
 def _groups(segments, max_bytes):
@@ -234,48 +266,59 @@ def _groups(segments, max_bytes):
 
 
 def _rewrite(item, offset_map, last_batch_of, now_ms, horizon, stats):
-    """The retained bytes of one segment."""
-    out = []
-    batches, table, buf = item.batches, item.table, item.buf
-    aborted_mask = item.aborted
-    starts = np.searchsorted(table.batch, np.arange(len(batches) + 1))
+    """The retained bytes of one segment: what to do with each batch decided for all batches
+    at once, then runs of uncompressed v2 batches written by the ``compact_batches`` kernel and
+    other batches that lose records rebuilt one by one."""
+    batches, table = item.batches, item.table
+    n = len(batches)
     recs = table.records
-    keys = item.keys()
-    # The latest offset of each record's key (-1: not in the map) for the whole segment.
-    latest_of = np.array([offset_map.get(k, -1) if k is not None else -1 for k in keys],
-                         dtype=np.int64)
-    superseded = latest_of > recs["offset"]
-    for b, row in enumerate(batches):
-        lo, hi = int(starts[b]), int(starts[b + 1])
-        stats["records_read"] += hi - lo
-        attributes = int(row["attributes"])
-        has_horizon = row["magic"] == 2 and bool(attributes & DELETE_HORIZON_MASK)
-        horizon_passed = has_horizon and now_ms >= int(row["base_timestamp"])
-        is_control = row["magic"] == 2 and bool(attributes & CONTROL_MASK)
-        pid = int(row["producer_id"])
-        last_of_producer = pid >= 0 and last_batch_of.get(pid) == int(row["last_offset"])
-        if is_control:
-            keep = np.full(hi - lo, not horizon_passed)
-        elif aborted_mask[b]:
-            keep = np.zeros(hi - lo, dtype=bool)
-        else:
-            r = recs[lo:hi]
-            keep = (r["key_len"] >= 0) & ~superseded[lo:hi]
-            tombstones = r["value_len"] < 0
-            if horizon_passed:
-                keep &= ~tombstones
-        retained = int(keep.sum())
-        stats["records_retained"] += retained
-        needs_horizon = not has_horizon and (is_control or
-                                             bool((recs["value_len"][lo:hi][keep] < 0).any()))
-        if retained == hi - lo and not needs_horizon:
-            p = int(row["position"])
-            out.append(bytes(buf[p:p + int(row["size"])]))      # unchanged: copied as is
+    of = table.batch
+    attributes = batches["attributes"].astype(np.int64)
+    v2 = batches["magic"] == 2
+    has_horizon = v2 & ((attributes & DELETE_HORIZON_MASK) != 0)
+    horizon_passed = has_horizon & (now_ms >= batches["base_timestamp"])
+    is_control = v2 & ((attributes & CONTROL_MASK) != 0)
+    tombstone = recs["value_len"] < 0
+    keep = (recs["key_len"] >= 0) & ~(offset_map.latest(table) > recs["offset"])
+    if (horizon_passed | is_control | item.aborted).any():      # else no record needs them
+        keep &= ~(horizon_passed[of] & tombstone)
+        keep = np.where(is_control[of], ~horizon_passed[of], keep)
+        keep &= ~item.aborted[of]
+    starts = np.searchsorted(of, np.arange(n + 1))
+    counts = np.diff(starts)
+    retained = np.diff(np.concatenate(([0], np.cumsum(keep)))[starts])
+    kept_tombstones = np.diff(np.concatenate(([0], np.cumsum(keep & tombstone)))[starts])
+    needs_horizon = ~has_horizon & (is_control | (kept_tombstones > 0))
+    last_of_producer = np.array(
+        [pid >= 0 and last_batch_of.get(pid) == last for pid, last in
+         zip(batches["producer_id"].tolist(), batches["last_offset"].tolist())], dtype=bool)
+    action = np.full(n, COMPACT_REBUILD, dtype=np.int8)
+    action[(retained == counts) & ~needs_horizon] = COMPACT_COPY
+    action[(retained == 0) & ~last_of_producer & (action != COMPACT_COPY)] = COMPACT_DROP
+    batch_horizon = np.where(needs_horizon, horizon,
+                             np.where(has_horizon, batches["base_timestamp"], -1))
+    stats["records_read"] += len(recs)
+    stats["records_retained"] += int(retained.sum())
+    # the kernel rewrites uncompressed v2 batches (their records are ``buf``'s own bytes)
+    fast = v2 & ((attributes & COMPRESSION_MASK) == 0)
+    out = []
+    b = 0
+    while b < n:
+        if fast[b]:
+            e = b + int(np.argmin(fast[b:])) if not fast[b:].all() else n
+            out.append(compact_batches(item.buf, batches[b:e],
+                                       keep[starts[b]:starts[e]].view(np.uint8),
+                                       action[b:e], batch_horizon[b:e].astype(np.int64)))
+            b = e
             continue
-        if retained == 0 and not last_of_producer:
-            continue
-        out.append(_rebuild(row, table, lo, keep, horizon if needs_horizon else
-                            (int(row["base_timestamp"]) if has_horizon else None)))
+        if action[b] == COMPACT_COPY:
+            p = int(batches["position"][b])
+            out.append(bytes(item.buf[p:p + int(batches["size"][b])]))
+        elif action[b] == COMPACT_REBUILD:
+            out.append(_rebuild(batches[b], table, int(starts[b]),
+                                keep[starts[b]:starts[b + 1]],
+                                None if batch_horizon[b] < 0 else int(batch_horizon[b])))
+        b += 1
     return b"".join(out)
 
 

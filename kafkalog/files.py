@@ -17,7 +17,7 @@ import stat
 from typing import Iterable, NamedTuple
 
 from kafkalog._typing import StrPath
-from kafkalog.errors import KafkaLogError
+from kafkalog.errors import KafkaLogError, NotARegularFileError
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -129,7 +129,13 @@ def file_kind(mode: int) -> str:
 def open_regular(path: StrPath, flags: int = os.O_RDONLY, mode: int = 0o644) -> int:
     """``os.open`` that never blocks on a FIFO (O_NONBLOCK, which regular files ignore) and
     refuses anything but a regular file with NotARegularFileError. Returns the descriptor."""
-    from kafkalog.errors import NotARegularFileError
+    return open_regular_stat(path, flags, mode)[0]
+
+
+def open_regular_stat(path: StrPath, flags: int = os.O_RDONLY,
+                      mode: int = 0o644) -> tuple[int, os.stat_result]:
+    """``open_regular`` that also returns the ``fstat`` it checked the file with (its size,
+    without a second system call)."""
     fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC, mode)
     try:
         st = os.fstat(fd)
@@ -140,7 +146,7 @@ def open_regular(path: StrPath, flags: int = os.O_RDONLY, mode: int = 0o644) -> 
         os.close(fd)
         raise NotARegularFileError(f"{os.fspath(path)} is {file_kind(st.st_mode)}, not a "
                                    f"regular file")
-    return fd
+    return fd, st
 
 
 def read_regular_file(path: StrPath) -> bytes:

@@ -20,14 +20,14 @@ from kafkalog.errors import (
     LogNotFoundError, NotARegularFileError,
 )
 from kafkalog.files import (
-    CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIXES, LOG_SUFFIX, SWAP_SUFFIX,
-    TIME_INDEX_SUFFIX, file_kind, file_name, file_path, looks_like_log_file, offsets_of,
+    CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIXES, LOG_SUFFIX, SNAPSHOT_SUFFIX, SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, file_kind, file_name, file_path, looks_like_log_file, offsets_of,
     open_regular, parse_file_name,
 )
 from kafkalog.leader_epoch import LeaderEpochCache
 from kafkalog.local_log import create_cleaned_segment, delete_segments_now, replace_segments
 from kafkalog.log_segments import LogSegments
-from kafkalog.producer_state import ProducerStateManager, list_snapshots
+from kafkalog.producer_state import ProducerStateManager
 from kafkalog.records import RecordBatch
 from kafkalog.segment import LogSegment
 
@@ -76,12 +76,15 @@ class RecoveryReport:
         return f"RecoveryReport({self.directory!r}, {len(self.actions)} actions)"
 
 
-def rebuild_producer_state(directory, segments, log_end_offset, read_only=False):
+def rebuild_producer_state(directory, segments, log_end_offset, read_only=False,
+                           snapshots=None):
     """Producer state at ``log_end_offset``: the newest snapshot at or below it, then every
     batch after the snapshot (Kafka's ``rebuildProducerState``). ``read_only``: a corrupt
-    snapshot is skipped, not deleted."""
+    snapshot is skipped, not deleted. ``snapshots``: the directory's ``list_snapshots``,
+    when the caller has it."""
     state = ProducerStateManager(directory)
-    loaded = state.load_latest_snapshot(log_end_offset, delete_corrupt=not read_only)
+    loaded = state.load_latest_snapshot(log_end_offset, snapshots,
+                                        delete_corrupt=not read_only)
     start = loaded if loaded is not None else (segments[0].base_offset if len(segments) else 0)
     for segment in segments.range(start):
         if segment.size == 0 or start >= log_end_offset:
@@ -129,6 +132,9 @@ class LogLoader:
         self.report = RecoveryReport(directory)
         self._snapshots = None
         self._skipped = set()
+        # The directory's entries by name, listed once per load (again only after the load
+        # renamed or removed files): each step used to list 10,000s of names anew.
+        self._entries = None
 
     def load(self):
         self._screen_files()
@@ -166,7 +172,8 @@ class LogLoader:
         log_start = max(self.log_start_offset, segments.first.base_offset)
         if not self.read_only:
             self._delete_snapshots_above(log_end)
-        state = rebuild_producer_state(self.directory, segments, log_end, self.read_only)
+        state = rebuild_producer_state(self.directory, segments, log_end, self.read_only,
+                                       self._snapshot_list())
         for segment in segments:
             if segment is not segments.active:
                 segment.release_handles()    # reopened when read
@@ -175,14 +182,37 @@ class LogLoader:
         return LoadedLog(segments, log_start, log_end, recovery_point, state, self.leader_epochs,
                          self.report)
 
+    def _listing(self):
+        """The directory's entries by name (``os.DirEntry``, remotely ``storage.Entry``),
+        skipped files included."""
+        if self._entries is None:
+            if storage.is_remote(self.directory):
+                found = storage.list_dir(self.directory)
+            else:
+                with os.scandir(self.directory) as scan:
+                    found = list(scan)
+            self._entries = {e.name: e for e in found}
+        return self._entries
+
+    def _snapshot_list(self):
+        """``list_snapshots`` of the directory, from the load's listing."""
+        if self._snapshots is None:
+            self._snapshots = [(o, file_path(self.directory, o, SNAPSHOT_SUFFIX))
+                               for o in offsets_of(self._listing(), SNAPSHOT_SUFFIX)]
+        return self._snapshots
+
     def _delete_snapshots_above(self, log_end):
         """Producer snapshots above the log end describe data that is gone (Kafka's
         ``truncateAndReload`` deletes them)."""
-        for offset, path in list_snapshots(self.directory):
+        kept = []
+        for offset, path in self._snapshot_list():
             if offset > log_end:
                 self.report.add("deleted_snapshot", path, offset,
                                 reason=f"above the log end offset {log_end}")
                 _remove_quietly(path)
+            else:
+                kept.append((offset, path))
+        self._snapshots = kept
 
     def _drop(self, segment, reason):
         """Delete a segment recovery gave up, or move it to the salvage directory."""
@@ -223,7 +253,7 @@ class LogLoader:
         return segment
 
     def _legacy_format(self):
-        logs = [o for o in offsets_of(os.listdir(self.directory), LOG_SUFFIX)
+        logs = [o for o in offsets_of(self._listing(), LOG_SUFFIX)
                 if file_name(o, LOG_SUFFIX) not in self._skipped]
         if not logs:
             return False
@@ -245,8 +275,7 @@ class LogLoader:
         if storage.is_remote(self.directory):
             self._screen_remote()
             return
-        with os.scandir(self.directory) as scan:
-            entries = list(scan)
+        entries = list(self._listing().values())
         odd = {}
         for entry in entries:
             name = entry.name
@@ -290,7 +319,7 @@ class LogLoader:
                             reason=f"{kind}, not a regular file: never opened")
 
     def _screen_remote(self):
-        for entry in storage.list_dir(self.directory):
+        for entry in self._listing().values():
             parsed = parse_file_name(entry.name)
             if parsed is None and looks_like_log_file(entry.name):
                 self.report.add("ignored_file", entry.name,
@@ -305,11 +334,12 @@ class LogLoader:
         """Drop ``.deleted`` and ``.cleaned`` files (and ``.swap`` files of a cleaning that
         had not finished writing), then finish every replacement whose ``.swap`` files are
         complete (``local_log.replace_segments``)."""
-        names = [n for n in os.listdir(self.directory) if n not in self._skipped]
+        names = [n for n in self._listing() if n not in self._skipped]
         parsed = {n: parse_file_name(n) for n in names}
         if not any(p is not None and p[2] in (DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX)
                    for p in parsed.values()):
             return
+        self._entries = None       # files are removed and renamed below: list again after
         cleaned = [p[0] for p in parsed.values() if p is not None and p[2] == CLEANED_SUFFIX]
         min_cleaned = min(cleaned, default=None)
         swaps = []
@@ -344,12 +374,8 @@ class LogLoader:
             s.close_handlers()
 
     def _load_segments(self):
-        if storage.is_remote(self.directory):
-            entries = {e.name: e for e in storage.list_dir(self.directory)
-                       if e.name not in self._skipped}
-        else:
-            with os.scandir(self.directory) as scan:
-                entries = {e.name: e for e in scan if e.name not in self._skipped}
+        listing = self._listing()
+        entries = {n: e for n, e in listing.items() if n not in self._skipped}
         names = set(entries)
         parsed = {n: parse_file_name(n) for n in names}
         logs = {p[0] for p in parsed.values() if p is not None and p[1:] == (LOG_SUFFIX, "")}
@@ -365,6 +391,7 @@ class LogLoader:
                     self.report.add("removed_orphan_index", name, p[0],
                                     reason="its .log is missing")
                     _remove_quietly(os.path.join(self.directory, name))
+                    del listing[name]
                 continue
             if p[1] != LOG_SUFFIX:
                 continue
@@ -391,11 +418,12 @@ class LogLoader:
         caller has it (the state after the previous segment); else it is loaded from the
         snapshots. The segment's descriptors and mappings are released after."""
         if state is None:
-            if self._snapshots is None:
-                self._snapshots = list_snapshots(self.directory)
             state = ProducerStateManager(self.directory)
-            state.load_latest_snapshot(segment.base_offset, self._snapshots)
-        truncated = segment.recover(state, self.leader_epochs, self._before_truncate)
+            state.load_latest_snapshot(segment.base_offset, self._snapshot_list())
+        txn_index_exists = None if segment.file_suffix else \
+            file_name(segment.base_offset, TXN_INDEX_SUFFIX) in self._listing()
+        truncated = segment.recover(state, self.leader_epochs, self._before_truncate,
+                                    txn_index_exists)
         if report_indexes:
             for path, was, now in segment.rebuilt_indexes:
                 self.report.add("rebuilt_index", path, segment.base_offset, reason=(
@@ -420,10 +448,8 @@ class LogLoader:
                 self._drop(segment, "after a truncated segment")
                 continue
             if state is None:
-                if self._snapshots is None:
-                    self._snapshots = list_snapshots(self.directory)
                 state = ProducerStateManager(self.directory)
-                state.load_latest_snapshot(segment.base_offset, self._snapshots)
+                state.load_latest_snapshot(segment.base_offset, self._snapshot_list())
             pieces, truncated_bytes = self._recover_or_split(segment, state)
             if pieces != [segment]:
                 state = None           # split: reload at the next segment

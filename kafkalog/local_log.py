@@ -23,7 +23,7 @@ from kafkalog import checkpoint
 from kafkalog.files import CLEANED_SUFFIX, DELETED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, file_path
 from kafkalog.log_segments import LogSegments
 from kafkalog.producer_state import ProducerStateManager
-from kafkalog.segment import FetchDataInfo, LogOffsetMetadata, LogSegment
+from kafkalog.segment import FetchDataInfo, LogOffsetMetadata, LogSegment, offset_metadata
 
 log = logging.getLogger(__name__)
 
@@ -118,13 +118,29 @@ class LocalLog:
     def active_segment(self):
         return self.segments.active
 
+    @property
+    def log_end_offset(self):
+        return self.log_end_metadata[0]
+
+    @log_end_offset.setter
+    def log_end_offset(self, offset):
+        # Set once the files hold it: with it goes where it is (Kafka's nextOffsetMetadata),
+        # so a read bounded by the log end needs no index lookup for its last position.
+        active = self._segments.active
+        #: ``LogOffsetMetadata`` of the log end offset: the active segment's base offset
+        #: and size when it was set (one attribute: readers take both at once).
+        self.log_end_metadata = offset_metadata(
+            (offset, -1, -1) if active is None else (offset, active.base_offset, active.size))
+
     def new_segment(self, base_offset):
         return LogSegment(self.directory, base_offset, self.config, time_fn=self._time_fn)
 
     # ------------------------------------------------------------------------------ append
     def append(self, segment, last_offset, max_timestamp, offset_of_max_timestamp, data):
         segment.append(last_offset, max_timestamp, offset_of_max_timestamp, data)
-        self.log_end_offset = last_offset + 1
+        # (the log_end_offset setter's work, for the segment known to be the active one)
+        self.log_end_metadata = offset_metadata((last_offset + 1, segment.base_offset,
+                                                 segment.size))
 
     def roll(self, new_offset):
         """Start a new active segment at ``new_offset``; returns it (the old one when it is
@@ -157,23 +173,26 @@ class LocalLog:
         """Batches from the first holding ``start_offset`` up to ``max_bytes``, nothing at or
         past ``max_offset``. Returns (FetchDataInfo, the segment read, the segment list read)
         or (empty FetchDataInfo, None, list)."""
-        segments = self.segments
-        empty = FetchDataInfo(LogOffsetMetadata(start_offset, -1, -1), b"")
-        if start_offset >= max_offset:
-            return empty, None, segments
-        segment = segments.floor(start_offset)
-        while segment is not None and segment.base_offset < max_offset:
-            nxt = segments.higher(segment.base_offset)
-            max_position = segment.size
-            if nxt is None or nxt.base_offset > max_offset:
-                found = segment.translate_offset(max_offset)
-                if found is not None:
-                    max_position = found[0]
-            info = segment.read(start_offset, max_bytes, max_position, min_one_message)
-            if info is not None and (info.records or info.first_entry_incomplete):
-                return info, segment, segments
-            segment = nxt
-        return empty, None, segments
+        segments = self._segments
+        end = self.log_end_metadata
+        if start_offset < max_offset:
+            segment, nxt = segments.floor_and_higher(start_offset)
+            while segment is not None and segment.base_offset < max_offset:
+                if nxt is not None and nxt.base_offset <= max_offset:
+                    max_position = segment.size
+                elif max_offset == end[0] and segment.base_offset == end[1]:
+                    max_position = end[2]         # the log end's position, known
+                else:
+                    max_position = segment.size
+                    found = segment.translate_offset(max_offset)
+                    if found is not None:
+                        max_position = found[0]
+                info = segment.read(start_offset, max_bytes, max_position, min_one_message)
+                if info is not None and (info.records or info.first_entry_incomplete):
+                    return info, segment, segments
+                segment = nxt
+                nxt = None if nxt is None else segments.higher(nxt.base_offset)
+        return FetchDataInfo(LogOffsetMetadata(start_offset, -1, -1), b""), None, segments
 
     @staticmethod
     def collect_aborted_transactions(segments, start_offset, upper_offset, first=None):

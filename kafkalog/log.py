@@ -9,7 +9,10 @@ one view of a partition every reader uses (the Spark planner, ``verify``, ``dump
 from __future__ import annotations
 
 import contextlib
+import functools
+import itertools
 import logging
+import operator
 import os
 import threading
 import time
@@ -89,6 +92,33 @@ class LogAppendInfo(NamedTuple):
     records_count: int
 
 
+# ``LogAppendInfo`` from a 7-tuple without the generated ``__new__`` (once per append)
+_append_info = functools.partial(tuple.__new__, LogAppendInfo)
+
+
+#: a chunk's ``Record`` objects, made by one kernel call
+_table_records = operator.methodcaller("to_records")
+
+
+class _AppendSettings(NamedTuple):
+    log_append_time: bool
+    max_message_bytes: int
+    bounded_timestamps: bool     # message.timestamp.before/after.max.ms below unbounded
+    segment_ms: int
+    segment_bytes: int
+    flush_messages: int
+    flush_ms: int
+
+    @classmethod
+    def of(cls, config: LogConfig) -> _AppendSettings:
+        return cls(config["message.timestamp.type"] == "LogAppendTime",
+                   config["max.message.bytes"],
+                   config["message.timestamp.before.max.ms"] != LONG_MAX
+                   or config["message.timestamp.after.max.ms"] != LONG_MAX,
+                   config["segment.ms"], config["segment.bytes"], config["flush.messages"],
+                   config["flush.ms"])
+
+
 class Log:
     """A partition directory as Kafka's storage engine sees it.
 
@@ -128,6 +158,7 @@ class Log:
         self._last_flush_ms = self._now_ms()
         self._closed = False
         self._failed: OSError | None = None
+        self._settings: tuple[LogConfig, _AppendSettings] | None = None
 
     # ------------------------------------------------------------------------------ open
     @classmethod
@@ -357,9 +388,14 @@ class Log:
         try:
             yield
         except OSError as e:
-            self._failed = e
-            raise LogDirFailureError(f"{what} failed for {self.path}: {e}; the log is offline "
-                                     f"until reopened", errno=e.errno) from e
+            raise self._offline(what, e) from e
+
+    def _offline(self, what, e):
+        """Take the log offline after ``e`` (an OSError); returns the LogDirFailureError to
+        raise."""
+        self._failed = e
+        return LogDirFailureError(f"{what} failed for {self.path}: {e}; the log is offline "
+                                  f"until reopened", errno=e.errno)
 
     def _check_writable(self):
         if self._closed:
@@ -386,7 +422,7 @@ class Log:
         Returns a ``LogAppendInfo``.
         """
         if isinstance(records_or_batch_bytes, (bytes, bytearray, memoryview)):
-            data = bytes(records_or_batch_bytes)
+            data = records_or_batch_bytes
         else:
             records = list(records_or_batch_bytes)
             if not records:
@@ -398,25 +434,42 @@ class Log:
                                producer_epoch=producer_epoch, base_sequence=base_sequence,
                                transactional=transactional,
                                partition_leader_epoch=partition_leader_epoch)
+        return self._append(bytearray(data), assign_offsets=True)
+
+    def append_batches(self, buffers: Iterable[bytes | bytearray | memoryview]
+                       ) -> LogAppendInfo:
+        """Append as leader the v2 batches of several buffers (each whole batches, e.g. one
+        ``build_batch`` result each) in one call: as ``append`` of their concatenation, so
+        one validation pass, one write and one lock for all, all or nothing (Kafka's append
+        of a produce request's records: they go to one segment, rolled first when they do
+        not fit; index entries are made batch by batch). Returns one ``LogAppendInfo`` for
+        them all."""
+        data = bytearray().join(buffers)
+        if not data:
+            raise ValueError("nothing to append")
         return self._append(data, assign_offsets=True)
 
     def append_as_follower(self, batch_bytes: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Append batches that carry their offsets (replication, copying): offsets must not
         go below the log end offset."""
-        return self._append(bytes(batch_bytes), assign_offsets=False)
+        return self._append(bytearray(batch_bytes), assign_offsets=False)
 
     def _append(self, data, assign_offsets):
-        data = bytearray(data)
+        """Append ``data``, a bytearray the caller made for it (offsets are assigned in it).
+        Per call: one kernel pass, one write, the settings read once per config, no context
+        manager on the way."""
         with self._lock:
-            self._check_writable()
-            now = self._now_ms()
-            log_end = self.log_end_offset
-            log_append = self.config["message.timestamp.type"] == "LogAppendTime"
+            if self._closed or self.read_only or self._failed is not None:
+                self._check_writable()
+            now = int(self._time_fn() * 1000)
+            settings = self._append_settings()
+            log_end = self._local.log_end_offset
+            log_append = settings.log_append_time
             # One kernel pass validates (structure, magic, size, CRC, records, offsets) and,
             # for a leader, assigns offsets and LogAppendTime in place.
             n_batches, first, last, max_ts, offset_of_max, count, flags = prepare_append(
-                data, log_end if assign_offsets else -1,
-                self.config["max.message.bytes"], now if log_append else -1)
+                data, log_end if assign_offsets else -1, settings.max_message_bytes,
+                now if log_append else -1)
             batches = None
             if flags & APPEND_HAS_COMPRESSED:
                 batches = walk_batches(data, validate_crc=False)[0]
@@ -424,7 +477,7 @@ class Log:
                 table = decode_batches(data, compressed)       # every record must decode
                 if (np.diff(table.records["offset"]) <= 0).any():
                     raise CorruptRecordError("record offsets within a batch do not increase")
-            if assign_offsets and not log_append:
+            if assign_offsets and not log_append and settings.bounded_timestamps:
                 batches = self._validate_timestamps(data, batches, now)
             if assign_offsets and flags & APPEND_HAS_PRODUCER:
                 batches = walk_batches(data, validate_crc=False)[0]
@@ -437,8 +490,8 @@ class Log:
                 raise InvalidOffsetError(
                     f"out of order offsets: first offset {first} is below the log end offset "
                     f"{log_end} of {self.path}")
-            with self._io("append"):
-                segment = self._maybe_roll(len(data), max_ts, first, last, now)
+            try:
+                segment = self._maybe_roll(len(data), max_ts, first, last, now, settings)
                 self._local.append(segment, last, max_ts, offset_of_max, data)
                 if flags & APPEND_HAS_PRODUCER:
                     if batches is None:
@@ -446,20 +499,29 @@ class Log:
                     self._producer_state.apply_batches(data, batches,
                                                        txn_index=segment.txn_index)
                 self._update_leader_epochs(data, batches, n_batches, first)
+            except OSError as e:
+                raise self._offline("append", e) from e
             if not self._replicated:
                 self._high_watermark = last + 1
             self._unflushed_messages += count
-            self._maybe_flush(now)
-            return LogAppendInfo(first, last, max_ts, offset_of_max,
-                                 now if log_append else -1, len(data), count)
+            if self._unflushed_messages >= settings.flush_messages or \
+                    now - self._last_flush_ms >= settings.flush_ms:
+                self.flush()
+            return _append_info((first, last, max_ts, offset_of_max,
+                                 now if log_append else -1, len(data), count))
+
+    def _append_settings(self):
+        """The settings every append reads, taken from ``self.config`` once per config."""
+        cached = self._settings
+        if cached is None or cached[0] is not self.config:
+            cached = self._settings = (self.config, _AppendSettings.of(self.config))
+        return cached[1]
 
     def _validate_timestamps(self, data, batches, now):
         """Kafka's ``message.timestamp.before.max.ms`` / ``after.max.ms`` check of every
         record's CreateTime (only when either is set below its unbounded default)."""
         before = self.config["message.timestamp.before.max.ms"]
         after = self.config["message.timestamp.after.max.ms"]
-        if before == LONG_MAX and after == LONG_MAX:
-            return batches
         if batches is None:
             batches = walk_batches(data, validate_crc=False)[0]
         data_batches = batches[(batches["attributes"] & CONTROL_MASK) == 0]
@@ -512,9 +574,10 @@ class Log:
             batches = walk_batches(data, validate_crc=False)[0]
         self._leader_epochs.assign_from_batches(batches)
 
-    def _maybe_roll(self, messages_size, max_timestamp, first_offset, max_offset, now):
-        segment = self.active_segment
-        if segment.should_roll(self.config["segment.ms"], self.config["segment.bytes"],
+    def _maybe_roll(self, messages_size, max_timestamp, first_offset, max_offset, now,
+                    settings):
+        segment = self._local.segments.active
+        if segment.should_roll(settings.segment_ms, settings.segment_bytes,
                                max_timestamp, max_offset, messages_size, now):
             # Kafka names the new segment after the first offset the append will take.
             segment = self._roll(max(first_offset, self.log_end_offset))
@@ -535,11 +598,6 @@ class Log:
         return segment
 
     # ------------------------------------------------------------------------------ flush
-    def _maybe_flush(self, now):
-        if self._unflushed_messages >= self.config["flush.messages"] or \
-                now - self._last_flush_ms >= self.config["flush.ms"]:
-            self.flush()
-
     def flush_if_due(self, now_ms: int | None = None) -> None:
         """Flush when ``flush.ms`` has passed since the last flush (the manager's periodic
         flush task)."""
@@ -578,18 +636,26 @@ class Log:
         ``isolation="committed"``). Raises OffsetOutOfRangeError for an offset below the log
         start offset or above the log end offset.
         """
-        max_offset = self._max_offset(isolation)
-        log_end = self.log_end_offset
+        # Per-call work kept to what Kafka's read does (a fetch is a few microseconds):
+        # no context manager, one segment search, the log end's position already known.
+        if self._closed:
+            raise LogClosedError(f"log {self.path} is closed")
+        local = self._local
+        log_end = local.log_end_metadata[0]
+        max_offset = log_end if isolation == "log_end" else self._max_offset(isolation)
         if start_offset < self._log_start_offset or start_offset > log_end:
             raise OffsetOutOfRangeError(
                 f"offset {start_offset} is out of range for {self.dir_name}: log start offset "
                 f"{self._log_start_offset}, log end offset {log_end}")
-        with self._reading():
-            info, segment, segments = self._local.read(start_offset, max_bytes, max_offset,
-                                                       min_one_message)
+        try:
+            info, segment, segments = local.read(start_offset, max_bytes, max_offset,
+                                                 min_one_message)
             if isolation == "committed":
                 info.aborted_transactions = [] if segment is None else \
                     self._aborted_transactions(start_offset, segment, info, segments, log_end)
+        except (ValueError, OSError) as e:
+            self._raise_if_closed(e)
+            raise
         return info
 
     @contextlib.contextmanager
@@ -600,10 +666,15 @@ class Log:
             raise LogClosedError(f"log {self.path} is closed")
         try:
             yield
-        except (ValueError, OSError) as e:       # a released view, a closed descriptor
-            if self._closed:
-                raise LogClosedError(f"log {self.path} was closed during the read") from e
+        except (ValueError, OSError) as e:
+            self._raise_if_closed(e)
             raise
+
+    def _raise_if_closed(self, e):
+        """A read failed with ``e``: LogClosedError when ``close()`` released the files under
+        it (a released view, a closed descriptor)."""
+        if self._closed:
+            raise LogClosedError(f"log {self.path} was closed during the read") from e
 
     def _aborted_transactions(self, start_offset, segment, info, segments, log_end):
         meta = info.fetch_offset_metadata
@@ -631,9 +702,10 @@ class Log:
         is checked first (a failure raises CorruptRecordError, before any of its records);
         ``validate_crc=False`` skips that on trusted data.
         """
-        for table in self.record_tables(start_offset, end_offset, isolation, include_control,
-                                        validate_crc=validate_crc):
-            yield from table.to_records()
+        # Chained in C: the Log layer does no work per record (each chunk's records are
+        # made by one kernel call).
+        return itertools.chain.from_iterable(map(_table_records, self.record_tables(
+            start_offset, end_offset, isolation, include_control, validate_crc=validate_crc)))
 
     def record_tables(self, start_offset: int | None = None, end_offset: int | None = None,
                       isolation: str = "log_end", include_control: bool = False,
@@ -660,7 +732,9 @@ class Log:
                 if aborted is not None:
                     aborted.add(info.aborted_transactions)
                     keep &= ~aborted.aborted_mask(batches)[table.batch]
-                if keep.any():
+                if keep.all():
+                    yield table            # the common case: no copy of its columns
+                elif keep.any():
                     yield table.slice(keep)
             if status == WALK_INVALID or status == WALK_CORRUPT:
                 # the batches before the bad one are returned, none of its records
@@ -680,11 +754,10 @@ class Log:
         if timestamp == LATEST_TIMESTAMP:
             return (self.log_end_offset, -1)
         with self._reading():
-            for segment in self.segments:
-                if segment.largest_timestamp >= timestamp:
-                    found = segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
-                    if found is not None:
-                        return (found.offset, found.timestamp)
+            for segment in self.segments.by_largest_timestamp(timestamp):
+                found = segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
+                if found is not None:
+                    return (found.offset, found.timestamp)
         return None
 
     # ------------------------------------------------------------------------------ truncate

@@ -18,11 +18,12 @@ class LogSegments:
     The last segment is the active one. Offsets held by a segment run from its base offset to
     the next segment's base offset (the log end offset for the last).
     """
-    __slots__ = ("_segments", "_bases")
+    __slots__ = ("_segments", "_bases", "_closed_largest")
 
     def __init__(self, segments: Iterable[LogSegment] = ()) -> None:
         self._segments = tuple(sorted(segments, key=lambda s: s.base_offset))
         self._bases = [s.base_offset for s in self._segments]
+        self._closed_largest: tuple[list[int], list[int]] | None = None
 
     def __len__(self) -> int:
         return len(self._segments)
@@ -57,6 +58,14 @@ class LogSegments:
         i = bisect.bisect_right(self._bases, offset) - 1
         return self._segments[i] if i >= 0 else None
 
+    def floor_and_higher(self, offset: int) -> tuple[LogSegment | None, LogSegment | None]:
+        """(``floor(offset)``, the segment after it) in one search (a read's per-call work:
+        the first is read, the second bounds it)."""
+        i = bisect.bisect_right(self._bases, offset)
+        segments = self._segments
+        return (segments[i - 1] if i > 0 else None,
+                segments[i] if i < len(segments) else None)
+
     def higher(self, base_offset: int) -> LogSegment | None:
         """The first segment whose base offset is > ``base_offset``, or None."""
         i = bisect.bisect_right(self._bases, base_offset)
@@ -83,6 +92,27 @@ class LogSegments:
         hi = len(self._segments) if to_offset is None else \
             bisect.bisect_left(self._bases, to_offset)
         return self._segments[lo:max(hi, lo)]
+
+    def by_largest_timestamp(self, timestamp: int) -> Iterator[LogSegment]:
+        """The segments whose largest timestamp is >= ``timestamp``, in order (where Kafka's
+        fetchOffsetByTimestamp looks). A closed segment's largest timestamp cannot change
+        within one list (appends go to the last; truncation, rolls and cleaning make a new
+        list), so they are read once per list and the first candidate is found by bisection
+        over their running maximum; the active segment's is read each time."""
+        cached = self._closed_largest
+        if cached is None:
+            largest = [s.largest_timestamp for s in self._segments[:-1]]
+            running, top = [], -(2**63)
+            for t in largest:
+                top = max(top, t)
+                running.append(top)
+            cached = self._closed_largest = (largest, running)
+        largest, running = cached
+        for i in range(bisect.bisect_left(running, timestamp), len(largest)):
+            if largest[i] >= timestamp:
+                yield self._segments[i]
+        if self._segments and self._segments[-1].largest_timestamp >= timestamp:
+            yield self._segments[-1]
 
     def replace(self, remove: Iterable[LogSegment] = (),
                 add: Iterable[LogSegment] = ()) -> LogSegments:

@@ -13,7 +13,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Union
 
-from kafkalog import checkpoint
+from kafkalog import checkpoint, storage
 from kafkalog.cleaner import needs_cleaning
 from kafkalog.config import LogConfig
 from kafkalog.errors import InvalidTopicError, KafkaLogError, LogDirFailureError, LogNotFoundError
@@ -54,7 +54,10 @@ class LogManager:
     recovery_threads : logs loaded in parallel
     read_only : load every log read-only (no recovery) and write nothing: no lock file, no
         ``meta.properties``, no checkpoint, no marker removed or written, no interrupted
-        move or deletion finished; for backups and a dead broker's disk
+        move or deletion finished, no background task; for backups and a dead broker's disk
+    storage_options : fsspec options for log dirs given as URLs (``s3://bucket/broker-1``,
+        ``gs://``, ...; see ``Log.open``). A URL log dir is read through ``kafkalog.storage``
+        and needs ``read_only=True``: a writable manager of one raises ReadOnlyStorageError.
     """
 
     def __init__(self, log_dirs: StrPath | Iterable[StrPath], config: ConfigLike = None, *,
@@ -64,10 +67,15 @@ class LogManager:
                  checkpoint_interval_ms: int = 60_000, recovery_threads: int = 2,
                  broker_epoch: int = 0, replicated: bool = False,
                  producer_id_expiration_ms: int = 86_400_000,
-                 time_fn: Callable[[], float] = time.time, read_only: bool = False) -> None:
+                 time_fn: Callable[[], float] = time.time, read_only: bool = False,
+                 storage_options: Mapping[str, Any] | None = None) -> None:
         if isinstance(log_dirs, (str, os.PathLike)):
             log_dirs = [log_dirs]
-        self.log_dirs = [os.path.abspath(os.fspath(d)) for d in log_dirs]
+        dirs = [storage.configure(os.fspath(d), storage_options) for d in log_dirs]
+        if not read_only:
+            for d in dirs:
+                storage.check_writable(d)
+        self.log_dirs = [storage.abspath(d) for d in dirs]
         self.config = config if isinstance(config, LogConfig) else LogConfig(config)
         self.topic_configs = dict(topic_configs or {})
         self.broker_epoch = broker_epoch
@@ -85,7 +93,8 @@ class LogManager:
             with _dir_io(self.log_dirs, "loading"):
                 for d in self.log_dirs:
                     if read_only:
-                        if not os.path.isdir(d):
+                        storage.refresh(d)
+                        if not storage.isdir(d):
                             raise LogNotFoundError(f"{d}: no such log dir")
                         continue
                     os.makedirs(d, exist_ok=True)
@@ -171,10 +180,11 @@ class LogManager:
         for d in self.log_dirs:
             saved = checkpoint.LogDirCheckpoints(d)
             self._checkpoints[d] = saved
-            for name in sorted(os.listdir(d)):
-                path = os.path.join(d, name)
-                if not os.path.isdir(path):
+            for entry in storage.list_dir(d):
+                if not entry.is_dir:
                     continue
+                name = entry.name
+                path = os.path.join(d, name)
                 parsed = _parsed(name)
                 if parsed is None:
                     continue                                      # not a partition directory
@@ -204,7 +214,7 @@ class LogManager:
             self._log_dir_of[key] = d
         for d in self.log_dirs:
             marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
-            if os.path.exists(marker) and not self.read_only:
+            if not self.read_only and os.path.exists(marker):
                 os.remove(marker)       # from now on a crash must be seen as unclean
 
     def _open_log(self, d, path, key, saved):

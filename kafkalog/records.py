@@ -19,8 +19,8 @@ import numpy.typing as npt
 
 from kafkalog import codecs, storage
 from kafkalog._kernels import (
-    check_batches, decode_legacy_records, decode_v2_records, make_records, span_bytes,
-    walk_batches,
+    batch_records, check_batches, decode_legacy_records, decode_v2_records, make_records,
+    span_bytes, walk_batches,
 )
 from kafkalog._layout import (
     BATCH_DTYPE, RECORD_DTYPE, HEADER_DTYPE, V2_HEADER_SIZE, LOG_OVERHEAD,
@@ -201,6 +201,12 @@ class RecordBatch:
         return self._table
 
     def __iter__(self) -> Iterator[Record]:
+        if self._table is None:
+            # The common batch (v2, uncompressed) in one kernel call: decoded into a reused
+            # table, Records made as the loop asks, without the columnar table's numpy work.
+            records = batch_records(self._buffer, self._row, _TYPE_OBJECTS)
+            if records is not None:
+                return records
         return iter(self.table().to_records())
 
     def __len__(self) -> int:
@@ -242,7 +248,9 @@ def iter_batches(buffer_or_path: BufferOrPath, validate_crc: bool = True,
     Aiven's RemoteStorageManager writes it (decoded; ``rsm_keys`` as ``Log.open`` takes them).
     """
     if isinstance(buffer_or_path, (str, os.PathLike)):
-        buffer_or_path = storage.configure(os.fspath(buffer_or_path), storage_options, rsm_keys)
+        configured = storage.configure(os.fspath(buffer_or_path), storage_options, rsm_keys)
+        if configured != os.fspath(buffer_or_path):     # a URL or a tiered-storage view
+            buffer_or_path = configured                 # (else errors name the path given)
     path = buffer_or_path if isinstance(buffer_or_path, (str, os.PathLike)) else None
     buf = open_buffer(buffer_or_path)
     batches, status, stop, message = walk_batches(buf, validate_crc=validate_crc,

@@ -2,32 +2,75 @@
 # Follows the README's "On a cluster" section literally: build the wheel, pack an environment
 # with venv-pack, and run a Spark application whose executors (separate processes of a
 # local-cluster master) use the packed environment from --archives. Checks the records read
-# and that the executors' Python and kafkalog came from the archive.
+# and that the executors' Python and kafkalog came from the archive. Then runs the same example
+# on a bucket (README, "Reading from object storage"): a moto S3 server on 127.0.0.1 holds a
+# copy of the data, the driver and executors get the standard AWS_* environment, and the
+# executors read their byte ranges from the bucket; the result must equal the local run's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 work=$(mktemp -d)
 # local-cluster workers unpack the archive under pyspark's own work/ directory: remove it after
 spark_work=$("$root/.venv/bin/python" -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "work"))')
-trap 'rm -rf "$work" "$spark_work"' EXIT
+moto_pid=
+cleanup() {
+  if [ -n "$moto_pid" ]; then kill "$moto_pid" 2>/dev/null || true; wait "$moto_pid" 2>/dev/null || true; fi
+  rm -rf "$work" "$spark_work"
+}
+trap cleanup EXIT
+data="$root/../shared/fixtures/kafka-written/multiseg-0"
 .venv/bin/python -m pip wheel -q --no-deps --no-build-isolation -w "$work/dist" .
 cd "$work"
 python3 -m venv pack-env
-pack-env/bin/pip install -q dist/kafkalog-*.whl pyarrow "pandas<3" venv-pack
+pack-env/bin/pip install -q "$(echo dist/kafkalog-*.whl)[s3]" pyarrow "pandas<3" venv-pack
 pack-env/bin/venv-pack -q -p pack-env -o kafkalog-env.tar.gz
 export PYSPARK_DRIVER_PYTHON="$root/.venv/bin/python"
-PYSPARK_PYTHON=./environment/bin/python "$root/.venv/bin/spark-submit" \
-  --master "local-cluster[2,1,1024]" --conf spark.ui.enabled=false \
-  --archives kafkalog-env.tar.gz#environment \
-  "$root/examples/spark_cluster_app.py" "$root/../shared/fixtures/kafka-written/multiseg-0" \
-  2> spark.log | tail -1 > result.json || { tail -30 spark.log; exit 1; }
-"$root/.venv/bin/python" - result.json <<'PY'
-import json, sys
-result = json.load(open(sys.argv[1]))
-assert result["count"] == 30000, result
-for e in result["executors"]:
-    assert "environment" in e["python"] and "environment" in e["kafkalog"], e
-    assert e["compiled"], e
-print(f"cluster example: {result['count']} records; executors ran "
-      f"{sorted({e['python'] for e in result['executors']})} with kafkalog from the archive")
+submit() {  # submit OUTPUT PATH [spark-submit options...]: the README's command
+  local out=$1 path=$2; shift 2
+  PYSPARK_PYTHON=./environment/bin/python "$root/.venv/bin/spark-submit" \
+    --master "local-cluster[2,1,1024]" --conf spark.ui.enabled=false \
+    --archives kafkalog-env.tar.gz#environment "$@" \
+    "$root/examples/spark_cluster_app.py" "$path" \
+    2> "$out.log" | tail -1 > "$out.json" ||
+    { grep -E -m 20 "ERROR|Error:|Exception:" "$out.log"; tail -30 "$out.log"; exit 1; }
+}
+submit local "$data"
+
+# The same data in a bucket of a local S3 endpoint (moto), read with the AWS_* environment:
+# the driver's from this shell, the executors' from spark.executorEnv (as the README says).
+"$root/.venv/bin/python" "$root/scripts/moto_bucket.py" "$data" kafkalog-cluster/multiseg-0 \
+  > moto.out 2> moto.log &
+moto_pid=$!
+for _ in $(seq 300); do [ -s moto.out ] && break; kill -0 "$moto_pid" || break; sleep 0.1; done
+[ -s moto.out ] || { echo "the moto S3 server did not start"; tail -30 moto.log; exit 1; }
+read -r endpoint url < moto.out
+unset AWS_PROFILE AWS_SESSION_TOKEN AWS_ENDPOINT_URL_S3
+export AWS_ENDPOINT_URL=$endpoint AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing \
+  AWS_DEFAULT_REGION=us-east-1
+env_conf=()
+for var in AWS_ENDPOINT_URL AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_DEFAULT_REGION; do
+  env_conf+=(--conf "spark.executorEnv.$var=${!var}")
+done
+submit bucket "${url/s3:/s3a:}/" "${env_conf[@]}"
+
+"$root/.venv/bin/python" - local.json bucket.json moto.log "$url" <<'PY'
+import json, re, sys
+local, bucket = (json.load(open(p)) for p in sys.argv[1:3])
+for result in (local, bucket):
+    assert result["count"] == 30000, result
+    for e in result["executors"]:
+        assert "environment" in e["python"] and "environment" in e["kafkalog"], e
+        assert e["compiled"], e
+assert (bucket["count"], bucket["value_bytes"]) == (local["count"], local["value_bytes"]), \
+    (bucket, local)
+# werkzeug's access log of the S3 server (colored): GETs of .log objects answered 206 (Partial
+# Content) are ranged reads
+key = sys.argv[4].split("://", 1)[1]
+lines = (re.sub(r"\x1b\[[0-9;]*m", "", line) for line in open(sys.argv[3]))
+ranged = [line for line in lines if re.search(rf'"GET /{re.escape(key)}/\d+\.log[ ?].*" 206 ', line)]
+assert ranged, "no ranged GET of a .log object reached the S3 server"
+print(f"cluster example: {local['count']} records ({local['value_bytes']} value bytes) from "
+      f"the local path and the same from {sys.argv[4]} ({len(ranged)} ranged GETs of .log "
+      f"objects); executors ran {sorted({e['python'] for e in local['executors']})} with "
+      f"kafkalog from the archive")
 PY

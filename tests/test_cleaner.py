@@ -109,7 +109,7 @@ def test_partial_clean_when_the_map_is_full(tmp_path):
     log = compacted_log(tmp_path)
     for i in range(400):
         kv(log, b"key-%04d" % i, b"v")
-    stats = log.compact(NOW, memory_budget=60 * 108)       # room for about 60 keys
+    stats = log.compact(NOW, memory_budget=100 * 24)       # room for 90 keys (24 B, 0.9 full)
     assert stats.partial and stats.first_uncleanable_offset < log.active_segment.base_offset
     assert log.first_dirty_offset == stats.first_uncleanable_offset
     second = log.compact(NOW, memory_budget=10 ** 7)

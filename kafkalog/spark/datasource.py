@@ -8,7 +8,8 @@ records are read and segments deleted by retention are not looked for. Options a
 
 - ``read``: the plan is made by a Spark task of the action itself (a one-row DataFrame whose
   ``mapInArrow`` plans), its tasks dealt round-robin to the reading tasks, so one action reads
-  one snapshot of the logs.
+  one snapshot of the logs. There are fewer reading tasks than planned ones when the planned
+  ones are small (``_slots``).
 - The data source: PySpark asks a reader for its partitions once per DataFrame and keeps
   them, so its partitions are slots: each slot plans when it runs and reads every n-th task of
   that plan. Slots of one action plan separately; when the logs change while it runs they may
@@ -30,7 +31,7 @@ from kafkalog import storage, tiered
 
 from kafkalog.errors import InvalidConfigError
 from kafkalog.spark.options import Options, paths_option
-from kafkalog.spark.planner import Pushdown, plan
+from kafkalog.spark.planner import DEFAULT_MAX_BYTES_PER_TASK, Pushdown, plan
 from kafkalog.spark.reader import read_task
 from kafkalog.spark.schema import kafka_schema
 
@@ -59,8 +60,9 @@ def _task_planner(storage_options: Mapping[str, Any] | None,
         for batch in iterator:
             for request_json in batch.column(0).to_pylist():
                 request = json.loads(request_json)
-                tasks = plan(request["paths"], request["options"],
-                             storage_options=storage_options)
+                # checked, and what they ignore logged, when the DataFrame was made
+                opts = Options(request["options"], log_ignored=False)
+                tasks = plan(request["paths"], opts, storage_options=storage_options)
                 rows = [json.dumps({k: v for k, v in t.items() if k != "storage_options"})
                         for t in tasks]
                 yield pa.RecordBatch.from_arrays([pa.array(rows, pa.string())],
@@ -82,6 +84,21 @@ def _task_reader(storage_options: Mapping[str, Any] | None,
                     task["storage_options"] = storage_options
                 yield from read_task(task)
     return _read_tasks_arrow
+
+
+def _slots(tasks: list[dict[str, Any]], opts: Options) -> int:
+    """How many Spark tasks read the planned ``tasks``. One per planned task (a segment, or a
+    part of one) would pay PySpark's cost per task (0.1-0.3 s: a Python worker round trip,
+    Arrow to the JVM) for every segment: the planned tasks are dealt to as many Spark tasks as
+    read about ``maxBytesPerTask`` each, and at least ``minPartitions`` and one per core of
+    the driver's machine."""
+    if not tasks:
+        return 1
+    total = sum(t["end_pos"] - t["start_pos"] for t in tasks)
+    max_bytes = opts.integer("maxBytesPerTask", DEFAULT_MAX_BYTES_PER_TASK)
+    wanted = max(-(-total // max_bytes), os.cpu_count() or 1,
+                 opts.integer("minPartitions") or 0)
+    return min(len(tasks), wanted)
 
 
 def _paths_list(paths: StrPath | Iterable[StrPath]) -> list[str]:
@@ -117,7 +134,7 @@ def read(spark: SparkSession, paths: StrPath | Iterable[StrPath], **options: Any
     storage_options = opts.storage_options
     # Planned now for the option errors Spark raises up front and for the number of tasks;
     # each action plans again.
-    slots = max(1, len(plan(path_list, opts)))
+    slots = _slots(plan(path_list, opts), opts)
     schema = kafka_schema(opts.include_headers)
     request_options = {k: v for k, v in _json_options(options).items()
                        if k.lower() not in ("storageoptions", "rsmkeys")}
@@ -150,18 +167,20 @@ def _datasource_classes() -> type:
             opts = dict(options)
             self.paths = _paths_list(paths_option(opts))
             self.options = opts
-            Options(opts)                  # the option errors Spark raises up front
+            # the option errors Spark raises up front, and what a batch query ignores (logged
+            # once: the planning of every action and slot reuses this)
+            self.opts = Options(opts)
 
         def partitions(self) -> list[InputPartition]:
             # PySpark calls this once per DataFrame; the plan is remade in read()
-            count = max(1, len(plan(self.paths, self.options, self.pushdown)))
+            count = _slots(plan(self.paths, self.opts, self.pushdown), self.opts)
             return [SlotPartition(i, count) for i in range(count)]
 
         def read(self, partition: InputPartition) -> Iterator[pyarrow.RecordBatch]:
             index = getattr(partition, "index", None)
             if index is None:          # InputPartition(None): PySpark's stand-in for none
                 return
-            tasks = plan(self.paths, self.options, self.pushdown)
+            tasks = plan(self.paths, self.opts, self.pushdown)
             for task in tasks[index::getattr(partition, "count")]:
                 yield from read_task(task)
 
@@ -187,11 +206,16 @@ def _datasource_classes() -> type:
             return "kafkalog"
 
         def schema(self) -> Any:
-            return kafka_schema(Options(dict(self.options)).include_headers)
+            # PySpark asks for it for batch and streaming reads alike: the options ignored
+            # in one mode are logged by reader() or streamReader(), which know the mode.
+            return self._schema(streaming=False)
+
+        def _schema(self, streaming: bool) -> Any:
+            opts = Options(dict(self.options), streaming, log_ignored=False)
+            return kafka_schema(opts.include_headers)
 
         def reader(self, schema: Any) -> DataSourceReader:
-            expected = kafka_schema(Options(dict(self.options)).include_headers)
-            if schema != expected:
+            if schema != self._schema(streaming=False):
                 raise InvalidConfigError("Kafka source has a fixed schema and cannot be set "
                                          "with a custom one")
             if _called_by_plain_planner():
@@ -201,8 +225,7 @@ def _datasource_classes() -> type:
         def streamReader(self, schema: Any) -> Any:
             """``spark.readStream.format("kafkalog")``: see :mod:`kafkalog.spark.streaming`."""
             from kafkalog.spark.streaming import stream_reader_class
-            expected = kafka_schema(Options(dict(self.options), streaming=True).include_headers)
-            if schema != expected:
+            if schema != self._schema(streaming=True):
                 raise InvalidConfigError("Kafka source has a fixed schema and cannot be set "
                                          "with a custom one")
             return stream_reader_class()(dict(self.options))

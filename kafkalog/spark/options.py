@@ -27,7 +27,7 @@ _OPTION_NAMES = {
 _IGNORED = {
     "groupidprefix": logging.INFO, "fetchoffset.numretries": logging.INFO,
     "fetchoffset.retryintervalms": logging.INFO, "kafkaconsumer.polltimeoutms": logging.INFO,
-    # Spark logs these three as ignored in batch queries
+    # Spark logs these three as ignored in batch queries (streaming queries use them)
     "maxoffsetspertrigger": logging.WARNING, "minoffsetspertrigger": logging.WARNING,
     "maxtriggerdelay": logging.WARNING,
 }
@@ -62,9 +62,15 @@ class Options:
     or ``maxRecordsPerPartition`` not positive, as Spark's Kafka source does. ``streaming``:
     the checks of Spark's ``validateStreamOptions`` too (no ``endingOffsets``/
     ``endingOffsetsByTimestamp``; trigger limits positive, min not above max).
+
+    ``log_ignored``: log the options the read mode ignores (``log_ignored_options``), as
+    Spark's source does when it is created for a batch or a streaming query. False where the
+    mode is not known yet (a data source's ``schema()``, asked for both) or where the same
+    options were logged already (each re-planning of one query).
     """
 
-    def __init__(self, options: Mapping[str, Any], streaming: bool = False) -> None:
+    def __init__(self, options: Mapping[str, Any], streaming: bool = False, *,
+                 log_ignored: bool = True) -> None:
         self._raw = {str(k).lower(): v for k, v in options.items() if v is not None}
         self.streaming = streaming
         unknown = sorted(k for k in self._raw if k not in _OPTION_NAMES and k not in _IGNORED
@@ -72,6 +78,8 @@ class Options:
         if unknown:
             raise InvalidConfigError(f"unknown option(s) {', '.join(unknown)}")
         self._validate()
+        if log_ignored:
+            self.log_ignored_options()
 
     def _validate(self) -> None:
         for key, message in _REFUSED.items():
@@ -97,17 +105,8 @@ class Options:
             n = self.integer(name)
             if n is not None and n <= 0:
                 raise InvalidConfigError(f"{name} must be positive")
-        if "kafka.group.id" in self._raw:
-            log.warning("Kafka option 'kafka.group.id' is set; kafkalog reads files and joins "
-                        "no consumer group: ignored")
         if self.streaming:
             self._validate_streaming()
-        for key in sorted(self._raw):
-            if key in _IGNORED and not (self.streaming and key in _TRIGGER_OPTIONS):
-                log.log(_IGNORED[key], "option %s ignored in batch queries on kafkalog", key)
-            elif key.startswith("kafka.") and key not in _USED_KAFKA \
-                    and key != "kafka.group.id":
-                log.info("Kafka option %s ignored: kafkalog reads log files, not brokers", key)
         self.read_committed  # noqa: B018  (validates kafka.isolation.level)
         self.timestamp_strategy  # noqa: B018
         self.storage_options  # noqa: B018
@@ -118,8 +117,6 @@ class Options:
             raise InvalidConfigError("ending offset not valid in streaming queries")
         if "endingoffsetsbytimestamp" in self._raw:
             raise InvalidConfigError("ending timestamp not valid in streaming queries")
-        if "endingtimestamp" in self._raw:
-            log.warning("option endingtimestamp ignored in streaming queries")
         low, high = self.integer("minOffsetsPerTrigger"), self.integer("maxOffsetsPerTrigger")
         for name, n in (("minOffsetsPerTrigger", low), ("maxOffsetsPerTrigger", high)):
             if n is not None and n <= 0:
@@ -128,6 +125,26 @@ class Options:
             raise InvalidConfigError(f"The value of minOffsetPerTrigger({low}) is higher than "
                                      f"the maxOffsetsPerTrigger({high}).")
         self.max_trigger_delay_ms  # noqa: B018  (validates maxTriggerDelay)
+
+    def log_ignored_options(self) -> None:
+        """Log each option this read mode ignores: the trigger limits (``maxOffsetsPerTrigger``,
+        ...) in a batch query and ``endingTimestamp`` in a streaming one at WARNING, as Spark
+        does; ``kafka.group.id`` at WARNING; the other consumer and broker settings, which
+        mean nothing for files at rest, at INFO."""
+        for key in sorted(self._raw):
+            if key in _TRIGGER_OPTIONS:
+                if not self.streaming:
+                    log.warning("option %s ignored in batch queries", key)
+            elif key in _IGNORED:
+                log.log(_IGNORED[key], "option %s ignored: kafkalog reads log files, not "
+                        "brokers", key)
+            elif key == "endingtimestamp" and self.streaming:
+                log.warning("option endingtimestamp ignored in streaming queries")
+            elif key == "kafka.group.id":
+                log.warning("Kafka option 'kafka.group.id' is set; kafkalog reads files and "
+                            "joins no consumer group: ignored")
+            elif key.startswith("kafka.") and key not in _USED_KAFKA:
+                log.info("Kafka option %s ignored: kafkalog reads log files, not brokers", key)
 
     @property
     def max_trigger_delay_ms(self) -> int:

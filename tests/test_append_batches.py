@@ -1,0 +1,129 @@
+"""``Log.append_batches``: several batches in one call, as ``append`` of their concatenation
+(one validation, one write, all or nothing), indexed batch by batch as Kafka's
+LogSegment.append indexes a multi-batch append."""
+import os
+
+import numpy as np
+import pytest
+
+from kafkalog import Record, build_batch
+from kafkalog.errors import CorruptRecordError
+from kafkalog.log import Log
+
+CONFIG = {"segment.bytes": 1 << 30, "index.interval.bytes": 300}
+
+
+def _batches(n, per=3, start_ts=1_000, epoch=0, **kw):
+    out = []
+    for i in range(n):
+        # timestamps that go back within and between batches (the time index only grows)
+        out.append(build_batch([Record(key=b"k%d" % i, value=b"v" * (40 + 7 * (i % 5)),
+                                       timestamp=start_ts + 10 * i + (j * 7) % 5)
+                                for j in range(per)], partition_leader_epoch=epoch, **kw))
+    return out
+
+
+def _indexes(log):
+    out = []
+    for seg in log.segments:
+        offsets, positions = seg.offset_index.entries_array()
+        stamps, stamp_offsets = seg.time_index.entries_array()
+        out.append((seg.base_offset, offsets.tolist(), positions.tolist(), stamps.tolist(),
+                    stamp_offsets.tolist(), seg.max_timestamp_so_far,
+                    seg.offset_of_max_timestamp_so_far, seg.bytes_since_last_index_entry))
+    return out
+
+
+def _records(log):
+    return [(r.offset, r.timestamp, r.key, r.value) for r in log.records()]
+
+
+def test_same_as_appending_one_by_one(tmp_path):
+    buffers = _batches(40)
+    with Log.open(tmp_path / "one-0", CONFIG) as one, \
+            Log.open(tmp_path / "many-0", CONFIG) as many:
+        one.append(buffers[0])
+        many.append(buffers[0])
+        infos = [one.append(b) for b in buffers[1:]]
+        info = many.append_batches(buffers[1:])
+        assert info.first_offset == infos[0].first_offset == 3
+        assert info.last_offset == infos[-1].last_offset == many.log_end_offset - 1
+        assert info.max_timestamp == max(i.max_timestamp for i in infos)
+        assert info.offset_of_max_timestamp == max(
+            infos, key=lambda i: i.max_timestamp).offset_of_max_timestamp
+        assert info.valid_bytes == sum(i.valid_bytes for i in infos)
+        assert info.records_count == sum(i.records_count for i in infos) == 39 * 3
+        assert many.log_end_offset == one.log_end_offset
+        assert _records(many) == _records(one)
+        # index entries batch by batch, as Kafka makes them for a multi-batch append
+        assert _indexes(many) == _indexes(one)
+        assert len(_indexes(many)[0][1]) > 5
+        assert many.high_watermark == many.log_end_offset
+
+
+def test_indexes_match_recovery(tmp_path):
+    path = tmp_path / "t-0"
+    with Log.open(path, CONFIG) as log:
+        for i in range(0, 60, 12):
+            log.append_batches(_batches(12, start_ts=1_000 + 1_000 * i))
+    with Log.open(path, CONFIG, clean_shutdown=True) as log:   # as closed (final entry)
+        before = _indexes(log)
+    # recovery rebuilds the indexes from the .log: the appended ones are what it writes
+    with Log.open(path, CONFIG, clean_shutdown=False, recovery_point=0) as log:
+        assert all(not s.rebuilt_indexes for s in log.segments)
+        after = _indexes(log)
+    assert [a[:5] for a in after] == [b[:5] for b in before]
+
+
+def test_all_or_nothing(tmp_path):
+    buffers = _batches(5)
+    bad = bytearray(buffers[3])
+    bad[-1] ^= 0xFF                                  # CRC no longer matches
+    with Log.open(tmp_path / "t-0", CONFIG) as log:
+        log.append(buffers[0])
+        size, end = log.size, log.log_end_offset
+        with pytest.raises(CorruptRecordError):
+            log.append_batches(buffers[:3] + [bytes(bad)] + buffers[4:])
+        assert (log.size, log.log_end_offset) == (size, end)
+        with pytest.raises(ValueError):
+            log.append_batches([])
+        log.append_batches(iter(buffers[1:]))        # any iterable of bytes-like objects
+        assert log.log_end_offset == 15
+
+
+def test_buffers_are_not_changed(tmp_path):
+    buffers = [bytearray(b) for b in _batches(3)]
+    copies = [bytes(b) for b in buffers]
+    with Log.open(tmp_path / "t-0", CONFIG) as log:
+        log.append(buffers[0])
+        log.append_batches(buffers + [memoryview(copies[0])])
+        assert [bytes(b) for b in buffers] == copies   # offsets were assigned in a copy
+        assert log.log_end_offset == 15
+
+
+def test_producer_state_and_leader_epochs(tmp_path):
+    buffers = [build_batch([Record(value=b"x%d" % i, timestamp=5)], producer_id=7,
+                           producer_epoch=0, base_sequence=i, partition_leader_epoch=e)
+               for i, e in enumerate([1, 1, 2, 2, 3])]
+    with Log.open(tmp_path / "t-0", CONFIG) as log:
+        log.append_batches(buffers)
+        assert log.leader_epoch_cache.latest_epoch() == 3
+        assert log.end_offset_for_epoch(1) == (1, 2)
+        assert log.end_offset_for_epoch(2) == (2, 4)
+        # a retry of the last batch is a duplicate: answered with its offsets, not written
+        dup = log.append(buffers[-1])
+        assert (dup.first_offset, dup.last_offset, dup.valid_bytes) == (4, 4, 0)
+        assert log.log_end_offset == 5
+
+
+def test_rolls_before_a_call_that_does_not_fit(tmp_path):
+    buffers = _batches(10)
+    size = sum(len(b) for b in buffers)
+    with Log.open(tmp_path / "t-0", {**CONFIG, "segment.bytes": size + 100}) as log:
+        log.append_batches(buffers)
+        log.append_batches(buffers)
+        assert [s.base_offset for s in log.segments] == [0, 30]
+        assert len(_records(log)) == 60
+        assert os.path.getsize(log.segments[0].log_path) == size
+        assert np.array_equal(log.segments[1].offset_index.entries_array()[1],
+                              log.segments[0].offset_index.entries_array()[1])

@@ -1,0 +1,154 @@
+"""``for r in batch``: one kernel call per uncompressed v2 batch (``batch_records``) gives the
+same records, errors and timestamps as the columnar path, on both kernel implementations;
+``Record`` fields are plain members; index lookups may reuse a result nobody holds."""
+import mmap
+import pickle
+import random
+import struct
+
+import numpy as np
+import pytest
+from crc32c import crc32c
+
+from kafkalog import OffsetIndex, Record, build_batch, build_control_batch, iter_batches
+from kafkalog.errors import CorruptRecordError
+from kafkalog.records import ControlType, TimestampType, _TYPE_OBJECTS
+
+from conftest import FIXTURES, fixture_names
+
+
+def _logs(name):
+    return sorted(p for p in (FIXTURES / name).iterdir() if p.suffix == ".log")
+
+
+def _fields(r):
+    return (r.offset, r.timestamp, int(r.timestamp_type), r.key, r.value, r.headers)
+
+
+@pytest.mark.parametrize("name", [n for n in fixture_names() if not n.startswith("corrupt")])
+def test_batch_records_match_the_columnar_path(kernels, name):
+    for log in _logs(name):
+        data = log.read_bytes()
+        for batch in iter_batches(data, validate_crc=False):
+            expected = [_fields(r) for r in batch.table().to_records()]
+            made = kernels.batch_records(data, batch._row, _TYPE_OBJECTS)
+            plain = batch.magic == 2 and batch.compression == "none"
+            assert (made is not None) == plain, (name, batch)
+            if made is not None:
+                assert [_fields(r) for r in made] == expected
+            fresh = next(iter_batches(data[batch.position:batch.position +
+                                           batch.size_in_bytes]))
+            assert [_fields(r) for r in fresh] == expected       # the loop users write
+
+
+def test_log_append_time_and_headers(kernels):
+    data = build_batch([Record(key=b"k%d" % i, value=None if i % 3 == 0 else b"v" * i,
+                               headers=[("h", b"x"), ("\u00e9", None)] if i % 2 else (),
+                               timestamp=1000 + i) for i in range(7)],
+                       base_offset=40, timestamp_type="log_append_time")
+    row = next(iter_batches(data))._row
+    records = list(kernels.batch_records(data, row, _TYPE_OBJECTS))
+    max_ts = struct.unpack_from(">q", data, 35)[0]
+    assert [r.offset for r in records] == list(range(40, 47))
+    assert all(r.timestamp == max_ts and r.timestamp_type == TimestampType.LOG_APPEND_TIME
+               for r in records)
+    assert records[1].headers == (("h", b"x"), ("\u00e9", None)) and records[0].headers == ()
+    assert records[0].value is None and records[4].value == b"vvvv"
+
+
+def _with_crc(batch):
+    batch = bytearray(batch)
+    struct.pack_into(">I", batch, 17, crc32c(bytes(batch[21:])))
+    return bytes(batch)
+
+
+def test_a_bad_record_raises_before_any_record_of_its_batch(kernels):
+    good = build_batch([Record(key=b"a", value=b"b", timestamp=1)], base_offset=0)
+    bad = bytearray(build_batch([Record(key=b"k", value=b"v" * 10, timestamp=2)] * 3,
+                                base_offset=1))
+    bad[61] = 0x7F                          # the first record's length: past the batch's end
+    data = good + _with_crc(bad)
+    batches = list(iter_batches(data))
+    assert kernels.batch_records(data, batches[1]._row, _TYPE_OBJECTS) is None
+    assert [r.offset for r in batches[0]] == [0]
+    with pytest.raises(CorruptRecordError) as e:
+        iter(batches[1])
+    assert e.value.base_offset == 1 and e.value.position == len(good) + 61
+
+
+def test_control_record_with_a_short_key_is_refused(kernels):
+    marker = bytearray(build_control_batch(ControlType.COMMIT, producer_id=5,
+                                           producer_epoch=0, base_offset=3))
+    ok = list(kernels.batch_records(bytes(marker), next(iter_batches(bytes(marker)))._row,
+                                    _TYPE_OBJECTS))
+    assert len(ok) == 1 and len(ok[0].key) == 4
+    short = build_batch([Record(key=b"\0", value=b"", timestamp=1)], is_control=True,
+                        producer_id=5, producer_epoch=0, transactional=True, base_offset=3)
+    row = next(iter_batches(short))._row
+    assert kernels.batch_records(short, row, _TYPE_OBJECTS) is None
+    with pytest.raises(CorruptRecordError):
+        list(next(iter_batches(short)))
+
+
+def test_interleaved_iterators_do_not_share_their_table(kernels):
+    data = b"".join(build_batch([Record(key=b"%d-%d" % (b, i), value=b"v", timestamp=i)
+                                 for i in range(50)], base_offset=b * 50) for b in range(3))
+    rows = [b._row for b in iter_batches(data)]
+    its = [kernels.batch_records(data, row, _TYPE_OBJECTS) for row in rows]
+    seen = [[], [], []]
+    for _ in range(50):
+        for k, it in enumerate(its):
+            seen[k].append(next(it).key)
+    assert seen == [[b"%d-%d" % (b, i) for i in range(50)] for b in range(3)]
+    assert all(next(it, None) is None for it in its)
+
+
+def test_a_finished_or_dropped_iteration_lets_the_mmap_close(tmp_path, kernels):
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(b"".join(build_batch([Record(key=b"k", value=b"v", timestamp=i)],
+                                          base_offset=i) for i in range(3)))
+    with open(path, "rb") as f:
+        m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    rows = [b._row for b in iter_batches(m)]
+    records = list(kernels.batch_records(m, rows[0], _TYPE_OBJECTS))     # exhausted
+    partial = kernels.batch_records(m, rows[1], _TYPE_OBJECTS)
+    del partial                                                          # dropped
+    m.close()
+    assert records[0].key == b"k"        # fields were copied out of the mapping
+
+
+def test_rows_that_are_not_numpy_voids_are_accepted(kernels):
+    data = build_batch([Record(key=b"k", value=b"v", timestamp=1)] * 2, base_offset=9)
+    row = next(iter_batches(data))._row
+    for given in (row.reshape(1), np.array([row]), row.copy()):
+        assert [r.offset for r in kernels.batch_records(data, given, _TYPE_OBJECTS)] == [9, 10]
+    with pytest.raises(ValueError):
+        kernels.batch_records(data, np.array([row, row]), _TYPE_OBJECTS)
+
+
+def test_record_fields_are_plain_members(kernels):
+    r = kernels.Record(key=b"k", value=b"v", timestamp=5, headers=[("a", b"b")])
+    assert (r.offset, r.timestamp, r.timestamp_type, r.key, r.value, r.headers) == \
+        (None, 5, 0, b"k", b"v", (("a", b"b"),))
+    r.offset, r.key, r.value = 7, b"x", None
+    assert (r.offset, r.key, r.value) == (7, b"x", None)
+    assert pickle.loads(pickle.dumps(r)) == r and hash(pickle.loads(pickle.dumps(r))) == hash(r)
+    assert r != kernels.Record(key=b"x", value=None, timestamp=5, offset=7)   # headers differ
+    if not kernels.__name__.endswith("_core_py"):
+        with pytest.raises(AttributeError):      # a member is never left empty (NULL)
+            del r.key
+
+
+def test_index_lookup_never_changes_a_result_someone_holds(tmp_path):
+    rng = random.Random(3)
+    with OffsetIndex(tmp_path / "00000000000000000100.index", 100) as index:
+        for i in range(500):
+            index.append(100 + 10 * i, 37 * i)
+        held = [(t, index.lookup(t)) for t in (rng.randrange(50, 5200) for _ in range(300))]
+        for _ in range(1000):
+            index.lookup(rng.randrange(50, 5200))        # results dropped: reused
+        for target, result in held:
+            below = [o for o in range(100, 5100, 10) if o <= target]
+            assert result == ((below[-1], 37 * ((below[-1] - 100) // 10)) if below
+                              else (100, 0))
+            assert type(result).__name__ == "OffsetPosition" and result.offset == result[0]
