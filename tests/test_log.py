@@ -540,7 +540,13 @@ def test_readers_run_while_writer_appends_and_retention_deletes(tmp_path):
                threading.Thread(target=reader, args=(1,)), threading.Thread(target=retention)]
     for t in threads:
         t.start()
+    # at least 1.5 s, and until the writer wrote and retention deleted (the pure-Python
+    # kernels' readers leave the writer little time)
+    deadline = time.monotonic() + 60
     time.sleep(1.5)
+    while time.monotonic() < deadline and not errors and \
+            not (log.log_end_offset > 30 and log.log_start_offset > 0):
+        time.sleep(0.05)
     stop.set()
     for t in threads:
         t.join()
