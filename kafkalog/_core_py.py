@@ -882,7 +882,8 @@ def offset_map_get(slots, data, records):
     return out
 
 
-def _zigzag(value):
+def zigzag_varint(value):
+    """``value`` as Kafka's zigzag varint (also what ``builder`` writes records with)."""
     v = ((value << 1) ^ (value >> 63)) & _M64
     out = bytearray()
     while v >= 0x80:
@@ -935,9 +936,9 @@ def compact_batches(buf, batches, keep, action, horizon):
                                                  int(row["base_offset"]))
                     if kept == 0 and horizon[b] < 0:
                         new_base = base_ts + ts_delta
-                    body = bytes(buf[pos:pos + 1]) + _zigzag(base_ts + ts_delta - new_base) \
+                    body = bytes(buf[pos:pos + 1]) + zigzag_varint(base_ts + ts_delta - new_base) \
                         + bytes(buf[after:rec_end])
-                    records.append(_zigzag(len(body)) + body)
+                    records.append(zigzag_varint(len(body)) + body)
                     kept += 1
                 pos = rec_end
             header = bytearray(buf[start:start + 61])

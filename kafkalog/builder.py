@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Union
 from crc32c import crc32c
 
 from kafkalog import codecs
+from kafkalog._core_py import zigzag_varint as _varint
 from kafkalog._kernels import Record
 from kafkalog._layout import LOG_OVERHEAD, V2_CRC_START, V2_HEADER_SIZE
 from kafkalog.records import (
@@ -23,17 +24,6 @@ if TYPE_CHECKING:
     #: What ``build_batch`` takes for a record: a ``Record``, a ``(key, value, ...)`` tuple of
     #: ``Record``'s positional arguments, or a dict of its keyword arguments.
     RecordLike = Union[_Record, tuple[Any, ...], dict[str, Any]]
-
-
-def _varint(value):
-    v = (value << 1) ^ (value >> 63)
-    v &= 0xFFFFFFFFFFFFFFFF
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
 
 
 def _encode_bytes(value):
