@@ -135,9 +135,7 @@ def _holds_topic_prefixes(path):
     name = os.path.basename(path.rstrip("/"))
     if topic_partition_or_none(name) is not None or parse_file_name(name) is not None:
         return False
-    try:
-        if not storage.isdir(path):
-            return False
+    try:          # a file or a missing path fails the listing: no separate isdir request
         dirs = [e.name for e in storage.list_dir(path) if e.is_dir]
     except (OSError, KafkaLogError):
         return False
