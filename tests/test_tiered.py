@@ -413,3 +413,12 @@ def test_the_command_line_takes_rsm_keys():
     assert missing.returncode == 1 and "key1" in missing.stdout
     bad = subprocess.run(run + ["--rsm-key", "key1", part], capture_output=True, text=True)
     assert bad.returncode == 2 and "ID=PATH" in bad.stderr
+
+
+def test_a_malformed_rsm_keys_option_is_refused():
+    from kafkalog.errors import InvalidConfigError
+    from kafkalog.spark.options import Options
+    assert Options({"rsmKeys": '{"key1": "/k.pem"}'}).rsm_keys == {"key1": "/k.pem"}
+    for bad in ("[1]", "not json", '{"key1": 5}'):
+        with pytest.raises(InvalidConfigError, match="rsmKeys"):
+            Options({"rsmKeys": bad}).rsm_keys
