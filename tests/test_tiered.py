@@ -19,7 +19,9 @@ import pytest
 
 import kafkalog
 from kafkalog import storage, tiered
-from kafkalog.errors import CorruptTieredObjectError, LogNotFoundError, TieredKeyError
+from kafkalog.errors import (
+    CorruptTieredObjectError, LogNotFoundError, MissingTieredExtraError, TieredKeyError,
+)
 from kafkalog.files import LEADER_EPOCH_CHECKPOINT, LOG_SUFFIX, PARTITION_METADATA, file_name
 from kafkalog.log import Log
 from kafkalog.records import iter_batches
@@ -241,6 +243,19 @@ def test_a_key_file_that_is_no_key_is_refused(tmp_path):
         tiered.add_keys({"key1": str(bad)})
     with pytest.raises(TieredKeyError):
         tiered.add_keys({"key1": str(tmp_path / "missing.pem")})
+
+
+def test_without_cryptography_encrypted_objects_need_the_tiered_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cryptography", None)
+    with pytest.raises(MissingTieredExtraError) as e:
+        tiered.add_keys(KEYS)
+    assert isinstance(e.value, ImportError) and e.value.missing == ("cryptography",)
+    assert "kafkalog[tiered]" in str(e.value)
+    with pytest.raises(MissingTieredExtraError):
+        Log.open(prefix("c-zstd-aes-64kib", "txn"), read_only=True, rsm_keys=KEYS)
+    # unencrypted objects need no extra
+    assert records(Log.open(prefix("b-zstd-64kib", "txn"), read_only=True)) == \
+        originals("txn")
 
 
 def _copy(config, tmp_path):
