@@ -278,6 +278,17 @@ class _S3:
     def url(self, prefix, scheme="s3"):
         return f"{scheme}://{self.bucket}/{prefix}"
 
+    def use_environment(self, monkeypatch):
+        """Point the AWS_* environment (what a run without storage options uses) here, and
+        nothing else of it set; returns the variables set."""
+        env = {"AWS_ENDPOINT_URL": self.endpoint, "AWS_ACCESS_KEY_ID": "testing",
+               "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+        for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL_S3"):
+            monkeypatch.delenv(var, raising=False)
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        return env
+
     def upload(self, local_dir, prefix):
         """Upload every file under ``local_dir`` to ``prefix`` (once per session)."""
         if prefix in self.uploaded:

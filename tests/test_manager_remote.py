@@ -96,12 +96,7 @@ def test_mixed_local_and_remote_log_dirs(s3, split_dirs):
 
 def test_aws_environment_when_no_options(s3, s3_kafkalog_dir, monkeypatch):
     _, url = s3_kafkalog_dir
-    for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL_S3"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("AWS_ENDPOINT_URL", s3.endpoint)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    s3.use_environment(monkeypatch)
     with LogManager(url, read_only=True) as m:
         assert len(m.logs()) == 2
 

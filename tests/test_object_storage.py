@@ -157,12 +157,7 @@ def test_dump_and_verify_match_local(s3, name):
 def test_cli_uses_the_aws_environment(s3, s3_kafkalog_dir, monkeypatch, capfd):
     """No flags, no storage_options: the AWS_* environment (AWS_ENDPOINT_URL incl.)."""
     local_dir, url = s3_kafkalog_dir
-    for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL_S3"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("AWS_ENDPOINT_URL", s3.endpoint)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    s3.use_environment(monkeypatch)
     assert cli_main(["dump", "--json", f"{url}/events-0"]) == 0
     remote = capfd.readouterr().out
     assert cli_main(["dump", "--json", os.path.join(local_dir, "events-0")]) == 0

@@ -49,17 +49,6 @@ def _options_json(s3, **more):
     return json.dumps(dict(s3.options, key="AKIAKAFKALOGTEST0001", secret=SECRET, **more))
 
 
-def _aws_environment(s3, monkeypatch):
-    """The standard AWS environment pointing at the moto server (and nothing else set)."""
-    env = {"AWS_ENDPOINT_URL": s3.endpoint, "AWS_ACCESS_KEY_ID": "testing",
-           "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
-    for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL_S3"):
-        monkeypatch.delenv(var, raising=False)
-    for k, v in env.items():
-        monkeypatch.setenv(k, v)
-    return env
-
-
 def _arrow_rows(table):
     d = table.to_pydict()
     return sorted(zip(d["topic"], d["partition"], d["offset"], d["key"], d["value"],
@@ -128,7 +117,7 @@ def test_read_with_the_aws_environment_only(spark, s3, s3_kafkalog_dir, monkeypa
     """No storageOptions: the driver plans with its AWS_* environment, the executors read with
     theirs (given to new Python workers through SparkContext.environment)."""
     local, url = s3_kafkalog_dir
-    env = _aws_environment(s3, monkeypatch)
+    env = s3.use_environment(monkeypatch)
     environment = spark.sparkContext.environment
     saved = dict(environment)
     environment.update(env)
@@ -153,7 +142,7 @@ def test_plan_and_read_task_with_the_environment_only(s3, s3_kafkalog_dir, monke
     with no options, the AWS_* environment (incl. AWS_ENDPOINT_URL)."""
     import pyarrow as pa
     local, url = s3_kafkalog_dir
-    _aws_environment(s3, monkeypatch)
+    s3.use_environment(monkeypatch)
     tasks = ks.plan([url], COMMITTED)
     assert tasks and all(t["storage_options"] is None for t in tasks)
     assert all(t["dir"].startswith("s3://") for t in tasks)
@@ -207,7 +196,7 @@ def test_read_arrow_matches_the_local_read(s3, s3_kafkalog_dir, monkeypatch):
         assert kafkalog.read_arrow(url.replace("s3://", "s3a://"),
                                    storage_options=s3.options, **extra).equals(expected)
     storage.reset()
-    _aws_environment(s3, monkeypatch)
+    s3.use_environment(monkeypatch)
     assert kafkalog.read_arrow(url, **COMMITTED).equals(kafkalog.read_arrow(local, **COMMITTED))
 
 
