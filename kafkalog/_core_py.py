@@ -497,6 +497,28 @@ def index_entries_for(batches, interval_bytes, start_position=0):
             np.array(time_entries, dtype=np.int64).reshape(-1, 2), max_ts, max_ts_offset)
 
 
+def recovery_summary(batches, base_offset, interval_bytes):
+    """See ``_core.recovery_summary``."""
+    batches = np.asarray(batches, dtype=BATCH_DTYPE)
+    last = batches["last_offset"]
+    out_of_range = np.flatnonzero((last < base_offset) | (last - base_offset > 2**31 - 1))
+    if len(out_of_range):
+        return int(out_of_range[0]), 0, b"", b"", -1, -1, 0, 0, -1
+    v2 = batches[batches["magic"] == 2]
+    producers = int(np.count_nonzero(v2["producer_id"] >= 0))
+    max_epoch = max(int(v2["partition_leader_epoch"].max()), -1) if len(v2) else -1
+    offsets, times, max_ts, max_ts_offset = index_entries_for(batches, interval_bytes)
+    time_rows = times.tolist()
+    if max_ts >= 0 and (not time_rows or time_rows[-1][0] < max_ts):
+        time_rows.append([max_ts, max_ts_offset])
+    offset_index = b"".join(struct.pack(">ii", o - base_offset, p) for o, p in offsets.tolist())
+    time_index = b"".join(struct.pack(">qi", t, o - base_offset) for t, o in time_rows)
+    valid_bytes = int(batches["position"][-1]) + int(batches["size"][-1]) if len(batches) else 0
+    last_entry = int(offsets[-1, 1]) if len(offsets) else 0
+    return (-1, valid_bytes, offset_index, time_index, max_ts, max_ts_offset, last_entry,
+            producers, max_epoch)
+
+
 APPEND_HAS_PRODUCER = 1
 APPEND_HAS_COMPRESSED = 2
 
@@ -508,7 +530,7 @@ def prepare_append(buf, assign_from, max_batch_size, log_append_time):
     length = len(view)
     pos = n = count = flags = 0
     next_offset = assign_from
-    first = last = prev_last = max_ts = off_max = -1
+    first = last = prev_last = max_ts = off_max = epoch = -1
     while pos < length:
         remaining = length - pos
         if remaining < HEADER_SIZE_UP_TO_MAGIC:
@@ -531,7 +553,7 @@ def prepare_append(buf, assign_from, max_batch_size, log_append_time):
         if _crc32c(view[pos + V2_CRC_START:pos + size]) != struct.unpack_from(">I", view,
                                                                                pos + 17)[0]:
             raise CorruptRecordError("record is corrupt (CRC mismatch)", position=pos)
-        (base, _, _, _, _, attributes, delta, _, _, producer_id, _, _,
+        (base, _, leader_epoch, _, _, attributes, delta, _, _, producer_id, _, _,
          records) = _V2_HEADER.unpack_from(view, pos)
         if delta < 0 or records < 0:
             raise CorruptRecordError("invalid records in batch", position=pos)
@@ -546,6 +568,7 @@ def prepare_append(buf, assign_from, max_batch_size, log_append_time):
                 raise CorruptRecordError("invalid records in batch", position=pos) from None
         if producer_id >= 0:
             flags |= APPEND_HAS_PRODUCER
+        epoch = max(epoch, leader_epoch)
         if next_offset >= 0:
             base = next_offset
             struct.pack_into(">q", view, pos, base)
@@ -568,7 +591,7 @@ def prepare_append(buf, assign_from, max_batch_size, log_append_time):
         pos += size
     if n == 0:
         raise CorruptRecordError("no record batch to append", position=0)
-    return (n, first, last, max_ts, off_max, count, flags)
+    return (n, first, last, max_ts, off_max, count, flags, epoch)
 
 
 def gather_spans(buf, positions, lengths):
@@ -639,6 +662,110 @@ def index_lookup_many(buf, entries, kind, base_offset, targets):
     return np.array(first, dtype=np.int64), np.array(second, dtype=np.int64)
 
 
+# ----------------------------------------------------------------------------------------------
+# The reads users call (_read.pxi)
+
+FIND_TS_FOUND, FIND_TS_NONE, FIND_TS_MORE, FIND_TS_DECODE = 0, 1, 2, 3
+_NOT_PLAIN = 0x07 | 0x08 | 0x20    # compressed, LogAppendTime, control
+
+
+def batch_header_plausible(buf, position, base_offset, offset):
+    """See ``_core.batch_header_plausible``."""
+    buf = memoryview(buf).cast("B")
+    if position < 0 or position + HEADER_SIZE_UP_TO_MAGIC > len(buf):
+        return False
+    base, size = struct.unpack_from(">qi", buf, position)
+    return (buf[position + 16] <= 2 and LEGACY_OVERHEAD_V0 <= size
+            and position + LOG_OVERHEAD + size <= len(buf) and base_offset <= base <= offset)
+
+
+def segment_read(index, buf, offset, starting_position, max_size, max_position,
+                 min_one_message):
+    """See ``_core.segment_read``."""
+    buf = memoryview(buf).cast("B")
+    start, lies = starting_position, False
+    if start < 0:
+        raise ValueError(f"starting position {start} is negative")
+    if index is not None:
+        if index._kind != OFFSET_KEY:
+            raise ValueError("segment_read takes an offset index's view")
+        entry = index.lookup(offset)
+        if entry[1] > starting_position:
+            if batch_header_plausible(buf, entry[1], index._base, entry[0]):
+                start = entry[1]
+            else:
+                lies = True
+    position, size = find_batch(buf, min(start, len(buf)), len(buf), offset)
+    if position < 0:
+        return (-1, 0, None, False, lies)
+    adjusted = max(max_size, size) if min_one_message else max_size
+    if adjusted == 0:
+        return (position, size, b"", False, lies)
+    fetch = max(0, min(max_position - position, adjusted))
+    return (position, size, bytes(buf[position:position + fetch]), adjusted < size, lies)
+
+
+def _first_at_or_after(buf, pos, size, timestamp, starting_offset):
+    """See ``_core._first_at_or_after``: (timestamp, offset), None, or False when the batch
+    fails its checks."""
+    if _check_v2_header(buf, pos, size) is not None:
+        return False
+    base, delta = struct.unpack_from(">q", buf, pos)[0], struct.unpack_from(">i", buf, pos + 23)[0]
+    base_ts = struct.unpack_from(">q", buf, pos + 27)[0]
+    count = struct.unpack_from(">i", buf, pos + 57)[0]
+    records = []
+    try:
+        _decode_region(buf, pos + 61, pos + size, base, _max_delta(base, base + delta), base_ts,
+                       count, records, None)
+    except _Corrupt:
+        return False
+    for r in records:
+        if r[1] >= timestamp and r[0] >= starting_offset:
+            return (r[1], r[0])
+    return None
+
+
+def find_timestamp(buf, start, end, timestamp, starting_offset):
+    """See ``_core.find_timestamp``."""
+    buf = memoryview(buf).cast("B")
+    if end < 0 or end > len(buf):
+        end = len(buf)
+    if start < 0 or start > end:
+        raise ValueError(f"start {start} outside the buffer [0, {end}]")
+    pos = start
+    while True:
+        if end - pos <= HEADER_SIZE_UP_TO_MAGIC:
+            return (FIND_TS_NONE if end == pos else FIND_TS_MORE, pos, 0)
+        base, size = struct.unpack_from(">qi", buf, pos)
+        if size < LEGACY_OVERHEAD_V0:
+            return (FIND_TS_NONE, pos, 0)
+        if size > end - pos - LOG_OVERHEAD:
+            return (FIND_TS_MORE, pos, 0)
+        magic = _int8(buf[pos + 16])
+        if magic == 2:
+            if size < _V2_MIN_SIZE:
+                return (FIND_TS_NONE, pos, 0)
+            last = base + struct.unpack_from(">i", buf, pos + 23)[0]
+            max_ts = struct.unpack_from(">q", buf, pos + 35)[0]
+        elif magic in (0, 1):
+            if magic == 1 and size < LEGACY_OVERHEAD_V1:
+                return (FIND_TS_NONE, pos, 0)
+            last = base
+            max_ts = struct.unpack_from(">q", buf, pos + 18)[0] if magic == 1 else -1
+        else:
+            return (FIND_TS_NONE, pos, 0)
+        if max_ts >= timestamp and last >= starting_offset:
+            if magic != 2 or struct.unpack_from(">h", buf, pos + 21)[0] & _NOT_PLAIN:
+                return (FIND_TS_DECODE, pos, size + LOG_OVERHEAD)
+            found = _first_at_or_after(buf, pos, size + LOG_OVERHEAD, timestamp,
+                                       starting_offset)
+            if found:
+                return (FIND_TS_FOUND, found[0], found[1])
+            if found is False:
+                return (FIND_TS_DECODE, pos, size + LOG_OVERHEAD)
+        pos += LOG_OVERHEAD + size
+
+
 class Record:
     """One record: ``offset``, ``timestamp`` (ms), ``timestamp_type``, ``key``, ``value``
     (bytes or None) and ``headers`` (tuple of ``(str, bytes | None)``).
@@ -696,6 +823,11 @@ def make_records(data, records, headers, timestamp_types, type_objects):
                            span(int(h["value_pos"]), int(h["value_len"]))) for h in heads),
             offset=int(r["offset"]), timestamp_type=type_objects[int(t) + 1]))
     return out
+
+
+def table_records(data, records, headers, timestamp_types, type_objects):
+    """See ``_core.table_records`` (here the records are made at once)."""
+    return iter(make_records(data, records, headers, timestamp_types, type_objects))
 
 
 def batch_records(buf, row, type_objects):

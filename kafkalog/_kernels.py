@@ -6,9 +6,10 @@ from typing import TYPE_CHECKING
 KERNEL_NAMES = (
     "walk_batches", "decode_v2_records", "decode_legacy_records", "index_search", "index_lookup",
     "index_search_many", "index_entries", "index_valid_entries", "find_batch",
-    "index_entries_for", "prepare_append", "gather_spans", "IndexView", "index_lookup_many",
+    "index_entries_for", "recovery_summary", "prepare_append", "gather_spans", "IndexView", "index_lookup_many",
     "Record", "make_records", "batch_records", "span_bytes", "next_valid_batch", "check_batches",
     "crc32c", "key_hash", "offset_map_put", "offset_map_get", "compact_batches",
+    "batch_header_plausible", "segment_read", "find_timestamp", "table_records",
 )
 
 COMPILED = False
@@ -47,6 +48,7 @@ index_entries = _module.index_entries
 index_valid_entries = _module.index_valid_entries
 find_batch = _module.find_batch
 index_entries_for = _module.index_entries_for
+recovery_summary = _module.recovery_summary
 prepare_append = _module.prepare_append
 gather_spans = _module.gather_spans
 IndexView = _module.IndexView
@@ -61,6 +63,13 @@ key_hash = _module.key_hash
 offset_map_put = _module.offset_map_put
 offset_map_get = _module.offset_map_get
 compact_batches = _module.compact_batches
+batch_header_plausible = _module.batch_header_plausible
+segment_read = _module.segment_read
+find_timestamp = _module.find_timestamp
+table_records = _module.table_records
+FIND_TS_FOUND = _module.FIND_TS_FOUND
+FIND_TS_MORE = _module.FIND_TS_MORE
+FIND_TS_DECODE = _module.FIND_TS_DECODE
 OFFSET_MAP_ENTRY_BYTES = _module.OFFSET_MAP_ENTRY_BYTES
 COMPACT_COPY = _module.COMPACT_COPY
 COMPACT_DROP = _module.COMPACT_DROP

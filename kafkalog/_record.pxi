@@ -154,32 +154,92 @@ cdef int _check_spans(const RecordInfo *r, Py_ssize_t n, Py_ssize_t length,
     return 0
 
 
-def make_records(data, records, headers, timestamp_types, type_objects):
-    """``Record`` objects for rows of a ``RECORD_DTYPE`` array whose positions index ``data``
-    (``headers``: the ``HEADER_DTYPE`` rows ``header_start`` / ``header_count`` point into).
+@cython.final
+cdef class _TableRecords:
+    """Iterator over the rows of a decoded table as ``Record`` objects, each made when asked
+    for: in a loop that drops them, the memory of the last few records (and their keys and
+    values) is reused while hot, where a list of a table's records holds them all (the cost
+    of ``Log.records()`` was mostly those cache misses)."""
+    cdef Py_buffer _view
+    cdef bint _held
+    cdef object _arrays               # the record and header rows and types, kept alive
+    cdef const RecordInfo *_rows
+    cdef const HeaderInfo *_headers
+    cdef const int8_t *_types
+    cdef Py_ssize_t _i
+    cdef Py_ssize_t _n
+    cdef object _none                 # the type_objects
+    cdef object _create
+    cdef object _append
+    cdef int64_t _last_ts
+    cdef object _ts
+
+    def __cinit__(self):
+        self._held = False
+        self._i = 0
+        self._n = 0
+        self._ts = None
+
+    cdef void _finish(self) noexcept:
+        if self._held:
+            PyBuffer_Release(&self._view)
+            self._held = False
+        self._arrays = None
+        self._n = 0
+
+    def __dealloc__(self):
+        if self._held:
+            PyBuffer_Release(&self._view)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        cdef const RecordInfo *r
+        if self._i >= self._n:
+            self._finish()
+            raise StopIteration
+        r = self._rows + self._i
+        if r.timestamp != self._last_ts or self._ts is None:
+            self._ts = r.timestamp        # records of one producer batch often share a ms
+            self._last_ts = r.timestamp
+        kind = self._types[self._i]
+        self._i += 1
+        return _make_record(<const unsigned char *>self._view.buf, r, self._ts,
+                            self._create if kind == 0 else
+                            (self._append if kind == 1 else self._none), self._headers)
+
+
+def table_records(data, records, headers, timestamp_types, type_objects):
+    """An iterator of ``Record`` for rows of a ``RECORD_DTYPE`` array whose positions index
+    ``data`` (``headers``: the ``HEADER_DTYPE`` rows ``header_start`` / ``header_count``
+    point into), each made when the iterator reaches it.
 
     ``timestamp_types`` holds each record's type (-1, 0, 1) and ``type_objects`` the three
     values to use for them. Keys, values and headers are copied out of ``data``.
     """
     cdef cnp.ndarray arr = np.ascontiguousarray(records, dtype=RECORD_DTYPE)
     cdef cnp.ndarray harr = np.ascontiguousarray(headers, dtype=HEADER_DTYPE)
-    cdef const RecordInfo *r = <const RecordInfo *>cnp.PyArray_DATA(arr)
-    cdef const HeaderInfo *h = <const HeaderInfo *>cnp.PyArray_DATA(harr)
-    cdef const int8_t[::1] types = np.ascontiguousarray(timestamp_types, dtype=np.int8)
-    cdef Py_ssize_t n = arr.shape[0], i
-    if types.shape[0] != n:
+    cdef cnp.ndarray tarr = np.ascontiguousarray(timestamp_types, dtype=np.int8)
+    cdef Py_ssize_t n = arr.shape[0]
+    if tarr.shape[0] != n:
         raise ValueError("timestamp_types and records differ in length")
-    cdef const unsigned char[::1] view = data
-    cdef Py_ssize_t length = view.shape[0]
-    cdef const unsigned char *p = &view[0] if length > 0 else NULL
-    _check_spans(r, n, length, h, harr.shape[0])
-    cdef object t_none = type_objects[0], t_create = type_objects[1], t_append = type_objects[2]
-    cdef list out = [None] * n
-    for i in range(n):
-        out[i] = _make_record(p, r + i, r[i].timestamp,
-                              t_create if types[i] == 0 else (t_append if types[i] == 1
-                                                              else t_none), h)
-    return out
+    cdef _TableRecords it = _TableRecords.__new__(_TableRecords)
+    PyObject_GetBuffer(data, &it._view, PyBUF_SIMPLE)
+    it._held = True
+    it._rows = <const RecordInfo *>cnp.PyArray_DATA(arr)
+    it._headers = <const HeaderInfo *>cnp.PyArray_DATA(harr)
+    _check_spans(it._rows, n, it._view.len, it._headers, harr.shape[0])
+    it._types = <const int8_t *>cnp.PyArray_DATA(tarr)
+    it._arrays = (arr, harr, tarr)
+    it._none, it._create, it._append = type_objects[0], type_objects[1], type_objects[2]
+    it._n = n
+    return it
+
+
+def make_records(data, records, headers, timestamp_types, type_objects):
+    """``table_records`` as a list."""
+    return list(table_records(data, records, headers, timestamp_types, type_objects))
 
 
 # ----------------------------------------------------------------------------------------------

@@ -121,7 +121,7 @@ class _MappedIndex:
         self._lock = threading.RLock()
         self._mmap: Any = None  # mmap.mmap once mapped (writes happen only then)
         self._data = b""        # a read-only index's entries, copied
-        self._view: Any = None  # the held IndexView
+        self.view: Any = None   # the held IndexView (searched by the read kernels too)
         self._n = 0
         remote = not empty and storage.is_remote(self.path)
         if remote and writable:
@@ -188,11 +188,12 @@ class _MappedIndex:
     def _rebind_view(self):
         """A fresh held view for ``lookup`` over the current mapping (the old one released,
         so the old mapping can close)."""
-        old = self._view
-        self._view = IndexView(self._buffer, self._n, self.base_offset, self._key_field,
+        old = self.view
+        self.view = IndexView(self._buffer, self._n, self.base_offset, self._key_field,
                                self._result_type)
-        # An instance attribute: ``index.lookup(x)`` is one call into the kernel.
-        self.lookup = self._view.lookup
+        # Instance attributes: ``index.lookup(x)`` is one call into the kernel, and ``view``
+        # is what read kernels search (segment_read).
+        self.lookup = self.view.lookup
         if old is not None:
             old.release()
 
@@ -203,8 +204,8 @@ class _MappedIndex:
     @_entries.setter
     def _entries(self, value):
         self._n = value
-        if self._view is not None:
-            self._view.entries = value
+        if self.view is not None:
+            self.view.entries = value
 
     def _unmap(self):
         """Drop the mapping. Not synced (as Kafka's close): its dirty pages stay in the page
@@ -212,8 +213,8 @@ class _MappedIndex:
         it) is what makes entries durable."""
         old, self._mmap = self._mmap, None
         self._data = b""
-        if self._view is not None:
-            self._view.release()
+        if self.view is not None:
+            self.view.release()
         _close_quietly(old)
 
     @property
@@ -499,7 +500,7 @@ class OffsetIndex(_MappedIndex):
         """Largest entry with offset <= ``target_offset``, else (base_offset, 0).
 
         (Bound per instance to the held view's kernel; this is the unbound fallback.)"""
-        return self._view.lookup(target_offset)
+        return self.view.lookup(target_offset)
 
     def lookup_many(self, target_offsets: npt.ArrayLike
                     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
@@ -643,7 +644,7 @@ class TimeIndex(_MappedIndex):
         """Largest entry with timestamp <= ``target_timestamp``, else (-1, base_offset).
 
         (Bound per instance to the held view's kernel; this is the unbound fallback.)"""
-        return self._view.lookup(target_timestamp)
+        return self.view.lookup(target_timestamp)
 
     def lookup_many(self, target_timestamps: npt.ArrayLike
                     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:

@@ -146,8 +146,9 @@ class LogLoader:
             self.directory, create=not self.read_only and not self._legacy_format(),
             read_only=self.read_only)
         segments = self._load_segments()
+        state = None
         if not self.clean_shutdown:
-            segments = self._recover(segments)
+            segments, state = self._recover(segments)
         if segments:
             log_end = segments[-1].read_next_offset()
             if log_end < self.log_start_offset and not self.read_only:
@@ -156,6 +157,7 @@ class LogLoader:
                                   f"offset {self.log_start_offset}")
                 segments = []
         if not segments:
+            state = None
             if self.read_only:
                 raise LogNotFoundError(f"{self.directory} holds no segment")
             name = file_name(self.log_start_offset, LOG_SUFFIX)
@@ -172,8 +174,9 @@ class LogLoader:
         log_start = max(self.log_start_offset, segments.first.base_offset)
         if not self.read_only:
             self._delete_snapshots_above(log_end)
-        state = rebuild_producer_state(self.directory, segments, log_end, self.read_only,
-                                       self._snapshot_list())
+        if state is None:
+            state = rebuild_producer_state(self.directory, segments, log_end, self.read_only,
+                                           self._snapshot_list())
         for segment in segments:
             if segment is not segments.active:
                 segment.release_handles()    # reopened when read
@@ -407,7 +410,7 @@ class LogLoader:
                     if isinstance(e, CorruptIndexError):
                         self.report.add("rebuilt_index", segment.txn_index.path, p[0],
                                         reason=str(e))
-                    pieces, _ = self._recover_or_split(segment)
+                    pieces, _, _ = self._recover_or_split(segment)
                     segments.extend(pieces)
                     continue
             segments.append(segment)
@@ -435,7 +438,10 @@ class LogLoader:
     def _recover(self, segments):
         """Recover every segment from the one holding the recovery point, in one pass: the
         producer state is loaded once and carried from segment to segment. The first that
-        truncates makes every later segment go."""
+        truncates makes every later segment go. Returns (the segments kept, the producer
+        state at the log end, or None when a split segment left it unknown): as Kafka's
+        recovery leaves the state of its last recovered segment (it snapshots each one), so
+        the load does not read the log a second time to rebuild it."""
         start = 0
         for i, s in enumerate(segments):
             if s.base_offset <= self.recovery_point:
@@ -443,6 +449,7 @@ class LogLoader:
         kept = list(segments[:start])
         truncated = False
         state = None
+        exact = True
         for segment in segments[start:]:
             if truncated:
                 self._drop(segment, "after a truncated segment")
@@ -450,25 +457,27 @@ class LogLoader:
             if state is None:
                 state = ProducerStateManager(self.directory)
                 state.load_latest_snapshot(segment.base_offset, self._snapshot_list())
-            pieces, truncated_bytes = self._recover_or_split(segment, state)
-            if pieces != [segment]:
-                state = None           # split: reload at the next segment
+            pieces, truncated_bytes, applied = self._recover_or_split(segment, state)
+            if not applied:
+                state = None           # split or emptied: reload at the next segment
+                exact = False
             kept.extend(pieces)
             if truncated_bytes > 0:
                 truncated = True
-        return kept
+        return kept, (state if exact else None)
 
     def _recover_or_split(self, segment, state=None, report_indexes=True):
-        """Recover a segment; returns (the segments it became, bytes truncated)."""
+        """Recover a segment; returns (the segments it became, bytes truncated, whether
+        ``state`` now is the producer state at their end)."""
         try:
-            return [segment], self._recover_segment(segment, state, report_indexes)
+            return [segment], self._recover_segment(segment, state, report_indexes), True
         except IndexOffsetOverflowError:
             # A legacy segment whose offsets do not fit its base: split, as Kafka does.
-            return self._split_overflowed(segment)
+            return (*self._split_overflowed(segment), False)
         except InvalidOffsetError as e:
             self._before_truncate(segment, 0, str(e))
             segment.truncate_to(segment.base_offset)
-            return [segment], 1
+            return [segment], 1, False
 
     def _split_overflowed(self, segment):
         """Split a segment into segments whose offsets fit (Kafka's splitOverflowedSegment),

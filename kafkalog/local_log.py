@@ -16,6 +16,7 @@ whole (FORMAT.md "Log load"):
    readers may still hold them);
 4. the ``.swap`` files are renamed to their final names and the directory fsynced.
 """
+import concurrent.futures
 import logging
 import os
 
@@ -26,6 +27,13 @@ from kafkalog.producer_state import ProducerStateManager
 from kafkalog.segment import FetchDataInfo, LogOffsetMetadata, LogSegment, offset_metadata
 
 log = logging.getLogger(__name__)
+
+_FLUSH_THREADS = 8           # fsyncs in flight at once when a flush covers many segments
+
+
+def _flush_all(segments):
+    for segment in segments:
+        segment.flush()
 
 
 def create_cleaned_segment(directory, base_offset, data, config, time_fn, leader_epochs=None):
@@ -113,10 +121,8 @@ class LocalLog:
             if new is not None:
                 new.set_active(True)
         self._segments = segments
-
-    @property
-    def active_segment(self):
-        return self.segments.active
+        #: ``segments.active``, kept beside them: every append reads it
+        self.active_segment = new
 
     @property
     def log_end_offset(self):
@@ -163,9 +169,16 @@ class LocalLog:
         becomes the log end offset."""
         first = self.segments.floor(self.recovery_point)
         start = first.base_offset if first is not None else 0
-        for segment in self.segments:
-            if segment.base_offset >= start:
-                segment.flush()
+        due = [s for s in self.segments if s.base_offset >= start]
+        if len(due) > _FLUSH_THREADS:
+            # Many fsyncs at once (after recovery, every recovered segment): the device
+            # merges their cache flushes, where one after another each waits for its own.
+            with concurrent.futures.ThreadPoolExecutor(_FLUSH_THREADS) as pool:
+                for _ in pool.map(_flush_all, [due[i::_FLUSH_THREADS]
+                                               for i in range(_FLUSH_THREADS)]):
+                    pass
+        else:
+            _flush_all(due)
         self.recovery_point = self.log_end_offset
 
     # ------------------------------------------------------------------------------ read

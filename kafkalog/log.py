@@ -12,7 +12,6 @@ import contextlib
 import functools
 import itertools
 import logging
-import operator
 import os
 import threading
 import time
@@ -94,10 +93,6 @@ class LogAppendInfo(NamedTuple):
 
 # ``LogAppendInfo`` from a 7-tuple without the generated ``__new__`` (once per append)
 _append_info = functools.partial(tuple.__new__, LogAppendInfo)
-
-
-#: a chunk's ``Record`` objects, made by one kernel call
-_table_records = operator.methodcaller("to_records")
 
 
 class _AppendSettings(NamedTuple):
@@ -457,19 +452,23 @@ class Log:
     def _append(self, data, assign_offsets):
         """Append ``data``, a bytearray the caller made for it (offsets are assigned in it).
         Per call: one kernel pass, one write, the settings read once per config, no context
-        manager on the way."""
+        manager and no helper call on the way for an uncompressed non-idempotent batch (this
+        is the path whose Python cost bounds the rate of one-record appends)."""
         with self._lock:
             if self._closed or self.read_only or self._failed is not None:
                 self._check_writable()
             now = int(self._time_fn() * 1000)
-            settings = self._append_settings()
-            log_end = self._local.log_end_offset
+            cached = self._settings
+            settings = cached[1] if cached is not None and cached[0] is self.config else \
+                self._append_settings()
+            local = self._local
+            log_end = local.log_end_metadata[0]
             log_append = settings.log_append_time
             # One kernel pass validates (structure, magic, size, CRC, records, offsets) and,
             # for a leader, assigns offsets and LogAppendTime in place.
-            n_batches, first, last, max_ts, offset_of_max, count, flags = prepare_append(
-                data, log_end if assign_offsets else -1, settings.max_message_bytes,
-                now if log_append else -1)
+            n_batches, first, last, max_ts, offset_of_max, count, flags, epoch = \
+                prepare_append(data, log_end if assign_offsets else -1,
+                               settings.max_message_bytes, now if log_append else -1)
             batches = None
             if flags & APPEND_HAS_COMPRESSED:
                 batches = walk_batches(data, validate_crc=False)[0]
@@ -490,15 +489,23 @@ class Log:
                 raise InvalidOffsetError(
                     f"out of order offsets: first offset {first} is below the log end offset "
                     f"{log_end} of {self.path}")
+            size = len(data)
             try:
-                segment = self._maybe_roll(len(data), max_ts, first, last, now, settings)
-                self._local.append(segment, last, max_ts, offset_of_max, data)
+                segment = local.active_segment
+                if segment.should_roll(settings.segment_ms, settings.segment_bytes, max_ts,
+                                       last, size, now):
+                    # Kafka names the new segment after the first offset the append will take.
+                    segment = self._roll(max(first, log_end))
+                local.append(segment, last, max_ts, offset_of_max, data)
                 if flags & APPEND_HAS_PRODUCER:
                     if batches is None:
                         batches = walk_batches(data, validate_crc=False)[0]
                     self._producer_state.apply_batches(data, batches,
                                                        txn_index=segment.txn_index)
-                self._update_leader_epochs(data, batches, n_batches, first)
+                if epoch >= 0:
+                    latest = self._leader_epochs.latest_epoch()
+                    if latest is None or epoch > latest:
+                        self._assign_leader_epochs(data, batches, n_batches, first, epoch)
             except OSError as e:
                 raise self._offline("append", e) from e
             if not self._replicated:
@@ -508,13 +515,11 @@ class Log:
                     now - self._last_flush_ms >= settings.flush_ms:
                 self.flush()
             return _append_info((first, last, max_ts, offset_of_max,
-                                 now if log_append else -1, len(data), count))
+                                 now if log_append else -1, size, count))
 
     def _append_settings(self):
         """The settings every append reads, taken from ``self.config`` once per config."""
-        cached = self._settings
-        if cached is None or cached[0] is not self.config:
-            cached = self._settings = (self.config, _AppendSettings.of(self.config))
+        cached = self._settings = (self.config, _AppendSettings.of(self.config))
         return cached[1]
 
     def _validate_timestamps(self, data, batches, now):
@@ -563,27 +568,15 @@ class Log:
             self._producer_state.remove_expired_producers(
                 self._now_ms() if now_ms is None else now_ms, expiration_ms)
 
-    def _update_leader_epochs(self, data, batches, n_batches, first):
-        if n_batches == 1:      # the common case, without walking the batch again
-            epoch = int.from_bytes(data[12:16], "big", signed=True)
-            latest = self._leader_epochs.latest_epoch()
-            if epoch >= 0 and (latest is None or epoch > latest):
-                self._leader_epochs.assign(epoch, first)
+    def _assign_leader_epochs(self, data, batches, n_batches, first, epoch):
+        """Kafka's leader-epoch cache update of an append whose largest partition leader
+        epoch, ``epoch``, is newer than the cache's latest."""
+        if n_batches == 1:      # the epoch is the batch's, without walking it again
+            self._leader_epochs.assign(epoch, first)
             return
         if batches is None:
             batches = walk_batches(data, validate_crc=False)[0]
         self._leader_epochs.assign_from_batches(batches)
-
-    def _maybe_roll(self, messages_size, max_timestamp, first_offset, max_offset, now,
-                    settings):
-        segment = self._local.segments.active
-        if segment.should_roll(settings.segment_ms, settings.segment_bytes,
-                               max_timestamp, max_offset, messages_size, now):
-            # Kafka names the new segment after the first offset the append will take.
-            segment = self._roll(max(first_offset, self.log_end_offset))
-        elif not segment.can_convert_to_relative_offset(max_offset):
-            segment = self._roll(self.log_end_offset)
-        return segment
 
     def roll(self) -> LogSegment:
         """Start a new active segment at the log end offset; returns it."""
@@ -703,9 +696,9 @@ class Log:
         ``validate_crc=False`` skips that on trusted data.
         """
         # Chained in C: the Log layer does no work per record (each chunk's records are
-        # made by one kernel call).
-        return itertools.chain.from_iterable(map(_table_records, self.record_tables(
-            start_offset, end_offset, isolation, include_control, validate_crc=validate_crc)))
+        # made by its kernel iterator as the loop asks for them).
+        return itertools.chain.from_iterable(self.record_tables(
+            start_offset, end_offset, isolation, include_control, validate_crc=validate_crc))
 
     def record_tables(self, start_offset: int | None = None, end_offset: int | None = None,
                       isolation: str = "log_end", include_control: bool = False,

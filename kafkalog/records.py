@@ -20,7 +20,7 @@ import numpy.typing as npt
 from kafkalog import codecs, storage
 from kafkalog._kernels import (
     batch_records, check_batches, decode_legacy_records, decode_v2_records, make_records,
-    span_bytes, walk_batches,
+    span_bytes, table_records, walk_batches,
 )
 from kafkalog._layout import (
     BATCH_DTYPE, RECORD_DTYPE, HEADER_DTYPE, V2_HEADER_SIZE, LOG_OVERHEAD,
@@ -207,7 +207,7 @@ class RecordBatch:
             records = batch_records(self._buffer, self._row, _TYPE_OBJECTS)
             if records is not None:
                 return records
-        return iter(self.table().to_records())
+        return iter(self.table())
 
     def __len__(self) -> int:
         return self.record_count
@@ -357,6 +357,12 @@ class RecordTable:
         """A list of ``Record``, in offset order (made by the ``make_records`` kernel)."""
         return make_records(self.data, self.records, self.headers, self.timestamp_type,
                             _TYPE_OBJECTS)
+
+    def __iter__(self) -> Iterator[Record]:
+        """The ``Record`` of each row in offset order, each made when the loop reaches it
+        (``table_records``): cheaper than ``to_records`` in a loop that drops them."""
+        return table_records(self.data, self.records, self.headers, self.timestamp_type,
+                             _TYPE_OBJECTS)
 
     def slice(self, mask_or_slice: slice | npt.NDArray[np.bool_] | npt.NDArray[np.intp]
               ) -> RecordTable:

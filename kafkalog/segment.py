@@ -17,13 +17,12 @@ import numpy as np
 
 from kafkalog import storage
 from kafkalog._kernels import (
-    check_batches, decode_v2_records, find_batch, index_entries_for, walk_batches,
+    FIND_TS_DECODE, FIND_TS_FOUND, FIND_TS_MORE, batch_header_plausible, find_batch,
+    find_timestamp, recovery_summary, segment_read, walk_batches,
 )
-from kafkalog._layout import (
-    HEADER_SIZE_UP_TO_MAGIC, LEGACY_OVERHEAD_V0, LOG_OVERHEAD, V2_HEADER_SIZE,
-)
+from kafkalog._layout import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD
 from kafkalog.errors import (
-    CorruptIndexError, CorruptRecordError, IndexOffsetOverflowError, InvalidOffsetError,
+    CorruptIndexError, IndexOffsetOverflowError, InvalidOffsetError,
     InvalidTimestampError, NotARegularFileError,
 )
 from kafkalog.files import (
@@ -32,9 +31,7 @@ from kafkalog.files import (
 )
 from kafkalog.index import OffsetIndex, TimeIndex, TimestampOffset, TransactionIndex
 from kafkalog.producer_state import ProducerStateManager
-from kafkalog.records import (
-    COMPRESSION_MASK, CONTROL_MASK, TIMESTAMP_TYPE_MASK, decode_batches, validate_batches,
-)
+from kafkalog.records import decode_batches, validate_batches
 
 if TYPE_CHECKING:
     from kafkalog._typing import StrPath
@@ -292,8 +289,21 @@ class LogSegment:
         return desc
 
     def set_active(self, active: bool) -> None:
-        """Mark the segment appends go to (its log's last); set by ``LocalLog``."""
+        """Mark the segment appends go to (its log's last); set by ``LocalLog``. A writable
+        active segment stays pinned until it is no longer active: every append uses its
+        descriptor and indexes, and pinning it per append cost two lock round trips, as much
+        as the rest of an append's Python (Kafka keeps every segment open)."""
         self._active = active
+        self._indexes_with_room = None
+        if active and not self.read_only and not self._append_pinned:
+            _OPEN.pin(self)
+            self._append_pinned = True
+        elif not active and self._append_pinned:
+            _OPEN.unpin(self)
+            self._append_pinned = False
+
+    #: pinned by ``set_active`` for the appends
+    _append_pinned = False
 
     def _pinned(self) -> _Pinned:
         return _Pinned(self)
@@ -428,7 +438,7 @@ class LogSegment:
             return
         last = index.entry(index.entries - 1)
         buf = self._buffer_for(last.position, last.position + HEADER_SIZE_UP_TO_MAGIC)
-        if not _header_plausible(buf, last.position, self.base_offset, last.offset):
+        if not batch_header_plausible(buf, last.position, self.base_offset, last.offset):
             raise CorruptIndexError(
                 f"offset index {index.path} does not match its log: its last entry "
                 f"(offset {last.offset}) points at position {last.position}, where no batch "
@@ -577,59 +587,67 @@ class LogSegment:
     def append(self, largest_offset: int, largest_timestamp: int,
                shallow_offset_of_max_timestamp: int, records: Any) -> None:
         """Append whole batches (bytes) whose last offset is ``largest_offset``; write an index
-        entry when more than ``index.interval.bytes`` were appended since the last one."""
+        entry when more than ``index.interval.bytes`` were appended since the last one.
+
+        One ``pwrite`` from the caller's buffer; for one batch (the common case) Kafka's
+        per-batch index step follows inline, without a walk of the bytes."""
         data = records if type(records) in (bytes, bytearray) else \
             memoryview(records).cast("B")
-        if len(data) == 0:
+        size = len(data)
+        if size == 0:
             return
         physical_position = self._size
         if physical_position == 0:
             self.rolling_based_timestamp = largest_timestamp
         if not 0 <= largest_offset - self.base_offset <= _INT32_MAX:
             self._ensure_offset_in_range(largest_offset)
-        _OPEN.pin(self)                    # (not ``with self._pinned()``: once per append)
+        pinned = self._append_pinned
+        if not pinned:                     # (not ``with self._pinned()``: once per append)
+            _OPEN.pin(self)
         try:
-            self._append(largest_offset, largest_timestamp, shallow_offset_of_max_timestamp,
-                         data, physical_position)
+            desc = self._desc or self._descriptor()
+            try:
+                written = os.pwrite(desc.fd, data, physical_position)
+                if written < size:
+                    self._write_rest(desc.fd, data, physical_position, written)
+            except OSError:
+                try:                       # leave no partial batch behind, if the disk lets us
+                    os.ftruncate(desc.fd, physical_position)
+                except OSError:
+                    pass                   # recovery at the next open cuts it off
+                raise
+            self._size = physical_position + size
+            interval = self._index_interval_bytes
+            if interval is None:
+                interval = self._index_interval_bytes = self.config["index.interval.bytes"]
+            if size != _HEADER.unpack_from(data)[1] + LOG_OVERHEAD:
+                self._index_batches(walk_batches(data, validate_crc=False)[0],
+                                    physical_position, interval)
+                return
+            so_far = self._max_timestamp_and_offset or self._max_ts()
+            if largest_timestamp > so_far[0]:
+                so_far = self._max_timestamp_and_offset = TimestampOffset(
+                    largest_timestamp, shallow_offset_of_max_timestamp)
+            if self.bytes_since_last_index_entry > interval:
+                self._indexes_with_room = None
+                self.offset_index.append(largest_offset, physical_position)
+                self.time_index.maybe_append(so_far[0], so_far[1])
+                self.bytes_since_last_index_entry = size
+            else:
+                self.bytes_since_last_index_entry += size
         finally:
-            _OPEN.unpin(self)
+            if not pinned:
+                _OPEN.unpin(self)
 
     #: ``index.interval.bytes``, read from the config at the first append
     _index_interval_bytes: int | None = None
 
-    def _append(self, largest_offset, largest_timestamp, shallow_offset_of_max_timestamp, data,
-                physical_position):
-        desc = self._descriptor()
-        try:
-            written = os.pwrite(desc.fd, data, physical_position)
-            if written < len(data):        # a short write is continued, not an error
-                view = memoryview(data)
-                while written < len(view):
-                    written += os.pwrite(desc.fd, view[written:], physical_position + written)
-        except OSError:
-            try:                           # leave no partial batch behind, if the disk lets us
-                os.ftruncate(desc.fd, physical_position)
-            except OSError:
-                pass                       # recovery at the next open cuts it off
-            raise
-        self._size += len(data)
-        interval = self._index_interval_bytes
-        if interval is None:
-            interval = self._index_interval_bytes = self.config["index.interval.bytes"]
-        if len(data) != int.from_bytes(data[8:12], "big") + LOG_OVERHEAD:
-            self._index_batches(walk_batches(data, validate_crc=False)[0], physical_position,
-                                interval)
-            return
-        # One batch (the common case): Kafka's per-batch step below, without the walk.
-        if largest_timestamp > self.max_timestamp_so_far:
-            self._max_timestamp_and_offset = TimestampOffset(largest_timestamp,
-                                                             shallow_offset_of_max_timestamp)
-        if self.bytes_since_last_index_entry > interval:
-            self.offset_index.append(largest_offset, physical_position)
-            self.time_index.maybe_append(self.max_timestamp_so_far,
-                                         self.offset_of_max_timestamp_so_far)
-            self.bytes_since_last_index_entry = 0
-        self.bytes_since_last_index_entry += len(data)
+    @staticmethod
+    def _write_rest(fd, data, position, written):
+        """Continue a short write (not an error) until all of ``data`` is at ``position``."""
+        view = memoryview(data)
+        while written < len(view):
+            written += os.pwrite(fd, view[written:], position + written)
 
     def _index_batches(self, batches, position, interval):
         """Index entries for several batches appended at ``position`` in one write, as
@@ -657,6 +675,7 @@ class LogSegment:
         if (max_ts, max_offset) != so_far:
             self._max_timestamp_and_offset = TimestampOffset(max_ts, max_offset)
         if offsets:
+            self._indexes_with_room = None
             self.offset_index.append_many(offsets, positions)
             self.time_index.append_many(stamps, stamp_offsets)
         self.bytes_since_last_index_entry = since
@@ -679,16 +698,19 @@ class LogSegment:
     def _translate(self, buf, offset, starting_position):
         """``translate_offset`` of a local segment over its mapping ``buf`` (the caller holds
         the scan lock): (position, size), position -1 when no batch holds ``offset``."""
-        start = starting_position
-        if not self._index_distrusted:
-            index = self._offset_index          # buffer() touched the segment already
-            mapping = (index if index is not None else self.offset_index).lookup(offset)
-            if mapping.position > starting_position:
-                if _header_plausible(buf, mapping.position, self.base_offset, mapping.offset):
-                    start = mapping.position
-                else:
-                    self._index_lies(mapping)
-        return find_batch(buf, min(start, len(buf)), len(buf), offset)
+        position, size, _, _, lies = segment_read(self._index_view(), buf, offset,
+                                                  starting_position, 0, 0, False)
+        if lies:
+            self._index_lies(self.offset_index.lookup(offset))
+        return position, size
+
+    def _index_view(self):
+        """The offset index's view for ``segment_read``, None while the index is distrusted
+        (scans start at the segment's start)."""
+        if self._index_distrusted:
+            return None
+        index = self._offset_index          # the caller's buffer() touched the segment
+        return (index if index is not None else self.offset_index).view
 
     def _translate_remote(self, offset, starting_position):
         """``translate_offset`` fetching only the blocks the index entry and the walk from
@@ -700,8 +722,8 @@ class LogSegment:
                 if mapping.position > starting_position:
                     buf = self._buffer_for(mapping.position,
                                            mapping.position + HEADER_SIZE_UP_TO_MAGIC)
-                    if _header_plausible(buf, mapping.position, self.base_offset,
-                                         mapping.offset):
+                    if batch_header_plausible(buf, mapping.position, self.base_offset,
+                                              mapping.offset):
                         start = mapping.position
                     else:
                         self._index_lies(mapping)
@@ -731,30 +753,23 @@ class LogSegment:
         cut from the log; see ``recover`` for that)."""
         with self._scan_lock, self._pinned():
             batches = walk_batches(self.buffer(), 0, validate_crc=False)[0]
-            offset_entries, time_entries, max_ts, max_ts_offset = index_entries_for(
-                batches, self.config["index.interval.bytes"])
-            self._write_indexes(offset_entries, time_entries, max_ts, max_ts_offset)
+            _, _, offset_index, time_index, max_ts, max_ts_offset, _, _, _ = recovery_summary(
+                batches, self.base_offset, self.config["index.interval.bytes"])
+            self._write_indexes(offset_index, time_index, max_ts, max_ts_offset)
             self._index_distrusted = False
 
-    def _write_indexes(self, offset_entries, time_entries, max_ts, max_ts_offset):
-        """Replace the index files with exactly these entries (plus the time index's final
-        (max timestamp, offset) entry), in one write each; an index whose file already
-        holds them is left alone. The segment's index objects are dropped (reopened lazily:
-        the loader then holds no descriptor for a recovered segment). Records in
-        ``rebuilt_indexes`` what changed."""
+    def _write_indexes(self, offset_index, time_index, max_ts, max_ts_offset):
+        """Replace the index files with exactly these bytes (``recovery_summary``'s), in one
+        write each; an index whose file already holds them is left alone. The segment's index
+        objects are dropped (reopened lazily: the loader then holds no descriptor for a
+        recovered segment). Records in ``rebuilt_indexes`` what changed."""
         with self._index_lock:
             # Dropped, not closed: a reader still holding one keeps its mapping (of the old
             # file: a changed index is written to a new file renamed over the old).
             self._offset_index = self._time_index = None
-        base = self.base_offset
-        time_bytes = _entry_bytes(time_entries, _TIME_ENTRY, base)
-        if (not len(time_entries) or time_entries[-1, 0] < max_ts) and \
-                (max_ts >= 0 or len(time_entries)):
-            time_bytes += _TIME_ENTRY.pack(max_ts, max_ts_offset - base)
         self.rebuilt_indexes = []
-        for path, data, entry_size in (
-                (self.index_path, _entry_bytes(offset_entries, _OFFSET_ENTRY, base, 0), 8),
-                (self.time_index_path, time_bytes, 12)):
+        for path, data, entry_size in ((self.index_path, offset_index, 8),
+                                       (self.time_index_path, time_index, 12)):
             before = _replace_file(path, data, entry_size)
             if before != -1:
                 self.rebuilt_indexes.append((path, before, len(data) // entry_size))
@@ -774,25 +789,30 @@ class LogSegment:
                              f"{self.log_path}")
         if max_position is None:
             max_position = self._size
-        # One lock, one mapping and one index lookup per read (Kafka's LogSegment.read:
-        # OffsetIndex.lookup + searchForOffsetWithSize + slice).
+        # One lock, one mapping and one kernel call per read (Kafka's LogSegment.read:
+        # OffsetIndex.lookup + searchForOffsetWithSize + slice); the records are a copy:
+        # nothing holds the mapping.
         with self._scan_lock:
-            if self._remote:
-                buf = None
-                found = self._translate_remote(start_offset, 0)
-                position, size = (-1, 0) if found is None else found
-            else:
+            if not self._remote:
                 buf = self.buffer()
-                position, size = self._translate(buf, start_offset, 0)
-            if position < 0:
+                position, _, data, incomplete, lies = segment_read(
+                    self._index_view(), buf, start_offset, 0, max_size, max_position,
+                    min_one_message)
+                if lies:
+                    self._index_lies(self.offset_index.lookup(start_offset))
+                if position < 0:
+                    return None
+                return FetchDataInfo(offset_metadata((start_offset, self.base_offset, position)),
+                                     data, incomplete)
+            found = self._translate_remote(start_offset, 0)
+            if found is None:
                 return None
+            position, size = found
             metadata = offset_metadata((start_offset, self.base_offset, position))
             adjusted = max(max_size, size) if min_one_message else max_size
             if adjusted == 0:
                 return FetchDataInfo(metadata, b"")
-            fetch_size = max(0, min(max_position - position, adjusted))
-            data = self.read_bytes(position, fetch_size) if buf is None else \
-                buf[position:position + fetch_size]     # a copy: nothing holds the mapping
+            data = self.read_bytes(position, max(0, min(max_position - position, adjusted)))
         return FetchDataInfo(metadata, data, adjusted < size)
 
     def fetch_upper_bound_offset(self, start_position: OffsetPosition | int,
@@ -833,25 +853,33 @@ class LogSegment:
         position = self._checked_position(
             self.offset_index.lookup(max(ts_entry.offset, starting_offset)).position)
         with self._scan_lock:
+            # Kafka's FileRecords.searchForTimestamp from the index entry (the answer is
+            # normally in the first batch or the second); a remote segment is fetched one
+            # block further at a time, as _find_batch does.
             size = self._size
-            buf = self._buffer_for(position, size)
-            # Kafka's FileRecords.searchForTimestamp: batch by batch from the index entry
-            # (the answer is normally in the first or second), never the rest of the file.
-            step = 2
-            while position < size:
-                batches, _, stop, _ = walk_batches(buf, position, size, validate_crc=False,
-                                                   max_batches=step)
-                for i in np.flatnonzero((batches["max_timestamp"] >= timestamp)
-                                        & (batches["last_offset"] >= starting_offset)):
-                    offsets, stamps = _record_offsets_and_timestamps(buf, batches[i:i + 1],
-                                                                     self.log_path)
-                    hit = np.flatnonzero((stamps >= timestamp) & (offsets >= starting_offset))
+            step = storage.range_buffer(self.log_path, size).step if self._remote else size
+            end = min(size, (position // step + 1) * step) if step else size
+            while True:
+                buf = self._buffer_for(position, end)
+                status, first, second = find_timestamp(buf, position, end, timestamp,
+                                                       starting_offset)
+                if status == FIND_TS_FOUND:
+                    return TimestampOffset(first, second)
+                if status == FIND_TS_MORE and end < size:
+                    position, end = first, min(size, (end // step + 1) * step)
+                elif status == FIND_TS_DECODE:
+                    # compressed, legacy, LogAppendTime or control; or damaged records,
+                    # which decode_batches reports with their place
+                    batch = walk_batches(buf, first, first + second, validate_crc=False)[0]
+                    records = decode_batches(buf, batch, self.log_path).records
+                    hit = np.flatnonzero((records["timestamp"] >= timestamp)
+                                         & (records["offset"] >= starting_offset))
                     if len(hit):
-                        return TimestampOffset(int(stamps[hit[0]]), int(offsets[hit[0]]))
-                if len(batches) < step:
-                    break                  # the end of the file, or bytes that are no batch
-                position, step = stop, min(step * 4, 512)
-        return None
+                        return TimestampOffset(int(records["timestamp"][hit[0]]),
+                                               int(records["offset"][hit[0]]))
+                    position = first + second
+                else:
+                    return None
 
     @property
     def largest_timestamp(self) -> int:
@@ -879,13 +907,28 @@ class LogSegment:
                     messages_size: int, now_ms: int) -> bool:
         """Kafka's roll conditions: size, time (with jitter), a full index, offset overflow."""
         size = self._size
+        if size > max_segment_bytes - messages_size:
+            return True
+        if size > 0:
+            rolling = self.rolling_based_timestamp
+            # (time_waited_for_roll's answer once the first batch's timestamp is known)
+            waited = max_timestamp_in_messages - rolling if rolling is not None and \
+                rolling >= 0 else self.time_waited_for_roll(now_ms, max_timestamp_in_messages)
+            if waited > max_segment_ms - self.roll_jitter_ms:
+                return True
         offset_index, time_index = self._offset_index, self._time_index
-        return (size > max_segment_bytes - messages_size
-                or (size > 0 and self.time_waited_for_roll(now_ms, max_timestamp_in_messages)
-                    > max_segment_ms - self.roll_jitter_ms)
-                or (self.offset_index if offset_index is None else offset_index).is_full()
-                or (self.time_index if time_index is None else time_index).is_full()
-                or not self.can_convert_to_relative_offset(max_offset_in_messages))
+        room = self._indexes_with_room
+        if room is None or room[0] is not offset_index or room[1] is not time_index:
+            # An index fills only by an append, which forgets this (as does a change of
+            # active segment, and reopening or rebuilding an index makes new objects).
+            offset_index, time_index = self.offset_index, self.time_index
+            if offset_index.is_full() or time_index.is_full():
+                return True
+            self._indexes_with_room = (offset_index, time_index)
+        return not 0 <= max_offset_in_messages - self.base_offset <= _INT32_MAX
+
+    #: the index objects ``should_roll`` last found not full
+    _indexes_with_room: tuple[OffsetIndex, TimeIndex] | None = None
 
     def on_becoming_inactive_segment(self) -> None:
         """At roll: the last time index entry, then trim the indexes (or rebuild them, when
@@ -941,22 +984,21 @@ class LogSegment:
         if n_valid < len(batches):
             reason = f"invalid batch structure: {invalid}"
             batches = batches[:n_valid]
-        if len(batches):
-            last = batches["last_offset"]
-            if last.min() < self.base_offset or last.max() - self.base_offset > _INT32_MAX:
-                out_of_range = (last - self.base_offset > _INT32_MAX) | (last < self.base_offset)
-                bad = int(np.argmax(out_of_range))
-                raise IndexOffsetOverflowError(
-                    f"segment {self.log_path} holds offset "
-                    f"{int(batches['last_offset'][bad])} that does not fit its base offset "
-                    f"{self.base_offset}")
-        valid_bytes = int(batches["position"][-1] + batches["size"][-1]) if len(batches) \
-            else 0
-        offset_entries, time_entries, max_ts, max_ts_offset = index_entries_for(
-            batches, self.config["index.interval.bytes"])
-        producer_state.apply_batches(buf, batches, self.log_path, self.txn_index)
-        if leader_epochs is not None:
-            leader_epochs.assign_from_batches(batches)
+        # One kernel call for the checks and the index bytes; it also says whether the
+        # producer state and the epoch cache have anything to learn (mostly not).
+        (bad, valid_bytes, offset_index, time_index, max_ts, max_ts_offset, last_entry,
+         producer_batches, max_epoch) = recovery_summary(
+            batches, self.base_offset, self.config["index.interval.bytes"])
+        if bad >= 0:
+            raise IndexOffsetOverflowError(
+                f"segment {self.log_path} holds offset {int(batches['last_offset'][bad])} "
+                f"that does not fit its base offset {self.base_offset}")
+        if producer_batches:
+            producer_state.apply_batches(buf, batches, self.log_path, self.txn_index)
+        if leader_epochs is not None and max_epoch >= 0:
+            latest = leader_epochs.latest_epoch()
+            if latest is None or max_epoch > latest:
+                leader_epochs.assign_from_batches(batches)
         truncated = self._size - valid_bytes
         if truncated > 0:
             if before_truncate is not None:
@@ -965,11 +1007,10 @@ class LogSegment:
             self._truncate_file(valid_bytes)
         # One write per index file, at its final size (no preallocation, remap or msync per
         # segment); unchanged files are not rewritten.
-        self._write_indexes(offset_entries, time_entries, max_ts, max_ts_offset)
+        self._write_indexes(offset_index, time_index, max_ts, max_ts_offset)
         # Appends go on indexing where recovery stopped, so the next recovery of this segment
         # finds the entries it would write itself (no "rebuilt index" for a sound segment).
-        self.bytes_since_last_index_entry = valid_bytes - (
-            int(offset_entries[-1, 1]) if len(offset_entries) else 0)
+        self.bytes_since_last_index_entry = valid_bytes - last_entry
         return truncated
 
     def _recovery_buffer(self):
@@ -1039,7 +1080,8 @@ class LogSegment:
         """fsync the ``.log`` and flush the indexes."""
         if self.read_only:
             return
-        os.fsync(self._descriptor().fd)
+        desc = self._descriptor()       # held: an eviction meanwhile must not close the fd
+        os.fsync(desc.fd)
         offset_index, time_index = self._offset_index, self._time_index
         if offset_index is not None:
             offset_index.flush()
@@ -1145,44 +1187,6 @@ class LogSegment:
         return f"LogSegment(base_offset={self.base_offset}, size={self._size})"
 
 
-def _header_plausible(buf, position, base_offset, offset):
-    """Whether a batch (or legacy entry) that may hold ``offset`` starts at ``position``: its
-    header fits the buffer, its size is possible, its magic known, its base offset in
-    [base_offset, offset]. One read of 17 bytes; catches an index entry that points into
-    the middle of a batch, or past the end of the file."""
-    if position < 0 or position + HEADER_SIZE_UP_TO_MAGIC > len(buf):
-        return False
-    base, size = _HEADER.unpack_from(buf, position)
-    return (buf[position + 16] <= 2 and LEGACY_OVERHEAD_V0 <= size
-            and position + LOG_OVERHEAD + size <= len(buf) and base_offset <= base <= offset)
-
-
-_PLAIN_ATTRIBUTES = COMPRESSION_MASK | TIMESTAMP_TYPE_MASK | CONTROL_MASK
-
-
-def _record_offsets_and_timestamps(buf, batch, path):
-    """(offsets, timestamps) of the records of one walked batch (a 1-row ``BATCH_DTYPE``
-    array), as a consumer sees them. An uncompressed CreateTime data batch v2, the common
-    case, takes one checking pass and one decoding kernel call (``decode_batches`` spends
-    tens of microseconds on a single batch); any other, or an error, goes through
-    ``decode_batches``."""
-    row = batch[0]
-    if row["magic"] == 2 and not row["attributes"] & _PLAIN_ATTRIBUTES and \
-            check_batches(buf, batch, False)[0] == 1:
-        position = int(row["position"])
-        try:
-            records = decode_v2_records(
-                buf, np.array([position + V2_HEADER_SIZE], np.int64),
-                np.array([position + int(row["size"])], np.int64), batch["base_offset"].copy(),
-                batch["base_timestamp"].copy(), batch["record_count"].astype(np.int64),
-                batch["last_offset"].copy())[0]
-            return records["offset"], records["timestamp"]
-        except CorruptRecordError:
-            pass                                # raised again, located, below
-    records = decode_batches(buf, batch, path).records
-    return records["offset"], records["timestamp"]
-
-
 def _replace_file(path, data, entry_size):
     """Make the file at ``path`` hold exactly ``data``. Returns -1 when it already did, else
     how many valid entries (before an all-zero tail) it held, or None when it was missing.
@@ -1226,27 +1230,6 @@ def _replace_file(path, data, entry_size):
         os.close(fd)
     os.replace(temp, path)
     return before
-
-
-_OFFSET_ENTRY = struct.Struct(">ii")
-_TIME_ENTRY = struct.Struct(">qi")
-
-
-def _entry_bytes(entries, entry, base_offset, relative_column=1):
-    """Index file bytes of an (n, 2) int64 array of entries (absolute offsets in
-    ``relative_column``); struct for the few entries a small segment has, numpy for many."""
-    if not len(entries):
-        return b""
-    if len(entries) <= 8:
-        rows = entries.tolist()
-        for row in rows:
-            row[relative_column] -= base_offset
-        return b"".join(entry.pack(*row) for row in rows)
-    fields = entry.format[1:]
-    out = np.empty(len(entries), dtype=[("a", ">" + fields[0]), ("b", ">" + fields[1])])
-    out["a"] = entries[:, 0] - (base_offset if relative_column == 0 else 0)
-    out["b"] = entries[:, 1] - (base_offset if relative_column == 1 else 0)
-    return out.tobytes()
 
 
 def _entries_before_zero_tail(fd, size, entry_size):

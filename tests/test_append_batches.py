@@ -127,3 +127,43 @@ def test_rolls_before_a_call_that_does_not_fit(tmp_path):
         assert os.path.getsize(log.segments[0].log_path) == size
         assert np.array_equal(log.segments[1].offset_index.entries_array()[1],
                               log.segments[0].offset_index.entries_array()[1])
+
+
+@pytest.mark.parametrize("epochs", [[2, 1, 2], [2, 4, 3, 5], [-1, -1], [-1, 3, 0]])
+def test_leader_epochs_as_one_by_one(tmp_path, epochs):
+    """The kernel's largest epoch lets an append skip the cache unless an epoch is newer;
+    the cache ends as appending the batches one by one leaves it."""
+    buffers = [_batches(1, epoch=e)[0] for e in epochs]
+    with Log.open(tmp_path / "a-0", CONFIG) as one, Log.open(tmp_path / "b-0", CONFIG) as all_:
+        for b in buffers:
+            one.append(b)
+        all_.append(buffers[0])
+        all_.append_batches(buffers[1:])
+        assert list(one.leader_epoch_cache._entries) == list(all_.leader_epoch_cache._entries)
+
+
+def test_rolls_when_an_index_fills(tmp_path):
+    """Room in the indexes is remembered between appends only until an entry is added."""
+    config = {**CONFIG, "index.interval.bytes": 1, "segment.index.bytes": 64}
+    buffers = _batches(40, per=1)
+    with Log.open(tmp_path / "t-0", config) as log:
+        for b in buffers:
+            log.append(b)
+        assert len(log.segments) > 3
+        for seg in log.segments:
+            assert len(seg.offset_index.entries_array()[0]) <= 8
+        expected = _records(log)
+    assert [r[0] for r in expected] == list(range(40))
+    with Log.open(tmp_path / "t-0", config, clean_shutdown=False, recovery_point=0) as log:
+        assert _records(log) == expected
+
+
+def test_active_segment_is_pinned_while_active(tmp_path):
+    with Log.open(tmp_path / "t-0", {**CONFIG, "segment.bytes": 400}) as log:
+        for b in _batches(20, per=1):
+            log.append(b)
+        *old, active = log.segments
+        assert len(old) > 2
+        assert active._pins == 1 and all(s._pins == 0 for s in old)
+    with Log.open(tmp_path / "t-0", read_only=True) as log:
+        assert all(s._pins == 0 for s in log.segments)

@@ -388,8 +388,9 @@ def test_prepare_append_agrees(assign, lat):
     results = {impl: _prepare(impl, data, assign, 10 ** 6, lat) for impl in KERNELS}
     first = next(iter(results.values()))
     assert all(r == first for r in results.values())
-    (n, first_offset, last, max_ts, off_max, count, flags), out = first
+    (n, first_offset, last, max_ts, off_max, count, flags, epoch), out = first
     assert n == 7 and flags == 3
+    assert epoch == int(both("walk_batches", out, 0)[0]["partition_leader_epoch"].max())
     walked = both("walk_batches", out, 0)[0]
     assert (walked["crc_valid"] == 1).all()
     if assign >= 0:
