@@ -216,6 +216,19 @@ class LogSegment:
     serialises them); reads may run concurrently with appends.
     """
 
+    # Slots, not a __dict__: a log of 10,000s of segments holds one of these each, and
+    # past 30 attributes CPython gives every instance a dict of its own (~2 KB).
+    __slots__ = (
+        "directory", "_remote", "base_offset", "_stem", "config", "file_suffix", "read_only",
+        "_time_fn", "log_path", "_desc", "_fd_lock", "_index_lock", "_pins", "_evictable",
+        "report", "rebuilt_indexes", "_index_distrusted", "_final_time_entry", "_active",
+        "_size", "_map", "_map_lock", "_scan_lock", "_offset_index", "_time_index",
+        "_pending_rebuild", "_recovering", "deleted", "txn_index", "rolling_based_timestamp",
+        "_max_timestamp_and_offset", "bytes_since_last_index_entry", "created_ms",
+        "roll_jitter_ms", "_append_pinned", "_index_interval_bytes", "_indexes_with_room",
+        "_index_files_exist",
+    )
+
     def __init__(self, directory: StrPath, base_offset: int, config: LogConfig, *,
                  file_suffix: str = "", read_only: bool = False,
                  time_fn: Callable[[], float] = time.time, rng: random.Random | None = None,
@@ -270,6 +283,15 @@ class LogSegment:
         self.bytes_since_last_index_entry = 0
         self.created_ms = int(time_fn() * 1000)
         self.roll_jitter_ms = config.random_segment_jitter(rng or _RNG)
+        #: pinned by ``set_active`` for the appends
+        self._append_pinned = False
+        #: ``index.interval.bytes``, read from the config at the first append
+        self._index_interval_bytes: int | None = None
+        #: the index objects ``should_roll`` last found not full
+        self._indexes_with_room: tuple[OffsetIndex, TimeIndex] | None = None
+        #: both index files are known to exist (``sanity_check`` saw them): ``close`` need
+        #: not look (two stats a segment, at every close of a log of many segments)
+        self._index_files_exist = False
 
     def _descriptor(self, create: bool = False) -> _Descriptor:
         """The ``.log``'s descriptor, opened if needed. Hold the returned object while using
@@ -301,9 +323,6 @@ class LogSegment:
         elif not active and self._append_pinned:
             _OPEN.unpin(self)
             self._append_pinned = False
-
-    #: pinned by ``set_active`` for the appends
-    _append_pinned = False
 
     def _pinned(self) -> _Pinned:
         return _Pinned(self)
@@ -470,6 +489,7 @@ class LogSegment:
             raise FileNotFoundError(f"offset index file {self.index_path} does not exist")
         if time_index_newly_created:
             self.time_index.resize(0)
+        self._index_files_exist = True
         if exists(self.txn_index.path):
             self.txn_index.sanity_check()
 
@@ -638,9 +658,6 @@ class LogSegment:
         finally:
             if not pinned:
                 _OPEN.unpin(self)
-
-    #: ``index.interval.bytes``, read from the config at the first append
-    _index_interval_bytes: int | None = None
 
     @staticmethod
     def _write_rest(fd, data, position, written):
@@ -927,9 +944,6 @@ class LogSegment:
             self._indexes_with_room = (offset_index, time_index)
         return not 0 <= max_offset_in_messages - self.base_offset <= _INT32_MAX
 
-    #: the index objects ``should_roll`` last found not full
-    _indexes_with_room: tuple[OffsetIndex, TimeIndex] | None = None
-
     def on_becoming_inactive_segment(self) -> None:
         """At roll: the last time index entry, then trim the indexes (or rebuild them, when
         a read found the offset index lying)."""
@@ -1097,10 +1111,12 @@ class LogSegment:
         self._evictable = False
         if not self.read_only:
             try:
-                if self._offset_index is None and not os.path.exists(self.index_path):
-                    self.offset_index    # a segment always has its index files, as in Kafka
-                if self._time_index is None and not os.path.exists(self.time_index_path):
-                    self.time_index
+                # a segment always has its index files, as in Kafka
+                if not self._index_files_exist:
+                    if self._offset_index is None and not os.path.exists(self.index_path):
+                        self.offset_index
+                    if self._time_index is None and not os.path.exists(self.time_index_path):
+                        self.time_index
                 # (recovery wrote it already unless an append or truncation came since)
                 if self._max_timestamp_and_offset is not None and \
                         self._max_timestamp_and_offset != self._final_time_entry:
