@@ -479,6 +479,8 @@ def validate_batches(buf: Any, batches: np.ndarray, path: StrPath | None = None
     batches = np.asarray(batches, dtype=BATCH_DTYPE)
     n_valid, reason, _ = check_batches(buf, batches, True)
     head = batches[:n_valid]
+    if not (head["attributes"] & (COMPRESSION_MASK | CONTROL_MASK)).any():
+        return n_valid, reason      # plain data batches (the common case): no more to check
     v2 = head["magic"] == 2
     deep = np.flatnonzero(((head["attributes"] & COMPRESSION_MASK) != 0) |
                           (v2 & ((head["attributes"] & CONTROL_MASK) != 0)))   # control keys
