@@ -1,16 +1,19 @@
 """Kafka partition directories as Spark DataFrames, with the schema of Spark's Kafka source.
 
-Two entry points: ``kafkalog.spark.read(spark, paths, **options)`` (tasks run through
-``mapInArrow``) and the Python data source ``spark.read.format("kafkalog")`` (found by PySpark
-through the ``pyspark_kafkalog`` module; ``kafkalog.spark.register(spark)`` for other setups).
-Both plan again on every action. Rooms: ``options`` (Spark's Kafka option names),
-``planner`` (the driver: offsets and byte ranges from the engine's read-only view of each
-partition), ``reader`` (executors: kernels to Arrow), ``schema``, ``datasource`` (Spark glue).
+Two entry points: ``kafkalog.spark.read(spark, paths, **options)`` (read by the JVM reader
+of ``kafkalog-spark.jar`` when it can, else by Python workers through ``mapInArrow``) and the
+Python data source ``spark.read.format("kafkalog")`` (found by PySpark through the
+``pyspark_kafkalog`` module; ``kafkalog.spark.register(spark)`` for other setups). Both plan
+again on every action. Build sessions with ``.config("spark.jars",
+kafkalog.spark.jar_path())`` so ``read`` finds the JVM reader from every thread. Rooms:
+``options`` (Spark's Kafka option names), ``planner`` (the driver: offsets and byte ranges
+from the engine's read-only view of each partition), ``reader`` (executors: kernels to Arrow),
+``jvm`` (the JVM reader's jar and planning callback), ``schema``, ``datasource`` (Spark glue).
 
 pyspark, pyarrow and pandas come with the ``spark`` extra (``pip install 'kafkalog[spark]'``).
 Importing this package does not need them; calling a function that does without them raises
 ``MissingSparkExtraError`` (an ``ImportError`` and a ``KafkaLogError``) naming what is missing.
-``plan`` and ``Options`` need none of them.
+``plan``, ``Options`` and ``jar_path`` need none of them.
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from kafkalog.errors import MissingSparkExtraError
 from kafkalog.spark import datasource as _datasource
 from kafkalog.spark import reader as _reader
 from kafkalog.spark import schema as _schema
+from kafkalog.spark.jvm import jar_path
 from kafkalog.spark.options import Options
 from kafkalog.spark.planner import plan
 
@@ -78,5 +82,5 @@ from kafkalog.spark.internal import (  # noqa: E402
 )
 
 __all__ = ["MissingSparkExtraError", "Options", "arrow_schema", "group_members_df",
-           "kafka_schema", "metadata_partitions_df", "offsets_df", "plan", "read",
+           "jar_path", "kafka_schema", "metadata_partitions_df", "offsets_df", "plan", "read",
            "read_task", "register", "require_spark_extra", "transactions_df"]

@@ -6,10 +6,16 @@ Both plan again on every action, as Spark's ``KafkaRelation`` plans in ``buildSc
 records are read and segments deleted by retention are not looked for. Options are checked
 (and the logs planned once, for the number of Spark tasks) when the DataFrame is made.
 
-- ``read``: the plan is made by a Spark task of the action itself (a one-row DataFrame whose
-  ``mapInArrow`` plans), its tasks dealt round-robin to the reading tasks, so one action reads
-  one snapshot of the logs. There are fewer reading tasks than planned ones when the planned
-  ones are small (``_slots``).
+- ``read`` through the JVM reader (``kafkalog.spark.jvm``; the default when its jar is loaded
+  and every partition is local with record batches v2): the driver plans when Spark plans the
+  scan (a Py4J callback), and the planned tasks are grouped into Spark partitions of about
+  ``maxBytesPerTask`` (``_groups``).
+- ``read`` through Python workers (``mapInArrow``; remote and tiered paths, legacy message
+  sets, or ``kafkalog.reader=python``): the plan is made by a Spark task of the action itself
+  (a one-row DataFrame whose ``mapInArrow`` plans), its tasks dealt round-robin to the reading
+  tasks. There are fewer reading tasks than planned ones when the planned ones are small
+  (``_slots``).
+- Either way one action reads one snapshot of the logs.
 - The data source: PySpark asks a reader for its partitions once per DataFrame and keeps
   them, so its partitions are slots: each slot plans when it runs and reads every n-th task of
   that plan. Slots of one action plan separately; when the logs change while it runs they may
@@ -24,12 +30,14 @@ process uses its filesystem's defaults (for S3 the AWS_* environment, which exec
 from __future__ import annotations
 
 import json
+import logging
 import os
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
 from kafkalog import storage, tiered
 
 from kafkalog.errors import InvalidConfigError
+from kafkalog.spark import jvm
 from kafkalog.spark.options import Options, paths_option
 from kafkalog.spark.planner import DEFAULT_MAX_BYTES_PER_TASK, Pushdown, plan
 from kafkalog.spark.reader import read_task
@@ -40,6 +48,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from kafkalog._typing import StrPath
+
+log = logging.getLogger(__name__)
 
 
 def _request_json(paths: list[str], options: dict[str, Any]) -> str:
@@ -63,11 +73,16 @@ def _task_planner(storage_options: Mapping[str, Any] | None,
                 # checked, and what they ignore logged, when the DataFrame was made
                 opts = Options(request["options"], log_ignored=False)
                 tasks = plan(request["paths"], opts, storage_options=storage_options)
-                rows = [json.dumps({k: v for k, v in t.items() if k != "storage_options"})
-                        for t in tasks]
+                rows = [json.dumps(_shipped(t)) for t in tasks]
                 yield pa.RecordBatch.from_arrays([pa.array(rows, pa.string())],
                                                  names=["task"])
     return _plan_tasks_arrow
+
+
+def _shipped(task: dict[str, Any]) -> dict[str, Any]:
+    """A planned task as it travels to a reading task: without its storage options (they
+    travel with the function, or are the executor's own)."""
+    return {k: v for k, v in task.items() if k != "storage_options"}
 
 
 def _task_reader(storage_options: Mapping[str, Any] | None,
@@ -101,6 +116,55 @@ def _slots(tasks: list[dict[str, Any]], opts: Options) -> int:
     return min(len(tasks), wanted)
 
 
+def _groups(tasks: list[dict[str, Any]], opts: Options) -> list[list[dict[str, Any]]]:
+    """The planned ``tasks`` as ``_slots`` Spark partitions of the JVM reader: runs of
+    consecutive tasks (a partition's segments in order) of about equal bytes, so a log of
+    10,000 small segments is not 10,000 Spark tasks."""
+    if not tasks:
+        return []
+    count = _slots(tasks, opts)
+    sizes = [t["end_pos"] - t["start_pos"] for t in tasks]
+    total = sum(sizes)
+    groups: list[list[dict[str, Any]]] = []
+    current: list[dict[str, Any]] = []
+    done = 0
+    for i, (task, size) in enumerate(zip(tasks, sizes)):
+        current.append(task)
+        done += size
+        left, to_fill = len(tasks) - i - 1, count - len(groups) - 1
+        # close a group at its share of the bytes, keeping a task for every group to come
+        if 0 < to_fill <= left and (left == to_fill or
+                                    done * count >= total * (len(groups) + 1)):
+            groups.append(current)
+            current = []
+    groups.append(current)
+    return groups
+
+
+def _jvm_unsupported(paths: list[str], tasks: list[dict[str, Any]]) -> str | None:
+    """Why the JVM reader cannot read this plan (None: it can). The plan of ``read()`` decides
+    for the DataFrame; a later action meeting a legacy message set fails with the JVM reader's
+    message."""
+    remote = [p for p in paths if storage.is_remote(p)] or \
+        sorted({t["dir"] for t in tasks if storage.is_remote(t["dir"])})
+    if remote:
+        return (f"remote or tiered-storage paths ({', '.join(remote[:3])}) are read through "
+                f"fsspec, in Python")
+    legacy = sorted({f"{t['topic']}-{t['partition']}" for t in tasks if t["magic"] in (0, 1)})
+    if legacy:
+        return (f"legacy message sets (magic 0 or 1) in {', '.join(legacy[:3])}: the JVM "
+                f"reader reads record batches v2 only")
+    return None
+
+
+def _jvm_planner(paths: list[str], opts: Options) -> Callable[[], str]:
+    """The JVM reader's planning on the driver: the JSON of ``_groups`` of a new plan."""
+    def plan_json() -> str:
+        tasks = plan(paths, opts)
+        return json.dumps([[_shipped(t) for t in group] for group in _groups(tasks, opts)])
+    return plan_json
+
+
 def _paths_list(paths: StrPath | Iterable[StrPath]) -> list[str]:
     """Local paths made absolute (executors may start elsewhere); URLs as given."""
     if isinstance(paths, (str, os.PathLike)):
@@ -123,7 +187,13 @@ def read(spark: SparkSession, paths: StrPath | Iterable[StrPath], **options: Any
     them), with the schema of Spark's Kafka source. Options use Spark's Kafka names.
 
     Options are checked now (``InvalidConfigError``); every action plans again from the logs
-    as they are then, in one Spark task, and reads that plan.
+    as they are then and reads that plan.
+
+    The ``kafkalog.reader`` option picks the reader: ``auto`` (default) the JVM reader when
+    its jar is loaded (build the session with ``.config("spark.jars",
+    kafkalog.spark.jar_path())``; else it is added with ``ADD JAR``) and every partition is
+    local with record batches v2, else Python workers (the reason logged at INFO); ``jvm``
+    (``InvalidConfigError`` when it cannot) or ``python``.
 
     Paths may be fsspec URLs (``s3://bucket/broker-1``, ``s3a://...``) with the
     ``storageOptions`` option (a JSON object of fsspec's options, or a dict); without it the
@@ -131,10 +201,18 @@ def read(spark: SparkSession, paths: StrPath | Iterable[StrPath], **options: Any
     """
     opts = Options(options)
     path_list = _paths_list(paths)
+    # Planned now for the option errors Spark raises up front, the reader and the number of
+    # tasks; each action plans again.
+    tasks = plan(path_list, opts)
+    if opts.reader != "python":
+        why_not = _jvm_unsupported(path_list, tasks) or jvm.unavailable(spark)
+        if why_not is None:
+            return jvm.dataframe(spark, _jvm_planner(path_list, opts), opts.include_headers)
+        if opts.reader == "jvm":
+            raise InvalidConfigError(f"kafkalog.reader is jvm, but {why_not}")
+        log.info("kafkalog.spark.read reads through Python workers (mapInArrow): %s", why_not)
     storage_options = opts.storage_options
-    # Planned now for the option errors Spark raises up front and for the number of tasks;
-    # each action plans again.
-    slots = _slots(plan(path_list, opts), opts)
+    slots = _slots(tasks, opts)
     schema = kafka_schema(opts.include_headers)
     request_options = {k: v for k, v in _json_options(options).items()
                        if k.lower() not in ("storageoptions", "rsmkeys")}
@@ -142,10 +220,10 @@ def read(spark: SparkSession, paths: StrPath | Iterable[StrPath], **options: Any
                                     "request string")
     # the keys as PEM text: executors need no key files
     keys = {k: tiered.key_pem(v) for k, v in (opts.rsm_keys or {}).items()}
-    tasks = request.mapInArrow(_task_planner(storage_options, keys), "task string")
+    task_rows = request.mapInArrow(_task_planner(storage_options, keys), "task string")
     # A repartition to a number of partitions is never coalesced by adaptive execution, and
     # round-robin from one partition gives each task its own Spark task.
-    return tasks.repartition(slots).mapInArrow(_task_reader(storage_options, keys), schema)
+    return task_rows.repartition(slots).mapInArrow(_task_reader(storage_options, keys), schema)
 
 
 def _datasource_classes() -> type:

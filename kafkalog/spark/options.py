@@ -21,7 +21,7 @@ _OPTION_NAMES = {
     "minpartitions", "failondataloss", "maxrecordsperpartition",
     # kafkalog's own
     "validatecrc", "maxbytespertask", "readabovehighwatermark", "path", "paths",
-    "storageoptions", "rsmkeys",
+    "storageoptions", "rsmkeys", "kafkalog.reader",
 }
 # Spark's Kafka source options that mean nothing for files at rest: accepted, ignored.
 _IGNORED = {
@@ -110,6 +110,7 @@ class Options:
         self.read_committed  # noqa: B018  (validates kafka.isolation.level)
         self.timestamp_strategy  # noqa: B018
         self.storage_options  # noqa: B018
+        self.reader  # noqa: B018
 
     def _validate_streaming(self) -> None:
         """Spark's ``validateStreamOptions``: no end for a stream; trigger limits checked."""
@@ -297,6 +298,18 @@ class Options:
                                      'RSA private key files (PEM), e.g. '
                                      '{"key1": "/etc/kafka/rsm-private.pem"}')
         return {str(k): str(x) for k, x in parsed.items()}
+
+    @property
+    def reader(self) -> str:
+        """kafkalog's ``kafkalog.reader``, which reader ``kafkalog.spark.read`` uses: ``auto``
+        (default: the JVM reader when its jar is loaded and every partition is local with
+        record batches v2, else the Python one), ``jvm`` or ``python``. The data source
+        ``format("kafkalog")`` always reads in Python."""
+        v = str(self.get("kafkalog.reader", "auto")).strip().lower()
+        if v not in ("auto", "jvm", "python"):
+            raise InvalidConfigError(f"option kafkalog.reader must be auto, jvm or python, "
+                                     f"not {self.get('kafkalog.reader')!r}")
+        return v
 
     @property
     def read_committed(self) -> bool:

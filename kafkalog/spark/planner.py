@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 EARLIEST, LATEST = -2, -1
 DEFAULT_MAX_BYTES_PER_TASK = 128 * 1024 * 1024
 _ABOVE_ANY_OFFSET = 2 ** 63 - 1   # a high watermark the engine clamps to the log end
+_MAGIC_POSITION = 16              # of a batch: after base offset, length, leader epoch
 
 
 class Replica:
@@ -302,11 +303,20 @@ def _plan_tasks(paths, opts, start, end, keys, pushdown=None, storage_options=No
     if pushdown is not None:
         common.update(pushdown.task_fields())
     for t in tasks:
-        t.pop("_segment", None)
+        t["magic"] = _first_magic(t.pop("_segment", None), t["dir"])
         t.update(common)
         # Only a remote read needs them; a local task carries no credentials.
         t["storage_options"] = storage_options if storage.is_remote(t["dir"]) else None
     return tasks
+
+
+def _first_magic(segment, directory):
+    """The magic byte of a local segment's first batch (2: record batches; 0, 1: legacy
+    message sets, which the JVM reader refuses); None for a remote or empty one (not fetched:
+    only local logs go to the JVM reader)."""
+    if segment is None or storage.is_remote(directory) or segment.size <= _MAGIC_POSITION:
+        return None
+    return segment.read_bytes(_MAGIC_POSITION, 1)[0]
 
 
 def _part_counts(per_partition, min_partitions):

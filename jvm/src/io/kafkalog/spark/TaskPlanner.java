@@ -1,0 +1,11 @@
+package io.kafkalog.spark;
+
+/**
+ * Plans a read when Spark plans a scan: implemented in Python by {@code kafkalog.spark.jvm}
+ * (a Py4J callback into the driver's Python process), which runs kafkalog's planner over the
+ * logs as they are at that moment.
+ */
+public interface TaskPlanner {
+    /** The JSON list of Spark partitions, each a JSON list of planner tasks. */
+    String planTasks();
+}
