@@ -28,14 +28,20 @@ def crc32c(buf, value=0):
     return _crc32c(buf, value)
 
 
-def walk_batches(buf, start=0, end=-1, validate_crc=True, stop_on_invalid=False, max_batches=-1):
-    """See ``_core.walk_batches``."""
+def _byte_span(buf, start, end):
+    """``buf`` as bytes and ``end`` clamped to it (-1: its end), as the kernels take a span;
+    a ``start`` outside [0, end] is a ValueError."""
     buf = memoryview(buf).cast("B")
-    length = len(buf)
-    if end < 0 or end > length:
-        end = length
+    if end < 0 or end > len(buf):
+        end = len(buf)
     if start < 0 or start > end:
         raise ValueError(f"start {start} outside the buffer [0, {end}]")
+    return buf, end
+
+
+def walk_batches(buf, start=0, end=-1, validate_crc=True, stop_on_invalid=False, max_batches=-1):
+    """See ``_core.walk_batches``."""
+    buf, end = _byte_span(buf, start, end)
     rows = []
     pos = start
     status, message = WALK_END, None
@@ -455,11 +461,7 @@ def index_lookup(buf, entries, field, target, upper=False):
 
 def find_batch(buf, start, end, target_offset):
     """See ``_core.find_batch``."""
-    buf = memoryview(buf).cast("B")
-    if end < 0 or end > len(buf):
-        end = len(buf)
-    if start < 0 or start > end:
-        raise ValueError(f"start {start} outside the buffer [0, {end}]")
+    buf, end = _byte_span(buf, start, end)
     pos = start
     while end - pos > HEADER_SIZE_UP_TO_MAGIC:
         base, size = struct.unpack_from(">qi", buf, pos)
@@ -727,11 +729,7 @@ def _first_at_or_after(buf, pos, size, timestamp, starting_offset):
 
 def find_timestamp(buf, start, end, timestamp, starting_offset):
     """See ``_core.find_timestamp``."""
-    buf = memoryview(buf).cast("B")
-    if end < 0 or end > len(buf):
-        end = len(buf)
-    if start < 0 or start > end:
-        raise ValueError(f"start {start} outside the buffer [0, {end}]")
+    buf, end = _byte_span(buf, start, end)
     pos = start
     while True:
         if end - pos <= HEADER_SIZE_UP_TO_MAGIC:
@@ -879,11 +877,7 @@ def span_bytes(buf, positions, lengths):
 
 def next_valid_batch(buf, start, end=-1, legacy=True):
     """See ``_core.next_valid_batch``."""
-    buf = memoryview(buf).cast("B")
-    if end < 0 or end > len(buf):
-        end = len(buf)
-    if start < 0 or start > end:
-        raise ValueError(f"start {start} outside the buffer [0, {end}]")
+    buf, end = _byte_span(buf, start, end)
     room = LOG_OVERHEAD + (LEGACY_OVERHEAD_V0 if legacy else _V2_MIN_SIZE)
     pos = start
     while end - pos >= room:
