@@ -375,7 +375,9 @@ class LogSegment:
         attr = "_offset_index" if cls is OffsetIndex else "_time_index"
         path = self.index_path if cls is OffsetIndex else self.time_index_path
         for _ in range(3):
-            with self._index_lock:
+            # the scan lock first, as reads take it (opening a time index walks the segment
+            # under the scan lock: index lock then scan lock deadlocked against a read)
+            with self._scan_lock, self._index_lock:
                 index = getattr(self, attr)
                 if index is None:
                     index = self._open_index(cls, path)
