@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 import numpy as np
 
 from kafkalog import storage
+from kafkalog._layout import HEADER_SIZE_UP_TO_MAGIC
 from kafkalog.errors import InvalidConfigError, OffsetOutOfRangeError
 from kafkalog.files import LOG_SUFFIX, holds_segments, is_file_of, topic_partition_or_none
 from kafkalog.log import Log
@@ -52,7 +53,6 @@ if TYPE_CHECKING:
 EARLIEST, LATEST = -2, -1
 DEFAULT_MAX_BYTES_PER_TASK = 128 * 1024 * 1024
 _ABOVE_ANY_OFFSET = 2 ** 63 - 1   # a high watermark the engine clamps to the log end
-_MAGIC_POSITION = 16              # of a batch: after base offset, length, leader epoch
 
 
 class Replica:
@@ -314,9 +314,9 @@ def _first_magic(segment, directory):
     """The magic byte of a local segment's first batch (2: record batches; 0, 1: legacy
     message sets, which the JVM reader refuses); None for a remote or empty one (not fetched:
     only local logs go to the JVM reader)."""
-    if segment is None or storage.is_remote(directory) or segment.size <= _MAGIC_POSITION:
+    if segment is None or storage.is_remote(directory) or segment.size < HEADER_SIZE_UP_TO_MAGIC:
         return None
-    return segment.read_bytes(_MAGIC_POSITION, 1)[0]
+    return segment.read_bytes(HEADER_SIZE_UP_TO_MAGIC - 1, 1)[0]
 
 
 def _part_counts(per_partition, min_partitions):
