@@ -403,7 +403,7 @@ def _search(buf, entries, field, target, upper):
                 lo = mid
             else:
                 return mid
-        if not upper:
+        if not upper or _value(buf, lo, field) == target:
             return lo
         return -1 if lo == entries - 1 else lo + 1
 

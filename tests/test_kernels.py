@@ -303,6 +303,28 @@ def test_offset_index_search_matches_brute_force(n):
     assert list(many) == [brute_lower(offsets, t) for t in targets]
 
 
+@pytest.mark.parametrize("shape", ["squares", "clusters", "one jump"])
+def test_index_search_where_keys_do_not_grow_linearly(shape):
+    # The search narrows its range around an interpolated slot; keys far from a line must
+    # still find the same slot (the window misses and the full range is searched).
+    rng = random.Random(shape)
+    n = 3000
+    if shape == "squares":
+        offsets = [i * i + 1 for i in range(n)]
+    elif shape == "clusters":
+        offsets = sorted(rng.sample(range(1, 5000), n // 2)
+                         + rng.sample(range(10**8, 10**8 + 5000), n // 2))
+    else:
+        offsets = list(range(1, n)) + [2**31 - 1]
+    positions = list(range(0, 8 * n, 8))
+    buf = offset_index_bytes(zip(offsets, positions))
+    targets = [rng.randint(0, offsets[-1] + 5) for _ in range(300)] + offsets[::97] \
+        + [o + 1 for o in offsets[::89]] + [o - 1 for o in offsets[::83]]
+    for t in targets:
+        assert both("index_search", buf, n, OFFSET_KEY, t) == brute_lower(offsets, t)
+        assert both("index_search", buf, n, OFFSET_KEY, t, True) == brute_upper(offsets, t)
+
+
 @pytest.mark.parametrize("n", [0, 1, 681, 682, 683, 684, 2000])
 def test_time_index_search_matches_brute_force(n):
     rng = random.Random(n)
