@@ -746,11 +746,16 @@ class Log:
             return (self._log_start_offset, -1)
         if timestamp == LATEST_TIMESTAMP:
             return (self.log_end_offset, -1)
-        with self._reading():
-            for segment in self.segments.by_largest_timestamp(timestamp):
+        if self._closed:
+            raise LogClosedError(f"log {self.path} is closed")
+        try:      # _reading()'s checks without its context manager (~1 us of a ~8 us call)
+            for segment in self._local.segments.by_largest_timestamp(timestamp):
                 found = segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
                 if found is not None:
                     return (found.offset, found.timestamp)
+        except (ValueError, OSError) as e:
+            self._raise_if_closed(e)
+            raise
         return None
 
     # ------------------------------------------------------------------------------ truncate

@@ -868,9 +868,12 @@ class LogSegment:
                                  ) -> TimestampOffset | None:
         """(timestamp, offset) of the first record with timestamp >= ``timestamp`` at or after
         ``starting_offset``, or None."""
-        ts_entry = self.time_index.lookup(timestamp)
+        ts_entry = self.time_index.lookup(timestamp)    # (touches the segment, once a call)
+        offset_index = self._offset_index
+        if offset_index is None:
+            offset_index = self.offset_index
         position = self._checked_position(
-            self.offset_index.lookup(max(ts_entry.offset, starting_offset)).position)
+            offset_index.lookup(max(ts_entry.offset, starting_offset)).position)
         with self._scan_lock:
             # Kafka's FileRecords.searchForTimestamp from the index entry (the answer is
             # normally in the first batch or the second); a remote segment is fetched one
