@@ -20,6 +20,7 @@ import os
 import random
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -614,6 +615,39 @@ def bench_compaction(report, quick):
         shutil.rmtree(tmp)
 
 
+def _cli_run(args):
+    """(seconds, peak RSS in MB) of one ``python -m kafkalog`` run, its output discarded."""
+    with open(os.devnull, "wb") as sink:
+        start = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, "-m", "kafkalog", *args], stdout=sink)
+        _, status, usage = os.wait4(proc.pid, 0)
+        elapsed = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(f"kafkalog {' '.join(args)} exited with {proc.returncode}")
+    return elapsed, usage.ru_maxrss / 1024
+
+
+def bench_dump(report, quick):
+    """``kafkalog dump --json`` as users run it (a process, output discarded): the whole of
+    bench-0, and its first segment alone, whose peak memory should be the same (streaming)."""
+    path = os.path.join(LARGE, "bench-0")
+    first = os.path.join(path, "00000000000000000000.log")
+    warm(glob.glob(os.path.join(path, "*")))
+    rss = {}
+    for what, target, args in (("first segment (16.8 MB)", first, ["dump", "--json", first]),
+                               ("all of bench-0 (90.3 MB)", path, ["dump", "--json", path])):
+        runs = [_cli_run(args) for _ in range(1 if quick else 3)]
+        seconds = sorted(r[0] for r in runs)
+        rss[what] = max(r[1] for r in runs)
+        row = report.add("dump", f"kafkalog dump --json, {what}",
+                         _stats([x * 1000 for x in seconds]),
+                         note=f"peak RSS {rss[what]:.0f} MB",
+                         target="<= 10 s, memory independent of size"
+                         if target == path else None)
+        row["peak_rss_mb"] = rss[what]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=7)
@@ -631,6 +665,7 @@ def main():
     bench_open(report, args.runs, args.quick)
     bench_recover_memory(report, args.quick or args.no_big)
     bench_compaction(report, args.quick)
+    bench_dump(report, args.quick)
     if args.json:
         print(json.dumps({"compiled": kafkalog.compiled(), "rows": report.rows}, indent=1))
     elif args.markdown:
