@@ -1,6 +1,5 @@
 """Offset-index lookups: one call each and vectorized, sequential and random."""
 import collections
-import os
 
 import numpy as np
 
@@ -8,7 +7,7 @@ from kafkalog import OffsetIndex, TimeIndex
 from kafkalog._layout import OFFSET_KEY
 from kafkalog.records import open_buffer
 
-from .common import BENCH, IMPLS, random_targets
+from .common import FIRST, IMPLS, random_targets
 
 _Pair = collections.namedtuple("Pair", "offset position")
 
@@ -19,7 +18,7 @@ class IndexLookups:
 
     def setup(self, impl, order):
         self.kernels = IMPLS[impl]
-        self.buf = open_buffer(os.path.join(BENCH, "00000000000000000000.index"))
+        self.buf = open_buffer(FIRST + ".index")
         self.entries = len(self.buf) // 8
         targets = random_targets(100_000, 185_700)
         self.targets = sorted(targets) if order == "sequential" else targets
@@ -43,9 +42,8 @@ class IndexLookupsAsCalled:
     (the attribute each time), 100,000 random targets, one call each (compiled kernels)."""
 
     def setup(self):
-        stem = os.path.join(BENCH, "00000000000000000000")
-        self.offsets = OffsetIndex(stem + ".index", 0, writable=False)
-        self.times = TimeIndex(stem + ".timeindex", 0, writable=False)
+        self.offsets = OffsetIndex(FIRST + ".index", 0, writable=False)
+        self.times = TimeIndex(FIRST + ".timeindex", 0, writable=False)
         self.targets = random_targets(100_000, 185_700)
         first, last = self.times.entry(0).timestamp, self.times.last_entry.timestamp
         self.ts_targets = [first - 10 + t % (last - first + 20)

@@ -1,36 +1,47 @@
 """Segment recovery, Log.open (clean and unclean), Log.append and append_batches, the read
-paths users call (Log.read, Log.offset_for_timestamp, Log.records) and retention."""
+paths users call (Log.read, Log.offset_for_timestamp, Log.records) and the kernels under them
+(segment_read, find_timestamp), and retention."""
 import glob
 import os
 import random
 import shutil
 import tempfile
 
+from kafkalog import OffsetIndex, TimeIndex
+from kafkalog._layout import OFFSET_KEY
 from kafkalog.config import LogConfig
+from kafkalog.index import OffsetPosition
 from kafkalog.log import Log
+from kafkalog.records import open_buffer
 from kafkalog import segment
 
-from .common import BENCH, IMPLS, batch_of, buffers, small_segments
+from .common import BENCH, FIRST, IMPLS, batch_of, buffers, random_targets, small_segments
 
 
 class RecoverScan:
-    """The recovery scan (walk + CRC + index entries) in either kernel implementation."""
+    """The recovery scan (walk + CRC + index entries) in either kernel implementation, and
+    ``recovery_summary`` alone (the checks and index bytes recovery takes from the walked
+    batches of the first segment, one call)."""
     params = ["cython", "python"]
     param_names = ["impl"]
 
     def setup(self, impl):
         self.kernels = IMPLS[impl]
         self.buf = buffers(BENCH, first_only=True)[0]
+        self.batches = self.kernels.walk_batches(self.buf)[0]
 
     def time_recovery_scan(self, impl):
         batches = self.kernels.walk_batches(self.buf, validate_crc=True, stop_on_invalid=True)[0]
         self.kernels.index_entries_for(batches, 4096)
 
+    def time_recovery_summary(self, impl):
+        self.kernels.recovery_summary(self.batches, 0, 4096)
+
 
 class SegmentRecover:
     def setup(self):
         self.dir = tempfile.mkdtemp(prefix="kafkalog-asv-")
-        for p in glob.glob(os.path.join(BENCH, "00000000000000000000.*")):
+        for p in glob.glob(FIRST + ".*"):
             shutil.copy(p, self.dir)
             os.chmod(os.path.join(self.dir, os.path.basename(p)), 0o644)
         self.segment = segment.LogSegment(self.dir, 0, LogConfig())
@@ -142,6 +153,53 @@ class ReadPaths:
     def time_record_tables(self):
         for _ in self.log.record_tables():
             pass
+
+
+class SegmentRead:
+    """The ``segment_read`` kernel under Log.read (Kafka's LogSegment.read in one call): 10,000
+    random offsets of bench-0's first segment, 16 KiB each, from its offset index's view."""
+    params = ["cython", "python"]
+    param_names = ["impl"]
+
+    def setup(self, impl):
+        self.kernels = IMPLS[impl]
+        self.buf = buffers(BENCH, first_only=True)[0]
+        index = open_buffer(FIRST + ".index")
+        self.view = self.kernels.IndexView(index, len(index) // 8, 0, OFFSET_KEY, OffsetPosition)
+        self.offsets = random_targets(10_000, 185_700)
+
+    def teardown(self, impl):
+        self.view.release()
+
+    def time_read_16k_random(self, impl):
+        read, view, buf, end = self.kernels.segment_read, self.view, self.buf, len(self.buf)
+        for offset in self.offsets:
+            read(view, buf, offset, 0, 16384, end, True)
+
+
+class FindTimestamp:
+    """The ``find_timestamp`` kernel under Log.offset_for_timestamp (Kafka's
+    FileRecords.searchForTimestamp): 1,000 random timestamps of bench-0's first segment, each
+    searched from the position its time and offset index entries give, as the segment does."""
+    params = ["cython", "python"]
+    param_names = ["impl"]
+
+    def setup(self, impl):
+        self.kernels = IMPLS[impl]
+        self.buf = buffers(BENCH, first_only=True)[0]
+        batches = self.kernels.walk_batches(self.buf, validate_crc=False)[0]
+        first, last = int(batches["base_timestamp"][0]), int(batches["max_timestamp"].max())
+        offsets = OffsetIndex(FIRST + ".index", 0, writable=False)
+        times = TimeIndex(FIRST + ".timeindex", 0, writable=False)
+        self.targets = [(first + t, offsets.lookup(times.lookup(first + t).offset).position)
+                        for t in random_targets(1000, last - first + 1)]
+        offsets.close()
+        times.close()
+
+    def time_find_timestamp_random(self, impl):
+        find, buf, end = self.kernels.find_timestamp, self.buf, len(self.buf)
+        for timestamp, position in self.targets:
+            find(buf, position, end, timestamp, 0)
 
 
 class Retention:

@@ -12,6 +12,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 LARGE = os.path.normpath(os.path.join(HERE, "..", "..", "shared", "fixtures",
                                       "kafka-written-large"))
 BENCH = os.path.join(LARGE, "bench-0")
+FIRST = os.path.join(BENCH, "00000000000000000000")     # the stem of bench-0's first segment
 BENCH_LZ4 = os.path.join(LARGE, "bench_lz4-0")
 IMPLS = {"cython": _core, "python": _core_py}
 
