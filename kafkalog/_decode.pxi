@@ -12,6 +12,12 @@ cdef inline int _varint(const unsigned char *p, Py_ssize_t *pos, Py_ssize_t end,
     cdef int shift = 0
     cdef int i = 0
     cdef unsigned char b
+    if pos[0] < end and not (p[pos[0]] & 0x80):
+        # one byte: most lengths, deltas and counts of a batch (the loop's checks cannot fail)
+        b = p[pos[0]]
+        pos[0] += 1
+        value[0] = <int64_t>(b >> 1) ^ -(<int64_t>(b & 1))
+        return R_OK
     while True:
         if pos[0] >= end or i >= max_bytes:
             return R_VARINT
