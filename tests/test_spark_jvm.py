@@ -1,7 +1,8 @@
 """``kafkalog.spark.read`` through the JVM reader (``kafkalog-spark.jar``, ``jvm/``) against
 the Python reader (``kafkalog.reader=python``): every column of the Kafka-written fixtures,
 isolation levels, corrupt and legacy data, the ``kafkalog.reader`` option, grouping of tasks
-into Spark partitions, and planning again on every action (appends seen, retention followed).
+into Spark partitions, planning again on every action (appends seen, retention followed), and
+filters pushed into the plan (the rows they keep, the partitions and segments they prune).
 Skipped when the jar was not built (no ``javac``: ``jvm/build.sh`` builds it)."""
 import json
 import logging
@@ -181,3 +182,154 @@ def test_every_action_plans_again(spark, tmp_path):
             list(range(first, 50))
     finally:
         log.close()
+
+
+# ---------------------------------------------------------------------------- filter pushdown
+T0 = 1_700_000_000_000          # ms
+PUSHDOWN_LOGS = ("a-0", "a-1", "a-2", "b-0")
+
+
+def timestamp_of(topic, offset):
+    """Record ``offset``'s timestamp (ms): one second apart in topic a; in b every other batch
+    of 5 is 100 s older, so batches after the time index's first match may be older than a
+    filter's lower bound (the JVM reader skips them)."""
+    return T0 + 1000 * (offset - (100 if topic == "b" and offset // 5 % 2 else 0))
+
+
+@pytest.fixture(scope="module")
+def pushdown_logs(tmp_path_factory):
+    """Topics a (partitions 0-2) and b (partition 0), 200 records each in batches of 5, in
+    segments of about 2 KB (several per partition)."""
+    root = tmp_path_factory.mktemp("pushdown")
+    for name in PUSHDOWN_LOGS:
+        topic = name.split("-")[0]
+        log = Log.open(root / name, {"segment.bytes": 2048, "index.interval.bytes": 256})
+        try:
+            for first in range(0, 200, 5):
+                log.append([kafkalog.Record(key=b"k%d" % o, value=b"v%d" % o,
+                                            timestamp=timestamp_of(topic, o))
+                            for o in range(first, first + 5)])
+        finally:
+            log.close()
+    return root
+
+
+def ts(offset, micros=0):
+    """A TIMESTAMP literal (folded before pushdown) of topic a's record ``offset``, plus
+    ``micros``."""
+    return f"timestamp_micros({timestamp_of('a', offset) * 1000 + micros})"
+
+
+PUSHED = [
+    ("offset >= 150", lambda t, p, o, ms: o >= 150),
+    ("offset > 150", lambda t, p, o, ms: o > 150),
+    ("offset < 20", lambda t, p, o, ms: o < 20),
+    ("offset <= 20", lambda t, p, o, ms: o <= 20),
+    ("offset = 77", lambda t, p, o, ms: o == 77),
+    ("offset BETWEEN 40 AND 60", lambda t, p, o, ms: 40 <= o <= 60),
+    ("offset IN (3, 4, 99, 150, 1000)", lambda t, p, o, ms: o in (3, 4, 99, 150)),
+    ("offset >= 300", lambda t, p, o, ms: False),
+    ("partition = 1", lambda t, p, o, ms: p == 1),
+    ("partition IN (0, 2)", lambda t, p, o, ms: p in (0, 2)),
+    ("partition NOT IN (0, 2)", lambda t, p, o, ms: p not in (0, 2)),
+    ("topic = 'b'", lambda t, p, o, ms: t == "b"),
+    ("topic <> 'a'", lambda t, p, o, ms: t != "a"),
+    (f"timestamp >= {ts(150)}", lambda t, p, o, ms: ms >= timestamp_of("a", 150)),
+    (f"timestamp > {ts(150, 500)}", lambda t, p, o, ms: ms > timestamp_of("a", 150)),
+    (f"timestamp < {ts(20)}", lambda t, p, o, ms: ms < timestamp_of("a", 20)),
+    (f"timestamp BETWEEN {ts(40)} AND {ts(60)}",
+     lambda t, p, o, ms: timestamp_of("a", 40) <= ms <= timestamp_of("a", 60)),
+    ("topic = 'a' AND partition = 2 AND offset >= 190",
+     lambda t, p, o, ms: t == "a" and p == 2 and o >= 190),
+    (f"partition <> 0 AND offset IN (1, 199) AND timestamp >= {ts(100)}",
+     lambda t, p, o, ms: p != 0 and o in (1, 199) and ms >= timestamp_of("a", 100)),
+    ("offset >= 150 OR partition = 0", lambda t, p, o, ms: o >= 150 or p == 0),
+]
+
+
+@pytest.mark.parametrize("condition, keeps", PUSHED, ids=[c for c, _ in PUSHED])
+def test_pushed_filters_keep_the_rows_they_should(spark, pushdown_logs, condition, keeps):
+    j, p = both(spark, pushdown_logs)
+    got = rows(j.filter(condition))
+    assert got == rows(p.filter(condition))
+    expected = [(t, int(part), o, timestamp_of(t, o), 0, b"k%d" % o, b"v%d" % o)
+                for t, part in (name.split("-") for name in PUSHDOWN_LOGS)
+                for o in range(200) if keeps(t, int(part), o, timestamp_of(t, o))]
+    assert got == expected
+
+
+def explained(df):
+    return df._jdf.queryExecution().executedPlan().toString()
+
+
+def test_pushed_filters_are_explained(spark, pushdown_logs):
+    df = ks.read(spark, str(pushdown_logs))
+    plan = explained(df.filter("offset >= 150 AND partition NOT IN (0, 2) AND key = 'k1'"))
+    assert "PushedFilters: [" in plan
+    assert "GreaterThanOrEqual(offset,150)" in plan
+    assert "Not(In(partition, [0,2]))" in plan
+    assert "key" not in plan.split("PushedFilters: ")[1]      # not a column the planner prunes
+    assert "PushedFilters: []" in explained(df)
+
+
+def recording_dataframe(spark, path):
+    """A JVM-read DataFrame of ``path`` and the list of the plans (JSON-decoded) its actions
+    make."""
+    plan_json = datasource._jvm_planner([str(path)], Options({}))
+    plans = []
+
+    def recorded(pushdown):
+        out = plan_json(pushdown)
+        plans.append(json.loads(out))
+        return out
+    assert jvm.unavailable(spark) is None
+    return jvm.dataframe(spark, recorded, False), plans
+
+
+def last_segment_before(path, offset):
+    return max(int(f.stem) for f in path.glob("*.log") if int(f.stem) <= offset)
+
+
+def test_pushdown_prunes_partitions_and_segments(spark, pushdown_logs):
+    df, plans = recording_dataframe(spark, pushdown_logs)
+    assert df.count() == 800
+    everything = [t for group in plans[-1] for t in group]
+    segments = {(d.name.split("-")[0], int(d.name.split("-")[1]), int(f.stem))
+                for d in pushdown_logs.iterdir() for f in d.glob("*.log")}
+    assert len(segments) >= 2 * len(PUSHDOWN_LOGS)
+    assert {(t["topic"], t["partition"], t["segment"]) for t in everything} == segments
+    assert df.filter("topic = 'a' AND partition = 2 AND offset >= 190").count() == 10
+    tasks = [t for group in plans[-1] for t in group]
+    segment = last_segment_before(pushdown_logs / "a-2", 190)
+    assert [(t["topic"], t["partition"], t["segment"], t["start_offset"]) for t in tasks] == \
+        [("a", 2, segment, 190)]
+    # timestamps through the time index: in topic a offset o is at T0 + o s
+    assert df.filter(f"topic = 'a' AND timestamp >= {ts(190)}").count() == 30
+    tasks = [t for group in plans[-1] for t in group]
+    assert sorted((t["partition"], t["segment"]) for t in tasks) == \
+        [(p, last_segment_before(pushdown_logs / f"a-{p}", 190)) for p in range(3)]
+    assert {t["start_offset"] for t in tasks} == {190}
+    assert df.filter("offset >= 1000").count() == 0
+    assert plans[-1] == []
+
+
+def test_the_planner_turns_pushed_filters_into_a_pushdown():
+    seen = []
+    planner = jvm._Planner(lambda pushdown: seen.append(pushdown) or "[]")
+    assert planner.planTasks(json.dumps([
+        {"kind": "GreaterThanOrEqual", "column": "offset", "value": 10},
+        {"kind": "In", "column": "offset", "values": [12, 11, None, 40]},
+        {"kind": "Not", "child": {"kind": "In", "column": "partition", "values": [0, 1]}},
+        {"kind": "EqualTo", "column": "topic", "value": "a"},
+        {"kind": "GreaterThan", "column": "timestamp", "value": 1_500_999},
+        {"kind": "LessThan", "column": "timestamp", "value": -1_500},
+        {"kind": "IsNotNull", "column": "timestamp"},
+    ])) == "[]"
+    (pushdown,) = seen
+    assert (pushdown.offset_lo, pushdown.offset_in) == (10, (11, 12, 40))
+    assert (pushdown.topics, pushdown.no_partitions) == ({"a"}, {0, 1})
+    assert (pushdown.ts_lo, pushdown.ts_hi) == (1501, -1)      # ms kept exactly
+    with pytest.raises(ValueError, match="unknown filter"):
+        planner.planTasks('[{"kind": "StringStartsWith", "column": "topic", "value": "a"}]')
+    with pytest.raises(json.JSONDecodeError):
+        planner.planTasks("[{")

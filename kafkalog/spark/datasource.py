@@ -157,10 +157,11 @@ def _jvm_unsupported(paths: list[str], tasks: list[dict[str, Any]]) -> str | Non
     return None
 
 
-def _jvm_planner(paths: list[str], opts: Options) -> Callable[[], str]:
-    """The JVM reader's planning on the driver: the JSON of ``_groups`` of a new plan."""
-    def plan_json() -> str:
-        tasks = plan(paths, opts)
+def _jvm_planner(paths: list[str], opts: Options) -> Callable[[Pushdown], str]:
+    """The JVM reader's planning on the driver: the JSON of ``_groups`` of a new plan pruned
+    by the filters Spark pushed into the scan."""
+    def plan_json(pushdown: Pushdown) -> str:
+        tasks = plan(paths, opts, pushdown)
         return json.dumps([[_shipped(t) for t in group] for group in _groups(tasks, opts)])
     return plan_json
 

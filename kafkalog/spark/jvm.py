@@ -10,12 +10,18 @@ each Python thread to a JVM thread, and ``ADD JAR`` sets that thread's class loa
 
 Planning: the DataFrame's table holds a Py4J callback into the driver's Python process
 (``_Planner``, an ``io.kafkalog.spark.TaskPlanner``); Spark calls it when it plans the scan,
-i.e. on every action, so each action reads the logs as they are then.
+i.e. on every action, so each action reads the logs as they are then. The filters Spark pushed
+into the scan come with the call (``io.kafkalog.spark.PushedFilters``' JSON) and prune the plan
+(``planner.Pushdown``); Spark applies them all again to the rows read.
 """
 from __future__ import annotations
 
+import datetime
+import json
 import os
 from typing import TYPE_CHECKING, Any, Callable
+
+from kafkalog.spark.planner import Pushdown
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -60,24 +66,56 @@ def unavailable(spark: SparkSession) -> str | None:
     return f"{SOURCE} does not load on this thread after ADD JAR; {_HOW}"
 
 
-class _Planner:
-    """The ``io.kafkalog.spark.TaskPlanner`` the JVM calls back: ``plan_json()`` is the JSON
-    list of Spark partitions, each a list of planner tasks."""
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_COMPARISONS = ("EqualTo", "EqualNullSafe", "GreaterThan", "GreaterThanOrEqual", "LessThan",
+                "LessThanOrEqual")
 
-    def __init__(self, plan_json: Callable[[], str]) -> None:
+
+def _pyspark_filter(node: dict[str, Any]) -> Any:
+    """The ``pyspark.sql.datasource`` filter of one node of ``PushedFilters``' JSON (what
+    ``Pushdown.from_filters`` reads); ``ValueError`` for a node it never sends."""
+    from pyspark.sql import datasource as filters
+    kind = node["kind"]
+    if kind == "Not":
+        return filters.Not(_pyspark_filter(node["child"]))
+    column = node["column"]
+
+    def literal(value: Any) -> Any:
+        # timestamps travel as microseconds since the epoch; Spark's literals are aware
+        if column == "timestamp" and value is not None:
+            return _EPOCH + datetime.timedelta(microseconds=value)
+        return value
+
+    if kind == "IsNotNull":
+        return filters.IsNotNull((column,))
+    if kind == "In":
+        return filters.In((column,), tuple(literal(v) for v in node["values"]))
+    if kind in _COMPARISONS:
+        return getattr(filters, kind)((column,), literal(node["value"]))
+    raise ValueError(f"kafkalog's JVM reader sent an unknown filter: {node!r}")
+
+
+class _Planner:
+    """The ``io.kafkalog.spark.TaskPlanner`` the JVM calls back: ``plan_json(pushdown)`` is
+    the JSON list of Spark partitions, each a list of planner tasks, pruned by the filters
+    pushed into the scan."""
+
+    def __init__(self, plan_json: Callable[[Pushdown], str]) -> None:
         self._plan_json = plan_json
 
-    def planTasks(self) -> str:  # noqa: N802  (the Java interface's name)
-        return self._plan_json()
+    def planTasks(self, filters_json: str) -> str:  # noqa: N802  (the Java interface's name)
+        # the filters Pushdown leaves out are no loss: Spark applies every filter after the scan
+        pushdown, _ = Pushdown.from_filters(_pyspark_filter(f) for f in json.loads(filters_json))
+        return self._plan_json(pushdown)
 
     class Java:
         implements = ["io.kafkalog.spark.TaskPlanner"]
 
 
-def dataframe(spark: SparkSession, plan_json: Callable[[], str],
+def dataframe(spark: SparkSession, plan_json: Callable[[Pushdown], str],
               include_headers: bool) -> DataFrame:
-    """A DataFrame read by the JVM reader, planned by ``plan_json()`` on every action (call
-    ``unavailable`` first, from the same thread)."""
+    """A DataFrame read by the JVM reader, planned by ``plan_json(pushdown)`` on every action
+    (call ``unavailable`` first, from the same thread)."""
     from pyspark.java_gateway import ensure_callback_server_started
     ensure_callback_server_started(spark.sparkContext._gateway)
     # The table Spark makes in load() takes the planner from the registry and holds it as long

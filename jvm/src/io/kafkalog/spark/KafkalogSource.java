@@ -1,5 +1,6 @@
 package io.kafkalog.spark;
 
+import java.util.Arrays;
 import java.util.EnumSet;
 import java.util.Map;
 import java.util.Set;
@@ -15,9 +16,11 @@ import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.connector.read.Scan;
 import org.apache.spark.sql.connector.read.ScanBuilder;
+import org.apache.spark.sql.connector.read.SupportsPushDownFilters;
 import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.sources.DataSourceRegister;
+import org.apache.spark.sql.sources.Filter;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
@@ -83,12 +86,13 @@ public final class KafkalogSource implements TableProvider, DataSourceRegister {
         }
     }
 
-    /** Scan builder, scan and batch at once: only the columns are pushed, so nothing else is
-     *  decided between building and planning. */
+    /** Scan builder, scan and batch at once: the columns and filters are pushed before the
+     *  scan is built, and the scan only plans and reads. */
     private static final class LogScan implements ScanBuilder, SupportsPushDownRequiredColumns,
-            Scan, Batch {
+            SupportsPushDownFilters, Scan, Batch {
         private StructType readSchema;
         private final TaskPlanner planner;
+        private PushedFilters filters = new PushedFilters(new Filter[0]);
         private InputPartition[] partitions;
 
         LogScan(StructType schema, TaskPlanner planner) {
@@ -101,6 +105,19 @@ public final class KafkalogSource implements TableProvider, DataSourceRegister {
             readSchema = requiredSchema;
         }
 
+        /** Every filter is returned for Spark to apply after the scan: the planner's pushdown
+         *  only prunes partitions, segments and batches, and the reader masks no rows. */
+        @Override
+        public Filter[] pushFilters(Filter[] given) {
+            filters = new PushedFilters(given);
+            return given;
+        }
+
+        @Override
+        public Filter[] pushedFilters() {
+            return filters.pushed;
+        }
+
         @Override
         public Scan build() {
             return this;
@@ -109,6 +126,12 @@ public final class KafkalogSource implements TableProvider, DataSourceRegister {
         @Override
         public StructType readSchema() {
             return readSchema;
+        }
+
+        // what explain shows of the scan
+        @Override
+        public String description() {
+            return "kafkalog PushedFilters: " + Arrays.toString(filters.pushed);
         }
 
         @Override
@@ -122,7 +145,7 @@ public final class KafkalogSource implements TableProvider, DataSourceRegister {
             // the physical plan, which must not read another snapshot): each action reads the
             // logs as they are when it is planned
             if (partitions == null) {
-                partitions = TaskGroup.parseAll(planner.planTasks());
+                partitions = TaskGroup.parseAll(planner.planTasks(filters.json));
             }
             return partitions;
         }

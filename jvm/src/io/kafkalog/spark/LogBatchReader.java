@@ -24,10 +24,10 @@ import org.slf4j.LoggerFactory;
 
 /**
  * The records of one task, as Spark ColumnarBatches of the columns asked for: walks the v2
- * record batches of the task's byte range (CRC32C checked), skips control batches and, for
- * read_committed, aborted transactions' batches, and drops records outside the task's
- * offsets. With no column asked for (count) a batch wholly inside the offsets is counted from
- * its header; nothing else of it is decoded.
+ * record batches of the task's byte range (CRC32C checked), skips control batches, batches
+ * older than the pushed filters' {@code ts_lo} and, for read_committed, aborted transactions'
+ * batches, and drops records outside the task's offsets. With no column asked for (count) a
+ * batch wholly inside the offsets is counted from its header; nothing else of it is decoded.
  */
 final class LogBatchReader implements PartitionReader<ColumnarBatch> {
     private static final Logger LOG = LoggerFactory.getLogger(LogBatchReader.class);
@@ -256,7 +256,8 @@ final class LogBatchReader implements PartitionReader<ColumnarBatch> {
                 (attributes & TRANSACTIONAL) != 0, control)) {
             return 0;
         }
-        if (control || last < task.startOffset || base >= task.endOffset) {
+        if (control || last < task.startOffset || base >= task.endOffset
+                || log.getLong(start + MAX_TIMESTAMP) < task.tsLo) {
             return 0;
         }
         int count = log.getInt(start + RECORD_COUNT);

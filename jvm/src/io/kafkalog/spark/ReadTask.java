@@ -24,19 +24,14 @@ final class ReadTask implements Serializable {
     final boolean committed;
     final boolean validateCrc;
     final boolean failOnDataLoss;
+    /** Batches whose max timestamp (ms) is below it hold no record the filters keep. */
+    final long tsLo;
 
     ReadTask(JsonNode t) {
         String dir = t.get("dir").asText();
         if (dir.contains("://")) {
             // remote reads go through fsspec and kafkalog.storage, on the Python side only
             throw new IllegalArgumentException("the JVM reader reads local logs only: " + dir);
-        }
-        for (String pushed : new String[] {"ts_lo", "ts_hi", "offset_in"}) {
-            if (t.hasNonNull(pushed)) {
-                throw new IllegalArgumentException(
-                    "the JVM reader applies no pushed filters; plan without pushdown (" + pushed
-                    + ")");
-            }
         }
         topic = t.get("topic").asText();
         partition = t.get("partition").asInt();
@@ -55,6 +50,8 @@ final class ReadTask implements Serializable {
         committed = t.path("committed").asBoolean(false);
         validateCrc = t.path("validate_crc").asBoolean(true);
         failOnDataLoss = t.path("fail_on_data_loss").asBoolean(true);
+        // ts_hi and offset_in mask rows only: Spark applies the pushed filters again
+        tsLo = longOr(t, "ts_lo", Long.MIN_VALUE);
     }
 
     private static long longOr(JsonNode t, String field, long absent) {

@@ -6,6 +6,7 @@ package io.kafkalog.spark;
  * logs as they are at that moment.
  */
 public interface TaskPlanner {
-    /** The JSON list of Spark partitions, each a JSON list of planner tasks. */
-    String planTasks();
+    /** The JSON list of Spark partitions, each a JSON list of planner tasks, of a plan pruned
+     *  with {@code pushedFiltersJson} (the JSON list of {@link PushedFilters}). */
+    String planTasks(String pushedFiltersJson);
 }
