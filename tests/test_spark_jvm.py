@@ -333,3 +333,24 @@ def test_the_planner_turns_pushed_filters_into_a_pushdown():
         planner.planTasks('[{"kind": "StringStartsWith", "column": "topic", "value": "a"}]')
     with pytest.raises(json.JSONDecodeError):
         planner.planTasks("[{")
+
+
+def _waiting_planners(spark):
+    cls = spark._jvm.java.lang.Class.forName("io.kafkalog.spark.Planners", True,
+                                             spark._jvm.org.apache.spark.util.Utils
+                                             .getContextOrSparkClassLoader())
+    field = cls.getDeclaredField("WAITING")
+    field.setAccessible(True)
+    return field.get(None).size()
+
+
+def test_no_planner_is_left_waiting(spark):
+    # load() takes the planner it is given; one it never took (load failed) is dropped
+    path = str(FIXTURES / "plain-0")
+    df = ks.read(spark, path)
+    assert uses_jvm(df) and _waiting_planners(spark) == 0
+    planners = spark._jvm.io.kafkalog.spark.Planners
+    planner_id = planners.register(jvm._Planner(lambda pushdown: "[]"))
+    assert _waiting_planners(spark) == 1
+    planners.discard(planner_id)
+    assert _waiting_planners(spark) == 0

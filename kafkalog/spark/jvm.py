@@ -121,6 +121,10 @@ def dataframe(spark: SparkSession, plan_json: Callable[[Pushdown], str],
     # The table Spark makes in load() takes the planner from the registry and holds it as long
     # as the DataFrame's plan lives.
     jvm: Any = spark._jvm
-    planner_id = jvm.io.kafkalog.spark.Planners.register(_Planner(plan_json))
-    return (spark.read.format(SOURCE).option("planner", planner_id)
-            .option("includeHeaders", str(include_headers).lower()).load())
+    planners = jvm.io.kafkalog.spark.Planners
+    planner_id = planners.register(_Planner(plan_json))
+    try:
+        return (spark.read.format(SOURCE).option("planner", planner_id)
+                .option("includeHeaders", str(include_headers).lower()).load())
+    finally:
+        planners.discard(planner_id)     # taken by load(), else left waiting for nothing

@@ -23,6 +23,11 @@ public final class Planners {
         return id;
     }
 
+    /** Drop {@code id}'s planner if no table took it (the DataFrame was not made). */
+    public static void discard(String id) {
+        WAITING.remove(id);
+    }
+
     static TaskPlanner take(String id) {
         TaskPlanner planner = WAITING.remove(id);
         if (planner == null) {
