@@ -21,7 +21,7 @@ import json
 import os
 from typing import TYPE_CHECKING, Any, Callable
 
-from kafkalog.spark.planner import Pushdown
+from kafkalog.spark.planner import EPOCH, Pushdown
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -66,7 +66,6 @@ def unavailable(spark: SparkSession) -> str | None:
     return f"{SOURCE} does not load on this thread after ADD JAR; {_HOW}"
 
 
-_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 _COMPARISONS = ("EqualTo", "EqualNullSafe", "GreaterThan", "GreaterThanOrEqual", "LessThan",
                 "LessThanOrEqual")
 
@@ -83,7 +82,7 @@ def _pyspark_filter(node: dict[str, Any]) -> Any:
     def literal(value: Any) -> Any:
         # timestamps travel as microseconds since the epoch; Spark's literals are aware
         if column == "timestamp" and value is not None:
-            return _EPOCH + datetime.timedelta(microseconds=value)
+            return EPOCH + datetime.timedelta(microseconds=value)
         return value
 
     if kind == "IsNotNull":

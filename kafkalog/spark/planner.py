@@ -34,6 +34,7 @@ size when planned (a remote read fetches only the blocks of the task's byte rang
 from __future__ import annotations
 
 import contextlib
+import datetime
 import os
 import re
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
 EARLIEST, LATEST = -2, -1
 DEFAULT_MAX_BYTES_PER_TASK = 128 * 1024 * 1024
 _ABOVE_ANY_OFFSET = 2 ** 63 - 1   # a high watermark the engine clamps to the log end
+EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)   # Spark's timestamps' zero
 
 
 class Replica:
@@ -796,10 +798,9 @@ def _is(value, type_):
 def _epoch_micros(value):
     """Microseconds since the epoch of a timezone-aware ``datetime`` (Spark's TimestampType
     literal), else None (a naive one, i.e. TIMESTAMP_NTZ, is not compared here)."""
-    import datetime
     if not isinstance(value, datetime.datetime) or value.tzinfo is None:
         return None
-    delta = value - datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+    delta = value - EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
