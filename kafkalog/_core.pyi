@@ -1,5 +1,6 @@
-# Type stubs of the compiled kernels (kafkalog/_core.pyx); the pure-Python twins in
-# kafkalog/_core_py.py have the same signatures.
+# Type stubs of the compiled kernels (kafkalog/_core.pyx); the pure-Python twins (one
+# kafkalog/_<section>_py.py per .pxi section, gathered by kafkalog/_core_py.py) have the same
+# signatures.
 from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np

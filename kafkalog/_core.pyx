@@ -1,8 +1,9 @@
 # cython: language_level=3
 """Byte-level kernels: batch walking with CRC validation, record decoding, index search.
 
-Each ``def`` here has a pure-Python twin of the same signature in ``_core_py.py``; callers get
-one or the other through ``kafkalog._kernels``. The layout of the bytes is described once in
+Each ``def`` here has a pure-Python twin of the same signature in the twin module of its
+section (``_walk.pxi`` / ``_walk_py.py``, ...), gathered by ``_core_py.py`` as this module
+includes the sections; callers get one or the other through ``kafkalog._kernels``. The layout of the bytes is described once in
 ``_layout.py``; the structs filled here are declared in ``_core.pxd``.
 
 Shape of every kernel: a ``def`` wrapper that checks arguments and turns status codes into

@@ -1,5 +1,6 @@
 """The one place that picks the kernels: the compiled ``_core`` unless it is missing or
-``KAFKALOG_NO_EXTENSIONS=1``, else the pure-Python reference ``_core_py``."""
+``KAFKALOG_NO_EXTENSIONS=1``, else the pure-Python reference ``_core_py`` (which gathers the
+twin modules, one per ``.pxi`` section: ``_walk_py``, ``_decode_py``, ...)."""
 import os
 from typing import TYPE_CHECKING
 

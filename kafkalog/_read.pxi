@@ -3,7 +3,7 @@
 # ----------------------------------------------------------------------------------------------
 # Segment reads
 
-# find_timestamp status (mirrored by _core_py.FIND_TS_*).
+# find_timestamp status (mirrored by _read_py.FIND_TS_*).
 cdef enum:
     TS_FOUND = 0     # (TS_FOUND, timestamp, offset)
     TS_NONE = 1      # no such record up to the end of the batches (or bytes that are no batch)

@@ -23,6 +23,7 @@ from crc32c import crc32c
 
 from kafkalog import Record, build_batch, build_control_batch, codecs, records
 from kafkalog import _core_py
+from kafkalog._common_py import _varint
 from kafkalog.config import LogConfig
 from kafkalog.errors import CorruptRecordError, KafkaLogError, RecordTooLargeError
 from kafkalog.records import decode_batches, iter_batches, validate_batches
@@ -115,7 +116,7 @@ def _record_bounds(payload):
     out, pos = [], 0
     while pos < len(payload):
         try:
-            length, body = _core_py._varint(payload, pos, len(payload), 5)
+            length, body = _varint(payload, pos, len(payload), 5)
         except Exception:
             break
         end = body + length

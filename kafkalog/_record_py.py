@@ -1,0 +1,118 @@
+"""Twin of ``_record.pxi``: Record objects made from decoded columns."""
+import numpy as np
+
+from kafkalog._layout import BATCH_DTYPE, RECORD_DTYPE, LOG_OVERHEAD
+from kafkalog.errors import CorruptRecordError
+from kafkalog._common_py import _V2_MIN_SIZE, _V2_HEADER
+from kafkalog._decode_py import check_batches, decode_v2_records
+
+
+class Record:
+    """One record: ``offset``, ``timestamp`` (ms), ``timestamp_type``, ``key``, ``value``
+    (bytes or None) and ``headers`` (tuple of ``(str, bytes | None)``).
+
+    Construct one for appends as ``Record(key=..., value=..., timestamp=None, headers=())``;
+    a timestamp of None means "now" when the batch is built.
+    """
+    __slots__ = ("offset", "timestamp", "timestamp_type", "key", "value", "headers")
+
+    def __init__(self, key=None, value=None, timestamp=None, headers=(), offset=None,
+                 timestamp_type=0):
+        self.key = key
+        self.value = value
+        self.timestamp = timestamp
+        self.headers = tuple(headers)
+        self.offset = offset
+        self.timestamp_type = timestamp_type
+
+    def __eq__(self, other):
+        if not isinstance(other, Record):
+            return NotImplemented
+        return all(getattr(self, f) == getattr(other, f) for f in Record.__slots__)
+
+    def __hash__(self):
+        return hash((self.offset, self.timestamp, self.key, self.value))
+
+    def __repr__(self):
+        return (f"Record(offset={self.offset}, timestamp={self.timestamp}, key={self.key!r}, "
+                f"value={self.value!r:.60}, headers={self.headers!r:.60})")
+
+
+def make_records(data, records, headers, timestamp_types, type_objects):
+    """See ``_core.make_records`` (here the fields are copied at once)."""
+    data = memoryview(data).cast("B")
+    records = np.asarray(records, dtype=RECORD_DTYPE)
+    if len(timestamp_types) != len(records):
+        raise ValueError("timestamp_types and records differ in length")
+
+    def span(pos, length):
+        if length < 0:
+            return None
+        if pos + length > len(data):
+            raise ValueError("a record lies outside the buffer")
+        return bytes(data[pos:pos + length])
+
+    out = []
+    for r, t in zip(records, timestamp_types):
+        heads = headers[int(r["header_start"]):int(r["header_start"]) + int(r["header_count"])] \
+            if r["header_count"] else ()
+        out.append(Record(
+            key=span(int(r["key_pos"]), int(r["key_len"])),
+            value=span(int(r["value_pos"]), int(r["value_len"])),
+            timestamp=int(r["timestamp"]),
+            headers=tuple((span(int(h["key_pos"]), int(h["key_len"])).decode("utf-8", "replace"),
+                           span(int(h["value_pos"]), int(h["value_len"]))) for h in heads),
+            offset=int(r["offset"]), timestamp_type=type_objects[int(t) + 1]))
+    return out
+
+
+def table_records(data, records, headers, timestamp_types, type_objects):
+    """See ``_core.table_records`` (here the records are made at once)."""
+    return iter(make_records(data, records, headers, timestamp_types, type_objects))
+
+
+def batch_records(buf, row, type_objects):
+    """See ``_core.batch_records`` (here through the columnar kernels)."""
+    rows = np.asarray(row, dtype=BATCH_DTYPE).reshape(-1)
+    if len(rows) != 1:
+        raise ValueError("batch_records takes one walked batch row")
+    pos, size = int(rows["position"][0]), int(rows["size"][0])
+    if int(rows["magic"][0]) != 2 or pos < 0 or size < LOG_OVERHEAD + _V2_MIN_SIZE or \
+            pos + size > len(buf):
+        return None
+    (base, _, _, _, _, attributes, delta, base_ts, max_ts, _, _, _,
+     count) = _V2_HEADER.unpack_from(buf, pos)
+    if attributes & 0x07 or check_batches(buf, rows, False)[0] != 1:
+        return None
+    try:
+        records, headers = decode_v2_records(
+            buf, np.array([pos + _V2_HEADER.size], np.int64), np.array([pos + size], np.int64),
+            np.array([base], np.int64), np.array([base_ts], np.int64),
+            np.array([count], np.int64), np.array([base + delta], np.int64))
+    except CorruptRecordError:
+        return None
+    if attributes & 0x20 and (records["key_len"] < 4).any():
+        return None
+    kind = 0
+    if attributes & 0x08:
+        records["timestamp"] = max_ts
+        kind = 1
+    return iter(make_records(buf, records, headers, np.full(len(records), kind, np.int8),
+                             type_objects))
+
+
+def span_bytes(buf, positions, lengths):
+    """See ``_core.span_bytes``."""
+    buf = memoryview(buf).cast("B")
+    if len(lengths) != len(positions):
+        raise ValueError("positions and lengths differ in length")
+    out = []
+    for i, (p, n) in enumerate(zip(positions, lengths)):
+        p, n = int(p), int(n)
+        if n < 0:
+            out.append(None)
+            continue
+        if p < 0 or p + n > len(buf):
+            raise ValueError(f"span {i} lies outside the buffer")
+        out.append(bytes(buf[p:p + n]))
+    return out

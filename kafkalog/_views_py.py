@@ -1,0 +1,52 @@
+"""Twin of ``_views.pxi``: held index views for one-call lookups."""
+import numpy as np
+
+from kafkalog._layout import OFFSET_KEY, TIME_KEY
+from kafkalog._index_py import _check_index, index_lookup
+
+
+class IndexView:
+    """See ``_core.IndexView``."""
+
+    def __init__(self, buf, entries, base_offset, kind, result_type):
+        if kind not in (OFFSET_KEY, TIME_KEY):
+            raise ValueError(f"kind must be OFFSET_KEY or TIME_KEY, not {kind}")
+        self._buf = memoryview(buf).cast("B")
+        self.entries = entries
+        self._base = base_offset
+        self._kind = kind
+        self._type = result_type
+
+    def release(self):
+        if self._buf is not None:
+            self._buf.release()
+            self._buf = None
+        self.entries = 0
+
+    def lookup(self, target):
+        if self._buf is None:
+            raise ValueError("index view released (the index was closed)")
+        if self._kind == OFFSET_KEY:
+            slot, rel, pos = index_lookup(self._buf, self.entries, OFFSET_KEY,
+                                          target - self._base)
+            return self._type(self._base, 0) if slot < 0 else self._type(self._base + rel, pos)
+        slot, ts, rel = index_lookup(self._buf, self.entries, TIME_KEY, target)
+        return self._type(-1, self._base) if slot < 0 else self._type(ts, self._base + rel)
+
+
+def index_lookup_many(buf, entries, kind, base_offset, targets):
+    """See ``_core.index_lookup_many``."""
+    if kind not in (OFFSET_KEY, TIME_KEY):
+        raise ValueError(f"kind must be OFFSET_KEY or TIME_KEY, not {kind}")
+    buf = _check_index(buf, entries, kind)
+    first, second = [], []
+    for t in targets:
+        target = int(t) - base_offset if kind == OFFSET_KEY else int(t)
+        slot, x, y = index_lookup(buf, entries, kind, target)
+        if kind == OFFSET_KEY:
+            first.append(base_offset if slot < 0 else base_offset + x)
+            second.append(0 if slot < 0 else y)
+        else:
+            first.append(-1 if slot < 0 else x)
+            second.append(base_offset if slot < 0 else base_offset + y)
+    return np.array(first, dtype=np.int64), np.array(second, dtype=np.int64)
