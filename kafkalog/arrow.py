@@ -34,9 +34,10 @@ from kafkalog._extras import require_extra
 from kafkalog.errors import (
     InvalidConfigError, KafkaLogError, LogNotFoundError, MissingArrowExtraError,
 )
+from kafkalog.scan.planner import plan
+from kafkalog.scan.reader import read_task
+from kafkalog.scan.schema import arrow_schema
 from kafkalog.spark.options import Options
-from kafkalog.spark.planner import plan
-from kafkalog.spark.reader import read_task
 
 if TYPE_CHECKING:
     import pandas
@@ -79,7 +80,6 @@ def schema(include_headers: bool = False) -> pyarrow.Schema:
     timestamp timestamp[us, UTC], timestampType int32`` and, with ``include_headers``,
     ``headers list<struct<key: string, value: binary>>``)."""
     _require("arrow.schema", ("pyarrow",))
-    from kafkalog.spark.schema import arrow_schema
     return arrow_schema(include_headers)
 
 
@@ -131,7 +131,6 @@ def record_batch_reader(paths: StrPath | Iterable[StrPath], *,
     """
     _require("record_batch_reader", ("pyarrow",))
     import pyarrow as pa
-    from kafkalog.spark.schema import arrow_schema
     opts = Options(_spark_options(options))
     tasks = _plan(paths, opts, storage_options)
     return pa.RecordBatchReader.from_batches(arrow_schema(opts.include_headers),

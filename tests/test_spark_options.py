@@ -383,7 +383,7 @@ def test_an_end_inside_a_legacy_compressed_wrapper_keeps_its_first_records(end):
     one must still return the wrapper's records below the end (they were dropped)."""
     import json
 
-    from kafkalog.spark.reader import read_task
+    from kafkalog.scan.reader import read_task
     pytest.importorskip("pyarrow")
     path = FIXTURES / "legacy_v1_codecs-0"
     if not path.exists():

@@ -13,8 +13,9 @@ import pytest
 
 import kafkalog
 from kafkalog.log import Log
-from kafkalog.spark.planner import Pushdown, plan
-from kafkalog.spark.reader import read_task
+from kafkalog.scan.pushdown import Pushdown
+from kafkalog.scan.reader import read_task
+from kafkalog.spark import plan
 
 import test_spark
 from conftest import FIXTURES
@@ -227,12 +228,12 @@ def test_offset_in_many_runs_is_one_span(logs):
     values = tuple(range(0, 120, 2))             # 60 runs of one offset
     got = check(logs, [ds.In(O, values)], lambda r: r[OFF] in values, prunes=False)
     assert len(got) == 4 * 60
-    import kafkalog.spark.planner as planner
-    old, planner._MAX_OFFSET_RUNS = planner._MAX_OFFSET_RUNS, 8
+    import kafkalog.scan.pushdown as pushdown
+    old, pushdown._MAX_OFFSET_RUNS = pushdown._MAX_OFFSET_RUNS, 8
     try:
         check(logs, [ds.In(O, values)], lambda r: r[OFF] in values, prunes=False)
     finally:
-        planner._MAX_OFFSET_RUNS = old
+        pushdown._MAX_OFFSET_RUNS = old
 
 
 def test_last_percent_reads_one_percent(logs):

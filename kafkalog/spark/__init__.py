@@ -6,9 +6,9 @@ Python data source ``spark.read.format("kafkalog")`` (found by PySpark through t
 ``pyspark_kafkalog`` module; ``kafkalog.spark.register(spark)`` for other setups). Both plan
 again on every action. Build sessions with ``.config("spark.jars",
 kafkalog.spark.jar_path())`` so ``read`` finds the JVM reader from every thread. Rooms:
-``options`` (Spark's Kafka option names), ``planner`` (the driver: offsets and byte ranges
-from the engine's read-only view of each partition), ``reader`` (executors: kernels to Arrow),
-``jvm`` (the JVM reader's jar and planning callback), ``schema``, ``datasource`` (Spark glue).
+``options`` (Spark's Kafka option names), ``jvm`` (the JVM reader's jar and planning
+callback), ``schema``, ``datasource`` (Spark glue); planning and reading are
+``kafkalog.scan``'s.
 
 pyspark, pyarrow and pandas come with the ``spark`` extra (``pip install 'kafkalog[spark]'``).
 Importing this package does not need them; calling a function that does without them raises
@@ -17,16 +17,16 @@ Importing this package does not need them; calling a function that does without 
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
 
 from kafkalog._extras import require_extra
 from kafkalog.errors import MissingSparkExtraError
+from kafkalog.scan import planner as _planner
+from kafkalog.scan import reader as _reader
 from kafkalog.spark import datasource as _datasource
-from kafkalog.spark import reader as _reader
 from kafkalog.spark import schema as _schema
 from kafkalog.spark.jvm import jar_path
 from kafkalog.spark.options import Options
-from kafkalog.spark.planner import plan
 
 if TYPE_CHECKING:
     import pyarrow
@@ -34,6 +34,15 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
     from kafkalog._typing import StrPath
+    from kafkalog.scan.pushdown import Pushdown
+
+
+def plan(paths: StrPath | Iterable[StrPath],
+         options: Options | Mapping[str, Any] | None = None,
+         pushdown: Pushdown | None = None,
+         storage_options: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    opts = options if isinstance(options, Options) else Options(options or {})
+    return _planner.plan(paths, opts, pushdown, storage_options)
 
 
 def require_spark_extra(function: str = "spark",
@@ -70,7 +79,7 @@ def arrow_schema(include_headers: bool = False) -> pyarrow.Schema:
     return _schema.arrow_schema(include_headers)
 
 
-for _public, _inner in ((read, _datasource.read), (register, _datasource.register),
+for _public, _inner in ((plan, _planner.plan), (read, _datasource.read), (register, _datasource.register),
                         (read_task, _reader.read_task), (kafka_schema, _schema.kafka_schema),
                         (arrow_schema, _schema.arrow_schema)):
     _public.__doc__ = _inner.__doc__

@@ -37,10 +37,11 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 from kafkalog import storage, tiered
 
 from kafkalog.errors import InvalidConfigError
+from kafkalog.scan.planner import DEFAULT_MAX_BYTES_PER_TASK, plan
+from kafkalog.scan.pushdown import Pushdown
+from kafkalog.scan.reader import read_task
 from kafkalog.spark import jvm
 from kafkalog.spark.options import Options, paths_option
-from kafkalog.spark.planner import DEFAULT_MAX_BYTES_PER_TASK, Pushdown, plan
-from kafkalog.spark.reader import read_task
 from kafkalog.spark.schema import kafka_schema
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ import json
 import os
 from typing import TYPE_CHECKING, Any, Callable
 
-from kafkalog.spark.planner import EPOCH, Pushdown
+from kafkalog.scan.pushdown import EPOCH, Pushdown
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

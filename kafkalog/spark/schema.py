@@ -3,9 +3,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kafkalog.scan.schema import arrow_schema
+
 if TYPE_CHECKING:
-    import pyarrow
     from pyspark.sql.types import StructType
+
+__all__ = ["arrow_schema", "kafka_schema"]
 
 
 def kafka_schema(include_headers: bool = False) -> StructType:
@@ -24,14 +27,3 @@ def kafka_schema(include_headers: bool = False) -> StructType:
     return StructType(fields)
 
 
-def arrow_schema(include_headers: bool = False) -> pyarrow.Schema:
-    """``kafka_schema`` as a ``pyarrow.Schema``."""
-    import pyarrow as pa
-    fields = [pa.field("key", pa.binary()), pa.field("value", pa.binary()),
-              pa.field("topic", pa.string()), pa.field("partition", pa.int32()),
-              pa.field("offset", pa.int64()), pa.field("timestamp", pa.timestamp("us", "UTC")),
-              pa.field("timestampType", pa.int32())]
-    if include_headers:
-        fields.append(pa.field("headers", pa.list_(pa.struct(
-            [pa.field("key", pa.string()), pa.field("value", pa.binary())]))))
-    return pa.schema(fields)

@@ -27,9 +27,9 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from kafkalog.errors import InvalidConfigError, OffsetOutOfRangeError
+from kafkalog.scan.planner import partition_offsets, plan_ranges
+from kafkalog.scan.reader import read_task
 from kafkalog.spark.options import Options, paths_option
-from kafkalog.spark.planner import partition_offsets, plan_ranges
-from kafkalog.spark.reader import read_task
 
 if TYPE_CHECKING:
     import pyarrow

@@ -19,7 +19,7 @@ from kafkalog.errors import (
 from kafkalog.files import LOG_SUFFIX, file_path
 from kafkalog.isolation import AbortedTxnFilter
 from kafkalog.records import CONTROL_MASK, decode_batches, open_buffer
-from kafkalog.spark.schema import arrow_schema
+from kafkalog.scan.schema import arrow_schema
 
 if TYPE_CHECKING:
     import pyarrow

@@ -6,16 +6,10 @@ transactions, offsets for timestamps, segment list and offset index entries. The
 plans: a partition's offset range is split into tasks at offset-index entries (batch starts),
 so every batch belongs to exactly one task.
 
-Tiered storage: a prefix of objects written by Aiven's RemoteStorageManager (see
-``kafkalog.tiered``) is discovered as partition directories like a log dir; given with a
-broker's log dir, it is one more replica of each partition: the broker's segments are read
-above its log start offset, the tiered ones below (the ``rsmKeys`` option or ``rsm_keys``
-decrypt them; keys are registered in each process that plans or reads).
-
-Replicas: when several paths hold the same topic-partition (copies from several brokers), the
-replica whose newest segment starts at the highest offset (then: the most bytes, then the first
-path given) is read for every offset it holds; offsets below its log start are read from the
-next replica that holds them, and so on down. Each offset is read once.
+Partitions and their replicas are found by ``kafkalog.scan.discovery``; the filters pushed
+from a query are a ``kafkalog.scan.pushdown.Pushdown``; the tasks are read by
+``kafkalog.scan.reader.read_task``. ``options`` is a ``kafkalog.spark.options.Options``
+(Spark's Kafka source option names, which ``kafkalog.arrow`` takes too).
 
 Offsets and timestamps are resolved as Spark's Kafka source resolves them for a batch read
 (``KafkaSourceProvider.getKafkaOffsetRangeLimit``, ``KafkaOffsetReaderAdmin``): a timestamp
@@ -34,8 +28,6 @@ size when planned (a remote read fetches only the blocks of the task's byte rang
 from __future__ import annotations
 
 import contextlib
-import datetime
-import os
 import re
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
@@ -44,89 +36,15 @@ import numpy as np
 from kafkalog import storage
 from kafkalog._layout import HEADER_SIZE_UP_TO_MAGIC
 from kafkalog.errors import InvalidConfigError, OffsetOutOfRangeError
-from kafkalog.files import LOG_SUFFIX, holds_segments, is_file_of, topic_partition_or_none
-from kafkalog.log import Log
-from kafkalog.spark.options import Options
+from kafkalog.scan.discovery import ABOVE_ANY_OFFSET, discover, served_ranges
 
 if TYPE_CHECKING:
     from kafkalog._typing import StrPath
+    from kafkalog.scan.pushdown import Pushdown
+    from kafkalog.spark.options import Options
 
 EARLIEST, LATEST = -2, -1
 DEFAULT_MAX_BYTES_PER_TASK = 128 * 1024 * 1024
-_ABOVE_ANY_OFFSET = 2 ** 63 - 1   # a high watermark the engine clamps to the log end
-EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)   # Spark's timestamps' zero
-
-
-class Replica:
-    """One copy of a topic-partition: the engine's read-only view of its directory.
-    ``log_end_is_latest``: its high watermark is the log end (``readAboveHighWatermark``)."""
-
-    def __init__(self, path, order, log_end_is_latest=False, storage_options=None):
-        self.order = order
-        self.log = Log.open(path, read_only=True,
-                            high_watermark=_ABOVE_ANY_OFFSET if log_end_is_latest else None,
-                            storage_options=storage_options)
-        self.path = self.log.path
-
-    @property
-    def log_start_offset(self):
-        return self.log.log_start_offset
-
-    def preference(self):
-        segments = self.log.segments
-        return (segments.active.base_offset, segments.size, -self.order)
-
-    def close(self):
-        self.log.close()
-
-
-def discover(paths, stack, log_end_is_latest=False, storage_options=None, rsm_keys=None):
-    """{(topic, partition): [Replica, ...]} for every partition directory under ``paths``
-    (local paths or fsspec URLs, or tiered-storage prefixes; each replica's view closed by
-    ``stack``, a ``contextlib.ExitStack``). ``storage_options``: the filesystem options of URL
-    paths; ``rsm_keys``: the private keys of encrypted tiered-storage segments."""
-    if isinstance(paths, (str, os.PathLike)):
-        paths = [paths]
-    found = {}
-    order = 0
-    for root in paths:
-        root = storage.configure(os.fspath(root), storage_options, rsm_keys)
-        if storage.is_remote(root):
-            directories = _remote_partition_dirs(root)
-        else:
-            directories = _local_partition_dirs(os.path.abspath(root))
-        for directory, key in directories:
-            replica = Replica(directory, order, log_end_is_latest, storage_options)
-            stack.callback(replica.close)
-            found.setdefault(key, []).append(replica)
-            order += 1
-    return found
-
-
-def _local_partition_dirs(root):
-    """(directory, (topic, partition)) of the partition directories under local ``root``
-    (itself, or any directory below it), in name order."""
-    if not os.path.isdir(root):
-        raise FileNotFoundError(f"{root}: no such directory")
-    for directory, subdirs, _ in os.walk(root):
-        subdirs.sort()
-        key = topic_partition_or_none(os.path.basename(directory))
-        if key is not None and holds_segments(directory):
-            yield directory, key
-            subdirs[:] = []
-
-
-def _remote_partition_dirs(root):
-    """``_local_partition_dirs`` of a URL prefix, by listing it (one listing per prefix
-    walked; a missing prefix or bucket is LogNotFoundError naming the URL)."""
-    entries = storage.list_dir(root)
-    key = topic_partition_or_none(os.path.basename(root))
-    if key is not None and any(e.is_file and is_file_of(e.name, LOG_SUFFIX) for e in entries):
-        yield root, key
-        return
-    for e in entries:
-        if e.is_dir:
-            yield from _remote_partition_dirs(os.path.join(root, e.name))
 
 
 def _storage_options(opts, storage_options):
@@ -243,11 +161,11 @@ def _check_assigned(limit, keys, option):
             f"all topics. Specified: {_tp_set(limit.value)} Assigned: {_tp_set(keys)}")
 
 
-def plan(paths: StrPath | Iterable[StrPath],
-         options: Options | Mapping[str, Any] | None = None,
+def plan(paths: StrPath | Iterable[StrPath], options: Options,
          pushdown: Pushdown | None = None,
          storage_options: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
-    """The read tasks for ``paths`` (JSON-able dicts), planned from the logs as they are now.
+    """The read tasks for ``paths`` (JSON-able dicts), planned from the logs as they are now,
+    with the ``options`` given (an ``Options``).
 
     ``paths``: partition directories, log dirs or folders of them, local or fsspec URLs
     (``s3://bucket/broker-1``). ``storage_options``: the filesystem's options for URL paths
@@ -262,15 +180,14 @@ def plan(paths: StrPath | Iterable[StrPath],
     incl. a starting timestamp no record matches (unless
     ``startingOffsetsByTimestampStrategy=latest``) and a start above the end.
     """
-    opts = options if isinstance(options, Options) else Options(options or {})
-    start, end = batch_limits(opts)
+    start, end = batch_limits(options)
 
     def check(found):
         _check_assigned(start, found, "startingOffsets")
         _check_assigned(end, found, "startingOffsets")   # Spark's message names the start
         return sorted(found)
-    return _plan_tasks(paths, opts, start, end, check, pushdown,
-                       _storage_options(opts, storage_options))
+    return _plan_tasks(paths, options, start, end, check, pushdown,
+                       _storage_options(options, storage_options))
 
 
 def _plan_tasks(paths, opts, start, end, keys, pushdown=None, storage_options=None):
@@ -380,22 +297,6 @@ def _cut_at_batches(tasks, parts):
     return pieces
 
 
-def _served_ranges(replicas):
-    """[(replica, first offset, end offset or None)] in offset order: the preferred replica
-    from its log start on, the next one below that, and so on."""
-    ranges = []
-    covered_from = None
-    for r in replicas:
-        if covered_from is None:
-            ranges.append((r, r.log_start_offset, None))
-            covered_from = r.log_start_offset
-        elif r.log_start_offset < covered_from:
-            ranges.append((r, r.log_start_offset, covered_from))
-            covered_from = r.log_start_offset
-    ranges.reverse()          # adjacent by construction: each ends where the next begins
-    return ranges
-
-
 def _offset_for_timestamp(ranges, timestamp, latest):
     """The first offset below ``latest`` whose record has a timestamp >= ``timestamp``, or
     None (a broker's ListOffsets looks no further than what a consumer may read)."""
@@ -446,7 +347,7 @@ def _resolve_end(key, limit, latest, ranges):
 
 def _plan_partition(key, replicas, request, pushdown=None):
     primary = replicas[0].log
-    ranges = _served_ranges(replicas)
+    ranges = served_ranges(replicas)
     earliest = ranges[0][1]
     # Spark's `latest` is what a consumer could see: the high watermark (a broker's
     # replication-offset-checkpoint, else the log end), the last stable offset for
@@ -567,7 +468,7 @@ def partition_offsets(paths: StrPath | Iterable[StrPath], options: Options,
             _check_assigned(start, found, "startingOffsets")
         for key in sorted(found):
             replicas = sorted(found[key], key=lambda r: r.preference(), reverse=True)
-            ranges = _served_ranges(replicas)
+            ranges = served_ranges(replicas)
             earliest = ranges[0][1]
             primary = replicas[0].log
             latest = primary.last_stable_offset if request["committed"] \
@@ -602,213 +503,12 @@ def plan_ranges(paths: StrPath | Iterable[StrPath], options: Options,
                        _storage_options(options, storage_options))
 
 
-# ----------------------------------------------------------------------------- filter pushdown
-_NEVER_NULL = frozenset({"topic", "partition", "offset", "timestamp", "timestampType"})
-_MAX_OFFSET_RUNS = 256        # an IN list of more runs of offsets is planned as one span
-
-
-class Pushdown:
-    """The filters of a query on ``topic``, ``partition``, ``offset`` and ``timestamp`` that
-    planning and reading apply (their conjunction), all exact: the rows read are those the
-    filters keep.
-
-    ``topics``/``partitions``: the values kept (None: all), ``no_topics``/``no_partitions``:
-    values excluded; offsets in ``[offset_lo, offset_hi)`` and, when ``offset_in`` is not None,
-    in that sorted tuple; timestamps (Kafka's milliseconds) in ``[ts_lo, ts_hi)``. None bounds
-    are open.
-
-    Planning keeps only the partitions the filters keep, intersects each partition's offset
-    range (from ``startingOffsets``/``endingOffsets`` & co.) with the offset filters, and raises
-    its start to the first offset whose record has a timestamp >= ``ts_lo`` (the engine's
-    ``offset_for_timestamp``, i.e. Kafka's time index); reading skips batches whose max
-    timestamp is below ``ts_lo`` or that hold no offset kept, and masks rows. Filters never
-    change which option errors are raised: the options are resolved for every partition first.
-    """
-
-    def __init__(self) -> None:
-        self.topics: frozenset[str] | None = None
-        self.partitions: frozenset[int] | None = None
-        self.no_topics: frozenset[str] = frozenset()
-        self.no_partitions: frozenset[int] = frozenset()
-        self.offset_lo = 0
-        self.offset_hi: int | None = None
-        self.offset_in: tuple[int, ...] | None = None
-        self.ts_lo: int | None = None
-        self.ts_hi: int | None = None
-
-    def __repr__(self) -> str:
-        return "Pushdown(%s)" % ", ".join(f"{k}={v!r}" for k, v in vars(self).items()
-                                          if v not in (None, frozenset()) and
-                                          not (k == "offset_lo" and v == 0))
-
-    # ---------------------------------------------------------------- from Spark's filters
-    @classmethod
-    def from_filters(cls, filters: Iterable[Any]) -> tuple[Pushdown, list[Any]]:
-        """(the pushdown of ``filters``, the filters it does not handle) for PySpark's
-        ``pyspark.sql.datasource.Filter`` objects (read by class name, attribute and value,
-        so this module does not import pyspark). Unhandled filters are returned in order and
-        are the very objects given, as ``DataSourceReader.pushFilters`` must return them."""
-        pushdown = cls()
-        unhandled = [f for f in filters if not pushdown.add(f)]
-        return pushdown, unhandled
-
-    def add(self, f: Any) -> bool:
-        """Apply one PySpark filter; False (nothing changed) when it is not handled exactly."""
-        kind = type(f).__name__
-        negated = kind == "Not"
-        if negated:
-            f = getattr(f, "child", None)
-            kind = type(f).__name__
-        column = getattr(f, "attribute", None)
-        if not isinstance(column, tuple) or len(column) != 1:
-            return False
-        column = column[0]
-        if kind == "IsNotNull" and not negated:
-            return column in _NEVER_NULL
-        if not hasattr(f, "value"):
-            return False
-        value = f.value
-        if column == "topic":
-            return self._add_key_filter("topics", kind, value, negated, str)
-        if column == "partition":
-            return self._add_key_filter("partitions", kind, value, negated, int)
-        if negated:
-            return False
-        if column == "offset":
-            return self._add_offset(kind, value)
-        if column == "timestamp":
-            return self._add_timestamp(kind, value)
-        return False
-
-    def _add_key_filter(self, name, kind, value, negated, type_):
-        if kind in ("EqualTo", "EqualNullSafe"):
-            values = (value,)
-        elif kind == "In" and isinstance(value, (tuple, list)):
-            values = tuple(v for v in value if v is not None)   # NULL matches nothing
-        else:
-            return False
-        if not all(_is(v, type_) for v in values):
-            return False
-        if negated:
-            if kind == "In" and len(values) != len(value):
-                return False        # NOT IN with a NULL keeps no row (SQL): leave it to Spark
-            setattr(self, "no_" + name, getattr(self, "no_" + name) | frozenset(values))
-        else:
-            current = getattr(self, name)
-            kept = frozenset(values)
-            setattr(self, name, kept if current is None else current & kept)
-        return True
-
-    def _add_offset(self, kind, value):
-        if kind == "In" and isinstance(value, (tuple, list)):
-            values = [v for v in value if v is not None]
-            if not all(_is(v, int) for v in values):
-                return False
-            kept = set(values)
-            if self.offset_in is not None:
-                kept &= set(self.offset_in)
-            self.offset_in = tuple(sorted(kept))
-            return True
-        if not _is(value, int):
-            return False
-        if kind in ("EqualTo", "EqualNullSafe"):
-            self._raise_lo(value)
-            self._lower_hi(value + 1)
-        elif kind == "GreaterThan":
-            self._raise_lo(value + 1)
-        elif kind == "GreaterThanOrEqual":
-            self._raise_lo(value)
-        elif kind == "LessThan":
-            self._lower_hi(value)
-        elif kind == "LessThanOrEqual":
-            self._lower_hi(value + 1)
-        else:
-            return False
-        return True
-
-    def _raise_lo(self, offset):
-        self.offset_lo = max(self.offset_lo, offset)
-
-    def _lower_hi(self, offset):
-        self.offset_hi = offset if self.offset_hi is None else min(self.offset_hi, offset)
-
-    def _add_timestamp(self, kind, value):
-        micros = _epoch_micros(value)
-        if micros is None:
-            return False
-        # Spark's timestamps are microseconds, Kafka's milliseconds: ms * 1000 >= us etc.
-        ceil_ms, floor_ms = -(-micros // 1000), micros // 1000
-        if kind in ("EqualTo", "EqualNullSafe"):
-            lo, hi = ceil_ms, floor_ms + 1
-        elif kind == "GreaterThan":
-            lo, hi = floor_ms + 1, None
-        elif kind == "GreaterThanOrEqual":
-            lo, hi = ceil_ms, None
-        elif kind == "LessThan":
-            lo, hi = None, ceil_ms
-        elif kind == "LessThanOrEqual":
-            lo, hi = None, floor_ms + 1
-        else:
-            return False
-        if lo is not None:
-            self.ts_lo = lo if self.ts_lo is None else max(self.ts_lo, lo)
-        if hi is not None:
-            self.ts_hi = hi if self.ts_hi is None else min(self.ts_hi, hi)
-        return True
-
-    # ------------------------------------------------------------------------- planning
-    def keeps(self, key: tuple[str, int]) -> bool:
-        """Whether the filters keep any row of topic-partition ``key``."""
-        topic, partition = key
-        return ((self.topics is None or topic in self.topics) and topic not in self.no_topics
-                and (self.partitions is None or partition in self.partitions)
-                and partition not in self.no_partitions)
-
-    def offset_ranges(self, start: int, end: int) -> list[tuple[int, int]]:
-        """The offset ranges ``[lo, hi)`` within ``[start, end)`` the offset filters keep, in
-        order and disjoint (runs of consecutive ``offset_in`` values; one span over them when
-        there are more than ``_MAX_OFFSET_RUNS``: rows are masked by the values anyway)."""
-        lo = max(start, self.offset_lo)
-        hi = end if self.offset_hi is None else min(end, self.offset_hi)
-        if lo >= hi:
-            return []
-        if self.offset_in is None:
-            return [(lo, hi)]
-        values = [v for v in self.offset_in if lo <= v < hi]
-        runs: list[tuple[int, int]] = []
-        for v in values:
-            if runs and runs[-1][1] == v:
-                runs[-1] = (runs[-1][0], v + 1)
-            else:
-                runs.append((v, v + 1))
-        if len(runs) > _MAX_OFFSET_RUNS:
-            return [(runs[0][0], runs[-1][1])]
-        return runs
-
-    def task_fields(self) -> dict[str, Any]:
-        """What the reader applies to rows (JSON-able)."""
-        return {"ts_lo": self.ts_lo, "ts_hi": self.ts_hi,
-                "offset_in": None if self.offset_in is None else list(self.offset_in)}
-
-
-def _is(value, type_):
-    return isinstance(value, type_) and not isinstance(value, bool)
-
-
-def _epoch_micros(value):
-    """Microseconds since the epoch of a timezone-aware ``datetime`` (Spark's TimestampType
-    literal), else None (a naive one, i.e. TIMESTAMP_NTZ, is not compared here)."""
-    if not isinstance(value, datetime.datetime) or value.tzinfo is None:
-        return None
-    delta = value - EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-
 
 def _first_offset_at_or_after(ranges, timestamp):
     """The first offset whose record has a timestamp >= ``timestamp`` (ms, >= 0) in the
     replicas' ``ranges``, or None: every record before it is earlier (Kafka's ListOffsets by
     timestamp, from the time index)."""
-    return _offset_for_timestamp(ranges, timestamp, _ABOVE_ANY_OFFSET)
+    return _offset_for_timestamp(ranges, timestamp, ABOVE_ANY_OFFSET)
 
 
 def _coalesce(tasks):
