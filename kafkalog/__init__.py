@@ -14,7 +14,8 @@ from kafkalog.records import (  # noqa: E402
 )
 from kafkalog.builder import build_batch, build_control_batch  # noqa: E402
 from kafkalog.config import LogConfig  # noqa: E402
-from kafkalog.segment import FetchDataInfo, LogSegment  # noqa: E402
+from kafkalog.fetch_data_info import FetchDataInfo  # noqa: E402
+from kafkalog.segment import LogSegment  # noqa: E402
 from kafkalog.log import Log, LogAppendInfo, LogOffsetSnapshot  # noqa: E402
 from kafkalog.manager import LogManager  # noqa: E402
 

@@ -24,7 +24,8 @@ from kafkalog import checkpoint
 from kafkalog.files import CLEANED_SUFFIX, DELETED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, file_path
 from kafkalog.log_segments import LogSegments
 from kafkalog.producer_state import ProducerStateManager
-from kafkalog.segment import FetchDataInfo, LogOffsetMetadata, LogSegment, offset_metadata
+from kafkalog.fetch_data_info import FetchDataInfo, LogOffsetMetadata, offset_metadata
+from kafkalog.segment import LogSegment
 
 log = logging.getLogger(__name__)
 

@@ -1,17 +1,14 @@
 """``LogSegment``: one ``.log`` file with its offset, time and transaction indexes."""
 from __future__ import annotations
 
-import collections
-import functools
 import logging
 import mmap
 import os
 import random
-import stat
 import struct
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterable, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import numpy as np
 
@@ -21,22 +18,24 @@ from kafkalog._kernels import (
     find_timestamp, recovery_summary, segment_read, walk_batches,
 )
 from kafkalog._layout import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD
+from kafkalog.descriptor_cache import OPEN_SEGMENTS, Descriptor
 from kafkalog.errors import (
-    CorruptIndexError, IndexOffsetOverflowError, InvalidOffsetError,
-    InvalidTimestampError, NotARegularFileError,
+    CorruptIndexError, IndexOffsetOverflowError, InvalidOffsetError, InvalidTimestampError,
 )
+from kafkalog.fetch_data_info import FetchDataInfo
 from kafkalog.files import (
-    DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, file_kind,
-    file_path, open_regular, open_regular_stat,
+    INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, file_path, open_regular,
+    open_regular_stat,
 )
 from kafkalog.index import OffsetIndex, TimeIndex, TimestampOffset, TransactionIndex
+from kafkalog.lazy_index import LazyIndex
 from kafkalog.producer_state import ProducerStateManager
 from kafkalog.records import decode_batches, validate_batches
 
 if TYPE_CHECKING:
     from kafkalog._typing import StrPath
     from kafkalog.config import LogConfig
-    from kafkalog.index import AbortedTxn, OffsetPosition, TxnIndexSearchResult
+    from kafkalog.index import OffsetPosition, TxnIndexSearchResult
     from kafkalog.leader_epoch import LeaderEpochCache
 
 log = logging.getLogger(__name__)
@@ -46,175 +45,9 @@ _INT32_MAX = 2**31 - 1
 _READ_WHOLE_BYTES = 1 << 20
 _RNG = random.Random()
 _HEADER = struct.Struct(">qi")
+# ``OPEN_SEGMENTS.touch``'s fast path, bound once (every read of a mapped segment)
+_move_to_end = OPEN_SEGMENTS.move_to_end
 
-
-class _Descriptor:
-    """An open file descriptor, closed when the last holder drops it. A segment drops its
-    own reference to let the descriptor go (LRU eviction); a reader that took it for a
-    ``pread`` keeps it open until the call returns, so a number is never reused under it."""
-    __slots__ = ("fd",)
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-
-    def close(self) -> None:
-        fd, self.fd = self.fd, -1
-        if fd >= 0:
-            os.close(fd)
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except OSError:
-            pass
-
-
-DEFAULT_MAX_OPEN_SEGMENTS = 256
-
-
-class _OpenSegments:
-    """The process's segments holding descriptors or mappings, least recently used first.
-
-    A segment opens its ``.log`` and index files when it is first used and enters this list;
-    past ``limit`` the least recently used segments that no operation has pinned drop their
-    descriptors and mappings (reopened lazily on their next use). Dropping only releases the
-    segment's references: a reader still holding a mapping, an index or a descriptor keeps
-    it until it is done. So a process holds about ``limit`` x 3 descriptors for segments,
-    however many segments its logs have (Kafka keeps every segment open; its file limit must
-    grow with the log)."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._lock = threading.Lock()
-        self._lru: collections.OrderedDict[LogSegment, None] = collections.OrderedDict()
-
-    def touch(self, segment: LogSegment) -> None:
-        """``segment`` was used: make it the most recent; evict beyond the limit."""
-        lru = self._lru
-        try:
-            # A listed segment (every read of an open one) moves without the lock: one C
-            # call under the GIL; ``_evict`` iterates over a copy of the order.
-            lru.move_to_end(segment)
-            return
-        except KeyError:
-            pass
-        with self._lock:
-            if segment in lru:
-                lru.move_to_end(segment)
-                return
-            if not segment._evictable:
-                return
-            lru[segment] = None
-            if len(lru) > self.limit:
-                self._evict(len(lru) - self.limit)
-
-    def _evict(self, n):
-        victims = []
-        for s in list(self._lru):
-            if len(victims) >= n:
-                break
-            if s._pins == 0:
-                victims.append(s)
-        for s in victims:
-            del self._lru[s]
-            s._drop_handles()
-
-    def pin(self, segment: LogSegment) -> None:
-        with self._lock:
-            segment._pins += 1
-
-    def unpin(self, segment: LogSegment) -> None:
-        with self._lock:
-            segment._pins -= 1
-
-    def forget(self, segment: LogSegment) -> None:
-        with self._lock:
-            self._lru.pop(segment, None)
-
-    def set_limit(self, limit: int) -> int:
-        if limit < 1:
-            raise ValueError(f"the open segment limit must be at least 1, not {limit}")
-        with self._lock:
-            old, self.limit = self.limit, limit
-            if len(self._lru) > limit:
-                self._evict(len(self._lru) - limit)
-        return old
-
-    def __len__(self) -> int:
-        return len(self._lru)
-
-
-_OPEN = _OpenSegments(int(os.environ.get("KAFKALOG_MAX_OPEN_SEGMENTS",
-                                         DEFAULT_MAX_OPEN_SEGMENTS)))
-_move_to_end = _OPEN._lru.move_to_end
-
-
-def set_max_open_segments(limit: int) -> int:
-    """Set how many segments of the process may hold descriptors and mappings at once (the
-    least recently used beyond it release theirs; default 256, or the
-    ``KAFKALOG_MAX_OPEN_SEGMENTS`` environment variable). Each holds at most three: its
-    ``.log`` mapping or descriptor and its two index mappings. Returns the previous limit."""
-    return _OPEN.set_limit(limit)
-
-
-def open_segment_count() -> int:
-    """How many segments hold descriptors or mappings now (at most the limit, plus those
-    pinned by operations in progress)."""
-    return len(_OPEN)
-
-
-class _Pinned:
-    """``with segment._pinned():``: no eviction while a multi-step operation runs."""
-    __slots__ = ("segment",)
-
-    def __init__(self, segment):
-        self.segment = segment
-
-    def __enter__(self):
-        _OPEN.pin(self.segment)
-
-    def __exit__(self, *exc):
-        _OPEN.unpin(self.segment)
-
-class LogOffsetMetadata(NamedTuple):
-    """Where an offset is: its segment's base offset and its byte position in that segment."""
-    message_offset: int
-    segment_base_offset: int
-    relative_position_in_segment: int
-
-
-#: ``LogOffsetMetadata`` from a 3-tuple, without the generated ``__new__`` (once per read
-#: and per append)
-offset_metadata = functools.partial(tuple.__new__, LogOffsetMetadata)
-
-
-class FetchDataInfo:
-    """The result of a read: ``records`` (bytes of whole batches, except that the last may be
-    cut by the size limit), where the read started, and for read_committed the aborted
-    transactions (a list of ``AbortedTxn``) in the range."""
-    __slots__ = ("_metadata", "records", "first_entry_incomplete", "aborted_transactions")
-
-    def __init__(self, fetch_offset_metadata: tuple[int, int, int], records: Any = b"",
-                 first_entry_incomplete: bool = False,
-                 aborted_transactions: list[AbortedTxn] | None = None) -> None:
-        # a plain 3-tuple is made a LogOffsetMetadata when asked for (most reads never are:
-        # making it was ~5% of a read)
-        self._metadata = fetch_offset_metadata
-        self.records = records
-        self.first_entry_incomplete = first_entry_incomplete
-        self.aborted_transactions = aborted_transactions
-
-    @property
-    def fetch_offset_metadata(self) -> LogOffsetMetadata:
-        """Where the read started: (offset, segment base offset, byte position)."""
-        metadata = self._metadata
-        if type(metadata) is not LogOffsetMetadata:
-            metadata = self._metadata = offset_metadata(metadata)
-        return metadata
-
-    def __repr__(self) -> str:
-        return (f"FetchDataInfo({self.fetch_offset_metadata}, {len(self.records)} bytes, "
-                f"aborted={self.aborted_transactions})")
 
 
 class LogSegment:
@@ -230,10 +63,10 @@ class LogSegment:
     # past 30 attributes CPython gives every instance a dict of its own (~2 KB).
     __slots__ = (
         "directory", "_remote", "base_offset", "_stem", "config", "file_suffix", "read_only",
-        "_time_fn", "log_path", "_desc", "_fd_lock", "_index_lock", "_pins", "_evictable",
+        "_time_fn", "log_path", "_desc", "_fd_lock", "index_lock", "pins", "evictable",
         "report", "rebuilt_indexes", "_index_distrusted", "_final_time_entry", "_active",
-        "_size", "_map", "_map_lock", "_scan_lock", "_offset_index", "_time_index",
-        "_pending_rebuild", "_recovering", "deleted", "txn_index", "rolling_based_timestamp",
+        "_size", "_map", "_map_lock", "scan_lock", "_lazy_offset_index", "_lazy_time_index",
+        "recovering", "deleted", "txn_index", "rolling_based_timestamp",
         "_max_timestamp_and_offset", "bytes_since_last_index_entry", "created_ms",
         "roll_jitter_ms", "_append_pinned", "_index_interval_bytes", "_indexes_with_room",
         "_index_files_exist",
@@ -258,11 +91,11 @@ class LogSegment:
         # The .log is opened on first use: a log of many segments holds no descriptor for
         # the ones nobody reads, and the least recently used give theirs back (_OPEN).
         # ``size`` may come from the loader's directory scan.
-        self._desc: _Descriptor | None = None
+        self._desc: Descriptor | None = None
         self._fd_lock = threading.Lock()
-        self._index_lock = threading.RLock()
-        self._pins = 0
-        self._evictable = True
+        self.index_lock = threading.RLock()
+        self.pins = 0
+        self.evictable = True
         #: ``report(action, file, offset, reason=...)``: where a repair found after loading
         #: (an index that lies) is recorded; the loader passes its RecoveryReport's ``add``.
         self.report: Callable[..., None] | None = None
@@ -281,11 +114,10 @@ class LogSegment:
         self._size = size
         self._map: Any = None
         self._map_lock = threading.Lock()
-        self._scan_lock = threading.RLock()      # held by scans and by truncation
-        self._offset_index: OffsetIndex | None = None
-        self._time_index: TimeIndex | None = None
-        self._pending_rebuild = False
-        self._recovering = False
+        self.scan_lock = threading.RLock()      # held by scans and by truncation
+        self._lazy_offset_index = LazyIndex(self, OffsetIndex)
+        self._lazy_time_index = LazyIndex(self, TimeIndex)
+        self.recovering = False
         self.deleted = False
         self.txn_index = TransactionIndex(self._path(TXN_INDEX_SUFFIX), base_offset)
         self.rolling_based_timestamp: int | None = None
@@ -303,7 +135,7 @@ class LogSegment:
         #: not look (two stats a segment, at every close of a log of many segments)
         self._index_files_exist = False
 
-    def _descriptor(self, create: bool = False) -> _Descriptor:
+    def _descriptor(self, create: bool = False) -> Descriptor:
         """The ``.log``'s descriptor, opened if needed. Hold the returned object while using
         its ``fd``: eviction only drops the segment's reference (a deleted segment may still
         be read by a reader holding an older segment list)."""
@@ -315,9 +147,9 @@ class LogSegment:
                     flags = os.O_RDONLY if self.read_only else os.O_RDWR
                     if create:
                         flags |= os.O_CREAT
-                    desc = _Descriptor(open_regular(self.log_path, flags))
+                    desc = Descriptor(open_regular(self.log_path, flags))
                     self._desc = desc
-        _OPEN.touch(self)
+        OPEN_SEGMENTS.touch(self)
         return desc
 
     def set_active(self, active: bool) -> None:
@@ -328,30 +160,27 @@ class LogSegment:
         self._active = active
         self._indexes_with_room = None
         if active and not self.read_only and not self._append_pinned:
-            _OPEN.pin(self)
+            OPEN_SEGMENTS.pin(self)
             self._append_pinned = True
         elif not active and self._append_pinned:
-            _OPEN.unpin(self)
+            OPEN_SEGMENTS.unpin(self)
             self._append_pinned = False
 
-    def _pinned(self) -> _Pinned:
-        return _Pinned(self)
-
-    def _drop_handles(self):
+    def drop_handles(self):
         """Let go of the descriptor and mappings (called by _OPEN, under its lock, for an
         unpinned segment); each is reopened on its next use. Writable indexes are consistent
         on disk (entries, then zeros), so nothing is lost by reopening them."""
         self._map = None
         self._desc = None
-        self._offset_index = None
-        self._time_index = None
+        self._lazy_offset_index.index = None
+        self._lazy_time_index.index = None
 
     def release_handles(self) -> None:
         """Drop the descriptor and mappings now (reopened on the next use), as recovery does
         for each segment it is done with."""
-        _OPEN.forget(self)
-        if self._pins == 0:
-            self._drop_handles()
+        OPEN_SEGMENTS.forget(self)
+        if self.pins == 0:
+            self.drop_handles()
 
     def _path(self, suffix):
         return self._stem + suffix + self.file_suffix
@@ -367,127 +196,29 @@ class LogSegment:
 
     @property
     def offset_index(self) -> OffsetIndex:
-        index = self._offset_index
+        index = self._lazy_offset_index.index
         if index is None:
-            index = self._load_index(OffsetIndex)
-        _OPEN.touch(self)
+            index = self._lazy_offset_index.get()
+        OPEN_SEGMENTS.touch(self)
         return index
 
     @property
     def time_index(self) -> TimeIndex:
-        index = self._time_index
+        index = self._lazy_time_index.index
         if index is None:
-            index = self._load_index(TimeIndex)
-        _OPEN.touch(self)
+            index = self._lazy_time_index.get()
+        OPEN_SEGMENTS.touch(self)
         return index
 
-    def _load_index(self, cls):
-        attr = "_offset_index" if cls is OffsetIndex else "_time_index"
-        path = self.index_path if cls is OffsetIndex else self.time_index_path
-        for _ in range(3):
-            # the scan lock first, as reads take it (opening a time index walks the segment
-            # under the scan lock: index lock then scan lock deadlocked against a read)
-            with self._scan_lock, self._index_lock:
-                index = getattr(self, attr)
-                if index is None:
-                    index = self._open_index(cls, path)
-                    if index is not None:
-                        setattr(self, attr, index)
-            if index is not None and not (self._pending_rebuild and not self._recovering):
-                return index
-            # Within recover() the indexes are rebuilt anyway (and a cut must go through
-            # its hook); otherwise a damaged index is rebuilt from the log now. Rebuilt, not
-            # recovered: a cut of the .log here would fault (SIGBUS) a reader that holds its
-            # mapping (this runs inside reads), and would delete data without the loader's
-            # report or salvage; a damaged batch stays a typed error for readers until the
-            # next recovery.
-            self._pending_rebuild = False
-            self.rebuild_indexes()
-        raise CorruptIndexError(f"{path} could not be rebuilt from {self.log_path}")
-
-    def _open_index(self, cls, path):
-        """The index at ``path`` opened and checked; None when it was damaged and must be
-        rebuilt (``_pending_rebuild`` is then set)."""
-        try:
-            if self._remote:      # objects are regular files (s3fs answers from its listing)
-                mode = stat.S_IFREG if storage.exists(path) else None
-            else:
-                mode = os.stat(path).st_mode
-        except FileNotFoundError:
-            mode = None
-        if mode is not None and not stat.S_ISREG(mode):
-            if not self.read_only:
-                raise NotARegularFileError(f"{path} is {file_kind(mode)}, not a regular file")
-            log.warning("%s is %s; reading %s without it", path, file_kind(mode), self.log_path)
-            return self._unindexed(cls, path)
-        if self.read_only and mode is None:
-            log.warning("%s is missing; reading %s without it", path, self.log_path)
-            return self._unindexed(cls, path)
-        index = cls(path, self.base_offset, max_index_size=self.config.max_index_size,
-                    writable=not self.read_only)
-        # Left at its preallocated size by a crash: the written entries end before the
-        # all-zero tail.
-        index.drop_zero_tail()
-        try:
-            index.sanity_check()
-            # Kafka trusts an index after a clean shutdown; these checks are cheap (one
-            # vectorized pass, one header read) and catch one that points outside the log.
-            # A read-only view of a live log first forgets the writer's entries for data
-            # appended after it looked at the .log (they are no damage).
-            if cls is OffsetIndex:
-                if self.read_only:
-                    index.drop_entries_past(self._size)
-                index.check_entries(self._size)
-                self._check_last_entry(index)
-            elif index.entries:
-                # offsets inside the segment: up to its last (a short walk from the last
-                # offset index entry; time indexes are opened rarely)
-                last = self.read_next_offset() - 1
-                if self.read_only:
-                    index.drop_entries_past(last)
-                index.check_entries(last)
-        except CorruptIndexError as e:
-            index.close_handler()
-            if self.read_only:
-                log.warning("%s; reading %s without it", e, self.log_path)
-                return self._unindexed(cls, path)
-            # A damaged index is rebuilt from the log, as Kafka's loader does.
-            log.warning("%s; rebuilding it from %s", e, self.log_path)
-            if self.report is not None:
-                self.report("rebuilt_index", path, self.base_offset, reason=str(e))
-            if self._recovering:
-                # recover() is rewriting it: an empty stand-in until then
-                return cls(path, self.base_offset, empty=True)
-            self._pending_rebuild = True
-            return None
-        return index
-
-    def _check_last_entry(self, index):
-        """The last offset index entry must point at a batch header that holds no offset
-        above the entry's (a position inside the file can still be mid-batch)."""
-        if index.entries == 0:
-            return
-        last = index.entry(index.entries - 1)
-        buf = self._buffer_for(last.position, last.position + HEADER_SIZE_UP_TO_MAGIC)
-        if not batch_header_plausible(buf, last.position, self.base_offset, last.offset):
-            raise CorruptIndexError(
-                f"offset index {index.path} does not match its log: its last entry "
-                f"(offset {last.offset}) points at position {last.position}, where no batch "
-                f"holding it starts")
-
-    def _unindexed(self, cls, path):
-        """A read-only segment's stand-in for a missing or damaged index: no entries (lookups
-        scan from the start), nothing written; the largest timestamp comes from the batches."""
-        if cls is TimeIndex:
-            batches = walk_batches(self.buffer(), 0, validate_crc=False)[0]
-            if len(batches):
-                i = int(np.argmax(batches["max_timestamp"]))
-                self._max_timestamp_and_offset = TimestampOffset(
-                    int(batches["max_timestamp"][i]), int(batches["last_offset"][i]))
-        return cls(path, self.base_offset, empty=True)
+    def batch_starts_at(self, position: int, offset: int) -> bool:
+        """Whether a batch holding ``offset`` may start at byte ``position``: its header is
+        there and plausible (how an index entry is checked against the log)."""
+        buf = self._buffer_for(position, position + HEADER_SIZE_UP_TO_MAGIC)
+        return batch_header_plausible(buf, position, self.base_offset, offset)
 
     def indexes_opened(self) -> bool:
-        return self._offset_index is not None or self._time_index is not None
+        return self._lazy_offset_index.index is not None or \
+            self._lazy_time_index.index is not None
 
     def sanity_check(self, time_index_newly_created: bool = False,
                      names: Iterable[str] | None = None) -> None:
@@ -533,7 +264,7 @@ class LogSegment:
             try:
                 _move_to_end(self)
             except KeyError:
-                _OPEN.touch(self)
+                OPEN_SEGMENTS.touch(self)
             return current
         with self._map_lock:
             if self._size == 0:
@@ -552,7 +283,7 @@ class LogSegment:
                     finally:
                         os.close(fd)
                 self._map = current
-        _OPEN.touch(self)
+        OPEN_SEGMENTS.touch(self)
         return current
 
     def _buffer_for(self, start, end):
@@ -564,7 +295,7 @@ class LogSegment:
         if self._size == 0:
             return b""
         buf = storage.range_buffer(self.log_path, self._size).ensure(start, end)
-        _OPEN.touch(self)
+        OPEN_SEGMENTS.touch(self)
         return buf
 
     def _find_batch(self, start, offset):
@@ -638,8 +369,8 @@ class LogSegment:
         if not 0 <= largest_offset - self.base_offset <= _INT32_MAX:
             self._ensure_offset_in_range(largest_offset)
         pinned = self._append_pinned
-        if not pinned:                     # (not ``with self._pinned()``: once per append)
-            _OPEN.pin(self)
+        if not pinned:             # (not ``with OPEN_SEGMENTS.pinned(self)``: once per append)
+            OPEN_SEGMENTS.pin(self)
         try:
             desc = self._desc or self._descriptor()
             try:
@@ -673,7 +404,7 @@ class LogSegment:
                 self.bytes_since_last_index_entry += size
         finally:
             if not pinned:
-                _OPEN.unpin(self)
+                OPEN_SEGMENTS.unpin(self)
 
     @staticmethod
     def _write_rest(fd, data, position, written):
@@ -724,7 +455,7 @@ class LogSegment:
         """(position, size) of the first batch whose last offset >= ``offset``, or None."""
         if self._remote:
             return self._translate_remote(offset, starting_position)
-        with self._scan_lock:
+        with self.scan_lock:
             position, size = self._translate(self.buffer(), offset, starting_position)
         return None if position < 0 else (position, size)
 
@@ -742,21 +473,18 @@ class LogSegment:
         (scans start at the segment's start)."""
         if self._index_distrusted:
             return None
-        index = self._offset_index          # the caller's buffer() touched the segment
+        index = self._lazy_offset_index.index   # the caller's buffer() touched the segment
         return (index if index is not None else self.offset_index).view
 
     def _translate_remote(self, offset, starting_position):
         """``translate_offset`` fetching only the blocks the index entry and the walk from
         it touch."""
-        with self._scan_lock:
+        with self.scan_lock:
             start = starting_position
             if not self._index_distrusted:
                 mapping = self.offset_index.lookup(offset)
                 if mapping.position > starting_position:
-                    buf = self._buffer_for(mapping.position,
-                                           mapping.position + HEADER_SIZE_UP_TO_MAGIC)
-                    if batch_header_plausible(buf, mapping.position, self.base_offset,
-                                              mapping.offset):
+                    if self.batch_starts_at(mapping.position, mapping.offset):
                         start = mapping.position
                     else:
                         self._index_lies(mapping)
@@ -768,7 +496,7 @@ class LogSegment:
         index trusted after a clean shutdown): scans start at the segment's start from now
         on, and the index is rebuilt from the log (for the segment being appended to, at its
         roll: the appender owns its index)."""
-        with self._index_lock:
+        with self.index_lock:
             if self._index_distrusted:
                 return
             self._index_distrusted = True
@@ -784,7 +512,7 @@ class LogSegment:
     def rebuild_indexes(self) -> None:
         """Rewrite the offset and time indexes from the batches of the ``.log`` (nothing is
         cut from the log; see ``recover`` for that)."""
-        with self._scan_lock, self._pinned():
+        with self.scan_lock, OPEN_SEGMENTS.pinned(self):
             batches = walk_batches(self.buffer(), 0, validate_crc=False)[0]
             _, _, offset_index, time_index, max_ts, max_ts_offset, _, _, _ = recovery_summary(
                 batches, self.base_offset, self.config["index.interval.bytes"])
@@ -796,16 +524,16 @@ class LogSegment:
         write each; an index whose file already holds them is left alone. The segment's index
         objects are dropped (reopened lazily: the loader then holds no descriptor for a
         recovered segment). Records in ``rebuilt_indexes`` what changed."""
-        with self._index_lock:
+        with self.index_lock:
             # Dropped, not closed: a reader still holding one keeps its mapping (of the old
             # file: a changed index is written to a new file renamed over the old).
-            self._offset_index = self._time_index = None
+            self._lazy_offset_index.index = self._lazy_time_index.index = None
         self.rebuilt_indexes = []
-        for path, data, entry_size in ((self.index_path, offset_index, 8),
-                                       (self.time_index_path, time_index, 12)):
-            before = _replace_file(path, data, entry_size)
+        for lazy, data in ((self._lazy_offset_index, offset_index),
+                           (self._lazy_time_index, time_index)):
+            before = lazy.replace_file(data)
             if before != -1:
-                self.rebuilt_indexes.append((path, before, len(data) // entry_size))
+                self.rebuilt_indexes.append((lazy.path, before, len(data) // lazy.entry_size))
         self._max_timestamp_and_offset = TimestampOffset(max_ts, max_ts_offset)
         self._final_time_entry = self._max_timestamp_and_offset
 
@@ -825,7 +553,7 @@ class LogSegment:
         # One lock, one mapping and one kernel call per read (Kafka's LogSegment.read:
         # OffsetIndex.lookup + searchForOffsetWithSize + slice); the records are a copy:
         # nothing holds the mapping.
-        with self._scan_lock:
+        with self.scan_lock:
             if not self._remote:
                 buf = self.buffer()
                 position, _, data, incomplete, lies = segment_read(
@@ -860,7 +588,7 @@ class LogSegment:
     def batches(self, start_position: int = 0, validate_crc: bool = False
                 ) -> tuple[np.ndarray, int, int, str | None]:
         """Walk the segment's batches: ``(batches, status, stop, message)`` from the kernel."""
-        with self._scan_lock:
+        with self.scan_lock:
             return walk_batches(self._buffer_for(start_position, self._size), start_position,
                                 validate_crc=validate_crc)
 
@@ -883,12 +611,12 @@ class LogSegment:
         """(timestamp, offset) of the first record with timestamp >= ``timestamp`` at or after
         ``starting_offset``, or None."""
         ts_entry = self.time_index.lookup(timestamp)    # (touches the segment, once a call)
-        offset_index = self._offset_index
+        offset_index = self._lazy_offset_index.index
         if offset_index is None:
             offset_index = self.offset_index
         position = self._checked_position(
             offset_index.lookup(max(ts_entry.offset, starting_offset)).position)
-        with self._scan_lock:
+        with self.scan_lock:
             # Kafka's FileRecords.searchForTimestamp from the index entry (the answer is
             # normally in the first batch or the second); a remote segment is fetched one
             # block further at a time, as _find_batch does.
@@ -952,7 +680,7 @@ class LogSegment:
                 rolling >= 0 else self.time_waited_for_roll(now_ms, max_timestamp_in_messages)
             if waited > max_segment_ms - self.roll_jitter_ms:
                 return True
-        offset_index, time_index = self._offset_index, self._time_index
+        offset_index, time_index = self._lazy_offset_index.index, self._lazy_time_index.index
         room = self._indexes_with_room
         if room is None or room[0] is not offset_index or room[1] is not time_index:
             # An index fills only by an append, which forgets this (as does a change of
@@ -966,7 +694,7 @@ class LogSegment:
     def on_becoming_inactive_segment(self) -> None:
         """At roll: the last time index entry, then trim the indexes (or rebuild them, when
         a read found the offset index lying)."""
-        with self._pinned():
+        with OPEN_SEGMENTS.pinned(self):
             self.time_index.maybe_append(self.max_timestamp_so_far,
                                          self.offset_of_max_timestamp_so_far,
                                          skip_full_check=True)
@@ -997,14 +725,13 @@ class LogSegment:
         if producer_state is None:
             producer_state = ProducerStateManager(self.directory)
             producer_state.load_latest_snapshot(self.base_offset)
-        with self._scan_lock, self._pinned():
-            self._recovering = True
+        with self.scan_lock, OPEN_SEGMENTS.pinned(self):
+            self.recovering = True
             try:
                 return self._recover(producer_state, leader_epochs, before_truncate,
                                      txn_index_exists)
             finally:
-                self._recovering = False
-                self._pending_rebuild = False
+                self.recovering = False
                 self._index_distrusted = False
 
     def _recover(self, producer_state, leader_epochs, before_truncate, txn_index_exists):
@@ -1067,7 +794,7 @@ class LogSegment:
     def truncate_to(self, offset: int) -> int:
         """Remove every batch with offsets >= ``offset`` (the batch holding ``offset`` goes
         whole) and the index entries for them; returns the bytes truncated."""
-        with self._scan_lock, self._pinned():
+        with self.scan_lock, OPEN_SEGMENTS.pinned(self):
             found = self.translate_offset(offset)
             self.offset_index.truncate_to(offset)
             self.time_index.truncate_to(offset)
@@ -1096,9 +823,15 @@ class LogSegment:
         position = self._checked_position(self.offset_index.lookup(last.offset).position)
         batches = walk_batches(self.buffer(), position, validate_crc=False)[0]
         self._max_timestamp_and_offset = last
+        self.learn_largest_timestamp(batches)
+
+    def learn_largest_timestamp(self, batches: np.ndarray) -> None:
+        """Raise the largest timestamp so far to the largest of ``batches`` (a walk of this
+        segment's, ``BATCH_DTYPE``), as when a read-only segment reads without a time index."""
         if len(batches):
             i = int(np.argmax(batches["max_timestamp"]))
-            if batches["max_timestamp"][i] > last.timestamp:
+            so_far = self._max_timestamp_and_offset
+            if so_far is None or batches["max_timestamp"][i] > so_far.timestamp:
                 self._max_timestamp_and_offset = TimestampOffset(
                     int(batches["max_timestamp"][i]), int(batches["last_offset"][i]))
 
@@ -1115,27 +848,23 @@ class LogSegment:
             return
         desc = self._descriptor()       # held: an eviction meanwhile must not close the fd
         os.fsync(desc.fd)
-        offset_index, time_index = self._offset_index, self._time_index
-        if offset_index is not None:
-            offset_index.flush()
-        if time_index is not None:
-            time_index.flush()
+        self._lazy_offset_index.flush()
+        self._lazy_time_index.flush()
         self.txn_index.flush()
 
     def close(self) -> None:
         """Append the final time index entry, trim the indexes, release the files."""
         if self._index_distrusted and not self.read_only and not self.deleted:
             self.rebuild_indexes()       # a read found it lying; it goes with the log now
-        _OPEN.forget(self)
-        self._evictable = False
+        OPEN_SEGMENTS.forget(self)
+        self.evictable = False
         if not self.read_only:
             try:
                 # a segment always has its index files, as in Kafka
                 if not self._index_files_exist:
-                    if self._offset_index is None and not os.path.exists(self.index_path):
-                        self.offset_index
-                    if self._time_index is None and not os.path.exists(self.time_index_path):
-                        self.time_index
+                    for lazy in (self._lazy_offset_index, self._lazy_time_index):
+                        if lazy.index is None and not os.path.exists(lazy.path):
+                            lazy.get()
                 # (recovery wrote it already unless an append or truncation came since)
                 if self._max_timestamp_and_offset is not None and \
                         self._max_timestamp_and_offset != self._final_time_entry:
@@ -1146,20 +875,16 @@ class LogSegment:
                 # close() always releases the files; the next load checks and rebuilds
                 log.warning("closing %s without its final time index entry: %s",
                             self.log_path, e)
-        if self._offset_index is not None:
-            self._offset_index.close()
-        if self._time_index is not None:
-            self._time_index.close()
+        self._lazy_offset_index.close()
+        self._lazy_time_index.close()
         self._release()
 
     def close_handlers(self) -> None:
         """Release files without trimming (used when a segment is deleted)."""
-        _OPEN.forget(self)
-        self._evictable = False
-        if self._offset_index is not None:
-            self._offset_index.close_handler()
-        if self._time_index is not None:
-            self._time_index.close_handler()
+        OPEN_SEGMENTS.forget(self)
+        self.evictable = False
+        self._lazy_offset_index.close_handler()
+        self._lazy_time_index.close_handler()
         self._release()
 
     def _release(self):
@@ -1179,14 +904,8 @@ class LogSegment:
             return base + new_suffix
         os.replace(self.log_path, renamed(self.log_path))
         self.log_path = renamed(self.log_path)
-        for index, path in ((self._offset_index, self.index_path),
-                            (self._time_index, self.time_index_path)):
-            target = renamed(path)
-            if index is not None:
-                if os.path.exists(index.path):
-                    index.rename_to(target)
-            elif os.path.exists(path):
-                os.replace(path, target)
+        for lazy in (self._lazy_offset_index, self._lazy_time_index):
+            lazy.rename_to(renamed(lazy.path))
         self.txn_index.rename_to(renamed(self.txn_index.path))
         self.file_suffix = new_suffix
 
@@ -1194,8 +913,8 @@ class LogSegment:
         """Prepare for deletion while readers may still hold the segment: the indexes are
         opened now (never lazily from a renamed or removed file), and from here on the files
         are only unlinked, not closed; the mappings and descriptor go with the object."""
-        self._evictable = False
-        _OPEN.forget(self)
+        self.evictable = False
+        OPEN_SEGMENTS.forget(self)
         self._descriptor()   # opened now too: the files are renamed, then removed
         self.offset_index
         self.time_index
@@ -1208,10 +927,9 @@ class LogSegment:
             self.close_handlers()
         paths = [self.log_path, self._path(INDEX_SUFFIX), self._path(TIME_INDEX_SUFFIX),
                  self.txn_index.path]
-        if self._offset_index is not None:
-            paths.append(self._offset_index.path)
-        if self._time_index is not None:
-            paths.append(self._time_index.path)
+        for lazy in (self._lazy_offset_index, self._lazy_time_index):
+            if lazy.index is not None:
+                paths.append(lazy.index.path)
         for p in set(paths):
             try:
                 os.remove(p)
@@ -1220,64 +938,3 @@ class LogSegment:
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self._size})"
-
-
-def _replace_file(path, data, entry_size):
-    """Make the file at ``path`` hold exactly ``data``. Returns -1 when it already did, else
-    how many valid entries (before an all-zero tail) it held, or None when it was missing.
-
-    Changed contents go to ``<path>.deleted`` renamed over ``path``: a reader still mapping
-    the old file keeps it whole (a file cut under a mapping faults, SIGBUS), and a crash
-    leaves a ``.deleted`` file, which loading removes."""
-    if not data:
-        # An empty index (a small segment's offset index) that is empty already: one stat.
-        try:
-            st = os.stat(path)
-        except FileNotFoundError:
-            st = None
-        if st is not None and st.st_size == 0 and stat.S_ISREG(st.st_mode):
-            return -1
-    try:
-        fd, st = open_regular_stat(path, os.O_RDWR)
-    except FileNotFoundError:
-        before = None
-    else:
-        try:
-            size = st.st_size
-            same_entries = size >= len(data) and os.pread(fd, len(data), 0) == data
-            if same_entries and size == len(data):
-                return -1
-            if same_entries and size <= 1 << 24 and \
-                    not np.frombuffer(os.pread(fd, size - len(data), len(data)),
-                                      np.uint8).any():
-                # the same entries and a preallocated zero tail: only the tail goes (a
-                # reader never reads past the entries it knows)
-                os.ftruncate(fd, len(data))
-                return -1
-            before = _entries_before_zero_tail(fd, size, entry_size)
-        finally:
-            os.close(fd)
-    temp = path + DELETED_SUFFIX
-    fd = open_regular(temp, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
-    try:
-        _write_all(fd, data)
-    finally:
-        os.close(fd)
-    os.replace(temp, path)
-    return before
-
-
-def _entries_before_zero_tail(fd, size, entry_size):
-    """How many entries an index file holds before its all-zero tail (for reports)."""
-    if size > 1 << 24:
-        return size // entry_size
-    nonzero = np.flatnonzero(np.frombuffer(os.pread(fd, size, 0), np.uint8))
-    return 0 if len(nonzero) == 0 else (int(nonzero[-1]) + entry_size) // entry_size
-
-
-def _write_all(fd, data):
-    view = memoryview(data)
-    written = 0
-    while written < len(view):
-        written += os.pwrite(fd, view[written:], written)
-

@@ -164,6 +164,6 @@ def test_active_segment_is_pinned_while_active(tmp_path):
             log.append(b)
         *old, active = log.segments
         assert len(old) > 2
-        assert active._pins == 1 and all(s._pins == 0 for s in old)
+        assert active.pins == 1 and all(s.pins == 0 for s in old)
     with Log.open(tmp_path / "t-0", read_only=True) as log:
-        assert all(s._pins == 0 for s in log.segments)
+        assert all(s.pins == 0 for s in log.segments)

@@ -13,7 +13,7 @@ import pytest
 
 from kafkalog import Record, build_batch
 from kafkalog.log import Log
-from kafkalog.segment import open_segment_count, set_max_open_segments
+from kafkalog.descriptor_cache import open_segment_count, set_max_open_segments
 
 RECORDS_PER_SEGMENT = 3
 

@@ -1,0 +1,247 @@
+"""``LazyIndex``: a segment's offset or time index, opened on first use (Kafka's
+``LazyIndex``), checked against the segment's log when opened, and rewritten whole when it is
+rebuilt from the log.
+
+Loading a log of many segments touches only directory entries; an index is mapped by the first
+lookup or append, and dropped again when its segment gives its handles back (the descriptor
+cache) or its file is rewritten.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import stat
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+import numpy as np
+
+from kafkalog import storage
+from kafkalog.errors import CorruptIndexError, NotARegularFileError
+from kafkalog.files import DELETED_SUFFIX, file_kind, open_regular, open_regular_stat
+from kafkalog.index import OffsetIndex, TimeIndex
+
+if TYPE_CHECKING:
+    from kafkalog.segment import LogSegment
+
+log = logging.getLogger(__name__)
+
+_I = TypeVar("_I", OffsetIndex, TimeIndex)
+
+
+class LazyIndex(Generic[_I]):
+    """One index of ``segment`` (``cls``: OffsetIndex or TimeIndex), opened by ``get()``.
+
+    Opening checks the index against the log (Kafka trusts an index after a clean shutdown;
+    these checks are cheap and catch one that points outside the log): a damaged index of a
+    writable segment is rebuilt from the log, a read-only segment reads without it. The
+    segment's side of the contract: ``scan_lock`` and ``index_lock``, ``recovering``,
+    ``rebuild_indexes()``, ``batch_starts_at()``, ``read_next_offset()``, ``batches()``,
+    ``learn_largest_timestamp()`` and its public facts (paths, size, config, ``report``).
+    """
+    __slots__ = ("_segment", "_cls", "index")
+
+    def __init__(self, segment: LogSegment, cls: type[_I]) -> None:
+        self._segment = segment
+        self._cls: type[_I] = cls
+        #: the open index, or None until it is first used (again, after a drop)
+        self.index: _I | None = None
+
+    @property
+    def path(self) -> str:
+        segment = self._segment
+        return segment.index_path if self._cls is OffsetIndex else segment.time_index_path
+
+    @property
+    def entry_size(self) -> int:
+        return self._cls.entry_size
+
+    def get(self) -> _I:
+        """The index, opened now if it is not open."""
+        index = self.index
+        if index is None:
+            index = self._load()
+        return index
+
+    def _load(self):
+        segment = self._segment
+        path = self.path
+        for _ in range(3):
+            # the scan lock first, as reads take it (opening a time index walks the segment
+            # under the scan lock: index lock then scan lock deadlocked against a read)
+            with segment.scan_lock, segment.index_lock:
+                index = self.index
+                if index is None:
+                    index = self.index = self._open(path)
+            if index is not None:
+                return index
+            # Within recover() a damaged index is replaced by a stand-in (the indexes are
+            # rebuilt anyway, and a cut must go through its hook); otherwise it is rebuilt
+            # from the log now. Rebuilt, not recovered: a cut of the .log here would fault
+            # (SIGBUS) a reader that holds its mapping (this runs inside reads), and would
+            # delete data without the loader's report or salvage; a damaged batch stays a
+            # typed error for readers until the next recovery.
+            segment.rebuild_indexes()
+        raise CorruptIndexError(f"{path} could not be rebuilt from {segment.log_path}")
+
+    def _open(self, path):
+        """The index at ``path`` opened and checked; None when it was damaged and must be
+        rebuilt."""
+        segment, cls = self._segment, self._cls
+        try:
+            if storage.is_remote(path):   # objects are regular files (s3fs answers from
+                mode = stat.S_IFREG if storage.exists(path) else None   # its listing)
+            else:
+                mode = os.stat(path).st_mode
+        except FileNotFoundError:
+            mode = None
+        if mode is not None and not stat.S_ISREG(mode):
+            if not segment.read_only:
+                raise NotARegularFileError(f"{path} is {file_kind(mode)}, not a regular file")
+            log.warning("%s is %s; reading %s without it", path, file_kind(mode),
+                        segment.log_path)
+            return self._unindexed(path)
+        if segment.read_only and mode is None:
+            log.warning("%s is missing; reading %s without it", path, segment.log_path)
+            return self._unindexed(path)
+        index = cls(path, segment.base_offset, max_index_size=segment.config.max_index_size,
+                    writable=not segment.read_only)
+        # Left at its preallocated size by a crash: the written entries end before the
+        # all-zero tail.
+        index.drop_zero_tail()
+        try:
+            index.sanity_check()
+            # Kafka trusts an index after a clean shutdown; these checks are cheap (one
+            # vectorized pass, one header read) and catch one that points outside the log.
+            # A read-only view of a live log first forgets the writer's entries for data
+            # appended after it looked at the .log (they are no damage).
+            if cls is OffsetIndex:
+                if segment.read_only:
+                    index.drop_entries_past(segment.size)
+                index.check_entries(segment.size)
+                self._check_last_entry(index)
+            elif index.entries:
+                # offsets inside the segment: up to its last (a short walk from the last
+                # offset index entry; time indexes are opened rarely)
+                last = segment.read_next_offset() - 1
+                if segment.read_only:
+                    index.drop_entries_past(last)
+                index.check_entries(last)
+        except CorruptIndexError as e:
+            index.close_handler()
+            if segment.read_only:
+                log.warning("%s; reading %s without it", e, segment.log_path)
+                return self._unindexed(path)
+            # A damaged index is rebuilt from the log, as Kafka's loader does.
+            log.warning("%s; rebuilding it from %s", e, segment.log_path)
+            if segment.report is not None:
+                segment.report("rebuilt_index", path, segment.base_offset, reason=str(e))
+            if segment.recovering:
+                # recover() is rewriting it: an empty stand-in until then
+                return cls(path, segment.base_offset, empty=True)
+            return None
+        return index
+
+    def _check_last_entry(self, index):
+        """The last offset index entry must point at a batch header that holds no offset
+        above the entry's (a position inside the file can still be mid-batch)."""
+        if index.entries == 0:
+            return
+        last = index.entry(index.entries - 1)
+        if not self._segment.batch_starts_at(last.position, last.offset):
+            raise CorruptIndexError(
+                f"offset index {index.path} does not match its log: its last entry "
+                f"(offset {last.offset}) points at position {last.position}, where no batch "
+                f"holding it starts")
+
+    def _unindexed(self, path):
+        """A read-only segment's stand-in for a missing or damaged index: no entries (lookups
+        scan from the start), nothing written; the largest timestamp comes from the batches."""
+        segment = self._segment
+        if self._cls is TimeIndex:
+            segment.learn_largest_timestamp(segment.batches(0)[0])
+        return self._cls(path, segment.base_offset, empty=True)
+
+    def flush(self) -> None:
+        if self.index is not None:
+            self.index.flush()
+
+    def close(self) -> None:
+        """Trim the open index to its entries and release it (Kafka's ``close``)."""
+        if self.index is not None:
+            self.index.close()
+
+    def close_handler(self) -> None:
+        """Release the open index without trimming it."""
+        if self.index is not None:
+            self.index.close_handler()
+
+    def rename_to(self, target: str) -> None:
+        """Rename the index file to ``target`` (the open index's, or the file as it is on
+        disk); a missing file is skipped."""
+        index = self.index
+        if index is not None:
+            if os.path.exists(index.path):
+                index.rename_to(target)
+        elif os.path.exists(self.path):
+            os.replace(self.path, target)
+
+    def replace_file(self, data: bytes) -> int | None:
+        """Make the index file hold exactly ``data`` (entries rebuilt from the log). Returns
+        -1 when it already did, else how many valid entries (before an all-zero tail) it
+        held, or None when it was missing.
+
+        Changed contents go to ``<path>.deleted`` renamed over the file: a reader still
+        mapping the old file keeps it whole (a file cut under a mapping faults, SIGBUS), and a
+        crash leaves a ``.deleted`` file, which loading removes."""
+        path, entry_size = self.path, self.entry_size
+        if not data:
+            # An empty index (a small segment's offset index) that is empty already: one stat.
+            try:
+                st = os.stat(path)
+            except FileNotFoundError:
+                st = None
+            if st is not None and st.st_size == 0 and stat.S_ISREG(st.st_mode):
+                return -1
+        try:
+            fd, st = open_regular_stat(path, os.O_RDWR)
+        except FileNotFoundError:
+            before = None
+        else:
+            try:
+                size = st.st_size
+                same_entries = size >= len(data) and os.pread(fd, len(data), 0) == data
+                if same_entries and size == len(data):
+                    return -1
+                if same_entries and size <= 1 << 24 and \
+                        not np.frombuffer(os.pread(fd, size - len(data), len(data)),
+                                          np.uint8).any():
+                    # the same entries and a preallocated zero tail: only the tail goes (a
+                    # reader never reads past the entries it knows)
+                    os.ftruncate(fd, len(data))
+                    return -1
+                before = _entries_before_zero_tail(fd, size, entry_size)
+            finally:
+                os.close(fd)
+        temp = path + DELETED_SUFFIX
+        fd = open_regular(temp, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+        try:
+            _write_all(fd, data)
+        finally:
+            os.close(fd)
+        os.replace(temp, path)
+        return before
+
+
+def _entries_before_zero_tail(fd, size, entry_size):
+    """How many entries an index file holds before its all-zero tail (for reports)."""
+    if size > 1 << 24:
+        return size // entry_size
+    nonzero = np.flatnonzero(np.frombuffer(os.pread(fd, size, 0), np.uint8))
+    return 0 if len(nonzero) == 0 else (int(nonzero[-1]) + entry_size) // entry_size
+
+
+def _write_all(fd, data):
+    view = memoryview(data)
+    written = 0
+    while written < len(view):
+        written += os.pwrite(fd, view[written:], written)
