@@ -31,15 +31,19 @@ cdef inline Py_ssize_t _binary_search(const unsigned char *p, Py_ssize_t entries
                                       bint upper) noexcept nogil:
     cdef Py_ssize_t mid, guess, a, b
     cdef int64_t found, first, last
+    cdef double span
     cdef bint above
     # Keys grow about linearly (an entry every index.interval.bytes): the slot interpolated
     # between the ends and a window around it usually bound the answer, so ~5 probes replace
-    # ~log2(n) dependent ones. Only narrows [lo, hi]: the answer is the same for any keys.
+    # ~log2(n) dependent ones. Only narrows [lo, hi]: the answer is the same for sorted keys.
+    # In doubles: the int64 difference of two time-index keys can overflow, and a guess
+    # outside [lo, hi] would read outside the index (a damaged index has any keys).
     if hi - lo > 4 * _GUESS_WINDOW:
         first = _entry_value(p, lo, field)
         last = _entry_value(p, hi, field)
-        if first < target < last:
-            guess = lo + <Py_ssize_t>(<double>(target - first) / <double>(last - first)
+        span = <double>last - <double>first
+        if first < target < last and span > 0:
+            guess = lo + <Py_ssize_t>((<double>target - <double>first) / span
                                       * <double>(hi - lo))
             a = guess - _GUESS_WINDOW
             b = guess + _GUESS_WINDOW

@@ -6,6 +6,7 @@ import numpy as np
 from kafkalog._layout import OFFSET_KEY, OFFSET_VALUE, TIME_KEY, TIME_VALUE
 
 _ENTRY_SIZE = {OFFSET_KEY: 8, OFFSET_VALUE: 8, TIME_KEY: 12, TIME_VALUE: 12}
+_GUESS_WINDOW = 8
 _FIELD = {OFFSET_KEY: (">i", 0), OFFSET_VALUE: (">i", 4), TIME_KEY: (">q", 0), TIME_VALUE: (">i", 8)}
 
 
@@ -28,6 +29,19 @@ def _search(buf, entries, field, target, upper):
         return -1
 
     def binary_search(lo, hi):
+        # The compiled search's interpolated first guess (see ``_core._binary_search``): the
+        # same answer for sorted keys, and the same window for a damaged index's any keys.
+        if hi - lo > 4 * _GUESS_WINDOW:
+            first, last = _value(buf, lo, field), _value(buf, hi, field)
+            span = float(last) - float(first)
+            if first < target < last and span > 0:
+                guess = lo + int((float(target) - float(first)) / span * float(hi - lo))
+                if guess - _GUESS_WINDOW > lo and _value(buf, guess - _GUESS_WINDOW,
+                                                         field) <= target:
+                    lo = guess - _GUESS_WINDOW
+                if guess + _GUESS_WINDOW < hi and _value(buf, guess + _GUESS_WINDOW,
+                                                         field) > target:
+                    hi = guess + _GUESS_WINDOW - 1
         while lo < hi:
             mid = (lo + hi + 1) >> 1
             found = _value(buf, mid, field)

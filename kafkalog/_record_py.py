@@ -1,7 +1,7 @@
 """Twin of ``_record.pxi``: Record objects made from decoded columns."""
 import numpy as np
 
-from kafkalog._layout import BATCH_DTYPE, RECORD_DTYPE, LOG_OVERHEAD
+from kafkalog._layout import BATCH_DTYPE, RECORD_DTYPE, HEADER_DTYPE, LOG_OVERHEAD
 from kafkalog.errors import CorruptRecordError
 from kafkalog._common_py import _V2_MIN_SIZE, _V2_HEADER
 from kafkalog._decode_py import check_batches, decode_v2_records
@@ -38,19 +38,37 @@ class Record:
                 f"value={self.value!r:.60}, headers={self.headers!r:.60})")
 
 
+def _check_spans(records, headers, length):
+    """See ``_core._check_spans``: every span of ``records`` and their header rows inside a
+    buffer of ``length`` bytes, else a ValueError naming the first record that is not."""
+    for i, r in enumerate(records):
+        for pos, n in ((int(r["key_pos"]), int(r["key_len"])),
+                       (int(r["value_pos"]), int(r["value_len"]))):
+            if n > 0 and (pos < 0 or pos + n > length):
+                raise ValueError(f"record {i} lies outside the buffer")
+        first, count = int(r["header_start"]), int(r["header_count"])
+        if count:
+            if count < 0 or first < 0 or first + count > len(headers):
+                raise ValueError(f"record {i} has headers outside the header rows")
+            for h in headers[first:first + count]:
+                key_pos, key_len = int(h["key_pos"]), int(h["key_len"])
+                value_pos, value_len = int(h["value_pos"]), int(h["value_len"])
+                if key_len < 0 or key_pos < 0 or key_pos + key_len > length or \
+                        (value_len > 0 and (value_pos < 0 or value_pos + value_len > length)):
+                    raise ValueError(f"record {i} has a header outside the buffer")
+
+
 def make_records(data, records, headers, timestamp_types, type_objects):
     """See ``_core.make_records`` (here the fields are copied at once)."""
     data = memoryview(data).cast("B")
     records = np.asarray(records, dtype=RECORD_DTYPE)
+    headers = np.asarray(headers, dtype=HEADER_DTYPE)
     if len(timestamp_types) != len(records):
         raise ValueError("timestamp_types and records differ in length")
+    _check_spans(records, headers, len(data))
 
     def span(pos, length):
-        if length < 0:
-            return None
-        if pos + length > len(data):
-            raise ValueError("a record lies outside the buffer")
-        return bytes(data[pos:pos + length])
+        return None if length < 0 else bytes(data[pos:pos + length])
 
     out = []
     for r, t in zip(records, timestamp_types):

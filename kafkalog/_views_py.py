@@ -1,8 +1,9 @@
 """Twin of ``_views.pxi``: held index views for one-call lookups."""
 import numpy as np
 
-from kafkalog._layout import OFFSET_KEY, TIME_KEY
-from kafkalog._index_py import _check_index, index_lookup
+from kafkalog._layout import OFFSET_KEY, OFFSET_VALUE, TIME_KEY, TIME_VALUE
+from kafkalog._common_py import _wrap64
+from kafkalog._index_py import _check_index, _value, index_lookup
 
 
 class IndexView:
@@ -35,18 +36,27 @@ class IndexView:
 
 
 def index_lookup_many(buf, entries, kind, base_offset, targets):
-    """See ``_core.index_lookup_many``."""
+    """See ``_core.index_lookup_many``: the same search over the keys read once (a damaged
+    index's unsorted keys give the same answers as there)."""
     if kind not in (OFFSET_KEY, TIME_KEY):
         raise ValueError(f"kind must be OFFSET_KEY or TIME_KEY, not {kind}")
     buf = _check_index(buf, entries, kind)
+    shift = base_offset if kind == OFFSET_KEY else 0
+    keys = [_wrap64(_value(buf, i, kind) + shift) for i in range(entries)]
     first, second = [], []
     for t in targets:
-        target = int(t) - base_offset if kind == OFFSET_KEY else int(t)
-        slot, x, y = index_lookup(buf, entries, kind, target)
-        if kind == OFFSET_KEY:
-            first.append(base_offset if slot < 0 else base_offset + x)
-            second.append(0 if slot < 0 else y)
-        else:
-            first.append(-1 if slot < 0 else x)
-            second.append(base_offset if slot < 0 else base_offset + y)
+        t = int(t)
+        if entries == 0 or keys[0] > t:
+            first.append(base_offset if kind == OFFSET_KEY else -1)
+            second.append(0 if kind == OFFSET_KEY else base_offset)
+            continue
+        lo, half = 0, entries          # largest slot with keys[slot] <= t
+        while half > 1:
+            step = half >> 1
+            if keys[lo + step] <= t:
+                lo += step
+            half -= step
+        first.append(keys[lo])
+        second.append(_value(buf, lo, OFFSET_VALUE) if kind == OFFSET_KEY
+                      else _wrap64(base_offset + _value(buf, lo, TIME_VALUE)))
     return np.array(first, dtype=np.int64), np.array(second, dtype=np.int64)

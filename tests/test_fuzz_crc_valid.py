@@ -3,14 +3,15 @@ after every mutation, so that only the decoder's own checks stand between the by
 reader.
 
 Every case must either decode or raise ``CorruptRecordError`` (``RecordTooLargeError`` for a
-payload declaring more than the decompression limit) through every public reader; the
-compiled kernels and their pure-Python twins must agree; what ``validate_batches`` (recovery)
-accepts must decode; and a recovered segment must read without error. ``scripts/fuzz_stress.py
---crc-valid`` runs the same cases in bulk.
+payload declaring more than the decompression limit) through every public reader; what
+``validate_batches`` (recovery) accepts must decode; and a recovered segment must read without
+error. Each case runs through every reader twice in one process, with the compiled kernels and
+with their pure-Python twins swapped in (``twins.kernels_of``): the records, the errors (type,
+message, position), what validation keeps and what recovery leaves must agree.
+``scripts/fuzz_stress.py --crc-valid`` runs the same cases in bulk.
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import random
 import struct
@@ -29,7 +30,8 @@ from kafkalog.errors import CorruptRecordError, KafkaLogError, RecordTooLargeErr
 from kafkalog.records import decode_batches, iter_batches, validate_batches
 from kafkalog.segment import LogSegment
 
-from conftest import FIXTURES, KERNELS, fixtures_present
+from conftest import FIXTURES, fixtures_present
+from twins import kernels_of, modules as kernel_modules
 
 # --- the corpus --------------------------------------------------------------------------------
 
@@ -342,23 +344,6 @@ def make_case(rng: random.Random) -> bytes:
 
 # --- running a case ----------------------------------------------------------------------------
 
-_PATCHED = ("walk_batches", "check_batches", "decode_v2_records", "decode_legacy_records",
-            "make_records", "span_bytes")
-
-
-@contextlib.contextmanager
-def kernels_of(module):
-    """``kafkalog.records`` reading through ``module``'s kernels (compiled or pure)."""
-    saved = {name: getattr(records, name) for name in _PATCHED}
-    try:
-        for name in _PATCHED:
-            setattr(records, name, getattr(module, name))
-        yield
-    finally:
-        for name, value in saved.items():
-            setattr(records, name, value)
-
-
 def read_all(data):
     """Every public reader over ``data``: ("ok", records) or ("corrupt", reason). Any other
     exception propagates (the failure being looked for)."""
@@ -377,7 +362,7 @@ def read_all(data):
                      table.records["value_pos"].copy(), table.records["value_len"].copy())
         return "ok", got
     except (CorruptRecordError, RecordTooLargeError) as e:
-        return "corrupt", type(e).__name__
+        return "corrupt", type(e).__name__, str(e), getattr(e, "position", None)
 
 
 def check_validation(data):
@@ -389,7 +374,8 @@ def check_validation(data):
 
 
 def check_recovery(data, directory):
-    """Recover a segment holding ``data``; what is left must read without error."""
+    """Recover a segment holding ``data``; what is left must read without error. Returns
+    what is left (None when recovery refused the segment with a typed error)."""
     for name in os.listdir(directory):
         os.remove(os.path.join(directory, name))
     with open(os.path.join(directory, "00000000000000000000.log"), "wb") as f:
@@ -404,28 +390,27 @@ def check_recovery(data, directory):
     finally:
         seg.close()              # close() always releases, whatever recovery found
     if buf is None:
-        return
-    kind, _ = read_all(buf)
+        return None
+    kind, _ = read_all(buf)[:2]
     assert kind == "ok", "a recovered segment fails to read"
+    return buf
 
 
 def run_case(data, modules, directory=None):
-    """Check one buffer with every kernel module in ``modules``; returns the outcome."""
+    """Check one buffer with the kernels of every module in ``modules`` (``twins.kernels_of``:
+    every reader, recovery included, through them); they must agree. Returns the outcome."""
     outcomes = []
     for module in modules:
         with kernels_of(module):
-            outcomes.append(read_all(data))
+            read = read_all(data)
             n_valid, n = check_validation(data)
-            if outcomes[-1][0] == "ok":
+            if read[0] == "ok":
                 assert n_valid == n, "validate_batches refuses a batch that decodes"
-    first = outcomes[0]
+            recovered = check_recovery(data, directory) if directory is not None else None
+        outcomes.append((read, n_valid, n, recovered))
     for other in outcomes[1:]:
-        assert other[0] == first[0], f"kernels disagree: {outcomes}"
-        if first[0] == "ok":
-            assert other[1] == first[1], "kernels decode different records"
-    if directory is not None:
-        check_recovery(data, directory)
-    return first[0]
+        assert other == outcomes[0], f"kernels disagree: {[o[:3] for o in outcomes]}"
+    return outcomes[0][0][0]
 
 
 # --- the CI test -------------------------------------------------------------------------------
@@ -435,7 +420,7 @@ CASES = int(os.environ.get("KAFKALOG_CRC_FUZZ_CASES", "3000"))
 
 @pytest.mark.parametrize("part", range(3))
 def test_crc_valid_mutations_decode_or_raise_corrupt(part, tmp_path):
-    modules = list(KERNELS.values())
+    modules = kernel_modules()
     rng = random.Random(1600 + part)
     tally = {"ok": 0, "corrupt": 0}
     for i in range(CASES // 3):
@@ -457,7 +442,7 @@ def _rec(off_delta, ts_delta=0, value=b"v", headers=()):
 
 
 def all_corrupt(data):
-    for module in KERNELS.values():
+    for module in kernel_modules():
         with kernels_of(module):
             assert read_all(data)[0] == "corrupt"
             rows = records.walk_batches(data)[0]
@@ -504,7 +489,7 @@ def _wrap(inner, offset, codec=codecs.GZIP):
 
 def test_header_and_varint_checks():
     ok = _v2(_rec(0), 1)
-    for module in KERNELS.values():
+    for module in kernel_modules():
         with kernels_of(module):
             assert read_all(ok)[0] == "ok"
     all_corrupt(_v2(_rec(0, ts_delta=2**63 - 1), 1))                   # timestamp overflow
@@ -518,7 +503,7 @@ def test_header_and_varint_checks():
 
 def test_inner_messages_must_match_the_wrapper():
     good = _legacy_message(0) + _legacy_message(1)
-    for module in KERNELS.values():
+    for module in kernel_modules():
         with kernels_of(module):
             assert read_all(_wrap(good, 5))[0] == "ok"
     all_corrupt(_wrap(b"", 5))                                          # no inner records
@@ -549,7 +534,7 @@ def test_recovery_truncates_a_crc_valid_invalid_batch(tmp_path):
 
 
 def test_twins_agree_on_seed_corpus_unmutated():
-    modules = list(KERNELS.values())
+    modules = kernel_modules()
     with tempfile.TemporaryDirectory() as d:
         for batch in corpus():
             assert run_case(batch, modules, d) == "ok"
