@@ -81,6 +81,16 @@ class InvalidProducerEpochError(KafkaLogError):
     """A batch from a producer epoch older than the last one seen (a fenced producer)."""
 
 
+class InvalidTxnStateError(KafkaLogError):
+    """A non-transactional batch from a producer whose transaction is open (Kafka's
+    InvalidTxnStateException)."""
+
+
+class TransactionCoordinatorFencedError(KafkaLogError):
+    """An end-transaction marker from a coordinator epoch older than the producer's last
+    marker's (a zombie coordinator; Kafka's TransactionCoordinatorFencedException)."""
+
+
 class OffsetOutOfRangeError(KafkaLogError):
     """A requested offset lies outside the log."""
 
@@ -277,6 +287,8 @@ __all__ = [
     "OutOfOrderSequenceError",
     "LogDirFailureError",
     "InvalidProducerEpochError",
+    "InvalidTxnStateError",
+    "TransactionCoordinatorFencedError",
     "CorruptCheckpointError",
     "CorruptSnapshotError",
     "InvalidConfigError",

@@ -274,11 +274,13 @@ class LocalLog:
 
     def replace_segments(self, new_segments, old_segments):
         """Swap closed ``.cleaned`` segments in for ``old_segments`` (all still in the list)
-        through the crash-safe protocol; returns the new segments, opened."""
+        through the crash-safe protocol; returns the old segments no new one took the base
+        offset of (as Kafka's: their producer snapshots go with them)."""
         opened = replace_segments(self.directory, new_segments, old_segments,
                                   self.delete_segment_files, self.new_segment)
         self.segments = self.segments.replace(remove=old_segments, add=opened)
-        return opened
+        kept = {s.base_offset for s in opened}
+        return [s for s in old_segments if s.base_offset not in kept]
 
     def close(self):
         for segment in self.segments:

@@ -31,7 +31,6 @@ from kafkalog.config import LONG_MAX, LogConfig
 from kafkalog.errors import (
     CorruptRecordError, InvalidOffsetError, InvalidTimestampError, KafkaLogError,
     LogClosedError, LogDirFailureError, LogNotFoundError, OffsetOutOfRangeError,
-    OutOfOrderSequenceError,
 )
 from kafkalog._layout import WALK_CORRUPT, WALK_INVALID
 from kafkalog.files import (
@@ -149,6 +148,7 @@ class Log:
         log_end = loaded.log_end_offset
         self._high_watermark = log_end if high_watermark is None else \
             min(max(high_watermark, loaded.log_start_offset), log_end)
+        self._producer_state.on_high_watermark_updated(self._high_watermark)
         self._unflushed_messages = 0
         self._last_flush_ms = self._now_ms()
         self._closed = False
@@ -360,6 +360,7 @@ class Log:
         with self._lock:
             self._high_watermark = min(max(offset, self._log_start_offset),
                                        self.log_end_offset)
+            self._producer_state.on_high_watermark_updated(self._high_watermark)
             return self._high_watermark
 
     def offsets(self) -> LogOffsetSnapshot:
@@ -469,7 +470,7 @@ class Log:
             n_batches, first, last, max_ts, offset_of_max, count, flags, epoch = \
                 prepare_append(data, log_end if assign_offsets else -1,
                                settings.max_message_bytes, now if log_append else -1)
-            batches = None
+            batches = prepared = None
             if flags & APPEND_HAS_COMPRESSED:
                 batches = walk_batches(data, validate_crc=False)[0]
                 compressed = batches[(batches["attributes"] & 0x07) != 0]
@@ -480,7 +481,8 @@ class Log:
                 batches = self._validate_timestamps(data, batches, now)
             if assign_offsets and flags & APPEND_HAS_PRODUCER:
                 batches = walk_batches(data, validate_crc=False)[0]
-                duplicate = self._validate_producers(batches)
+                prepared = self._producer_state.prepare_append(data, batches)
+                duplicate = prepared.duplicate
                 if duplicate is not None:
                     # A retried batch already in the log: answer with its offsets.
                     return LogAppendInfo(duplicate.first_offset, duplicate.last_offset,
@@ -497,7 +499,9 @@ class Log:
                     # Kafka names the new segment after the first offset the append will take.
                     segment = self._roll(max(first, log_end))
                 local.append(segment, last, max_ts, offset_of_max, data)
-                if flags & APPEND_HAS_PRODUCER:
+                if prepared is not None:
+                    self._producer_state.commit(prepared, segment.txn_index)
+                elif flags & APPEND_HAS_PRODUCER:
                     if batches is None:
                         batches = walk_batches(data, validate_crc=False)[0]
                     self._producer_state.apply_batches(data, batches,
@@ -510,6 +514,8 @@ class Log:
                 raise self._offline("append", e) from e
             if not self._replicated:
                 self._high_watermark = last + 1
+                if flags & APPEND_HAS_PRODUCER:
+                    self._producer_state.on_high_watermark_updated(last + 1)
             self._unflushed_messages += count
             if self._unflushed_messages >= settings.flush_messages or \
                     now - self._last_flush_ms >= settings.flush_ms:
@@ -540,25 +546,6 @@ class Log:
                 f"[{now} - message.timestamp.before.max.ms ({before}), {now} + "
                 f"message.timestamp.after.max.ms ({after})]")
         return batches
-
-    def _validate_producers(self, batches):
-        """Kafka's producer checks on a leader append; the first batch of each producer is
-        checked against the state, later ones of the same append against the one before."""
-        seen = {}
-        for row in batches[batches["producer_id"] >= 0]:
-            pid = int(row["producer_id"])
-            base_seq = int(row["base_sequence"])
-            if pid not in seen:
-                duplicate = self._producer_state.validate(row)
-                if duplicate is not None:
-                    return duplicate
-            elif base_seq >= 0 and seen[pid] >= 0 and base_seq != seen[pid] + 1:
-                raise OutOfOrderSequenceError(
-                    f"out of order sequence number for producer {pid} within one append: "
-                    f"{base_seq} after {seen[pid]}")
-            seen[pid] = base_seq + int(row["last_offset"] - row["base_offset"]) \
-                if base_seq >= 0 else -1
-        return None
 
     def remove_expired_producers(self, expiration_ms: int = 86_400_000,
                                  now_ms: int | None = None) -> None:
@@ -804,6 +791,7 @@ class Log:
         self.first_dirty_offset = min(self.first_dirty_offset, log_end)
         self._producer_state.delete_snapshots_above(log_end)
         self._producer_state = rebuild_producer_state(self.path, self.segments, log_end)
+        self._producer_state.on_high_watermark_updated(self._high_watermark)
 
     # ------------------------------------------------------------------------------ retention
     def delete_old_segments(self, now_ms: int | None = None) -> int:
@@ -887,12 +875,11 @@ class Log:
     def cleaning_snapshot(self) -> CleaningSnapshot:
         """A ``CleaningSnapshot``: what the cleaner needs, read together under the lock."""
         with self._lock:
-            producers = self._producer_state.producers
             return CleaningSnapshot(
                 self.segments, self._log_start_offset, self.log_end_offset,
                 self._high_watermark, self.first_dirty_offset,
                 self._producer_state.first_unstable_offset(),
-                {pid: e.last_offset for pid, e in producers.items()}, self.config)
+                self._producer_state.last_data_offsets(), self.config)
 
     def compact(self, now_ms: int | None = None, memory_budget: int | None = None
                 ) -> CleanerStats:
@@ -951,7 +938,8 @@ class Log:
                     raise CleaningAbortedError(f"segments of {self.path} changed during "
                                                f"cleaning")
                 with self._io("compaction"):
-                    self._local.replace_segments([piece], group)
+                    for gone in self._local.replace_segments([piece], group):
+                        self._producer_state.delete_snapshot(gone.base_offset)
                 piece = None
         finally:
             if piece is not None:

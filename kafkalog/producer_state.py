@@ -1,5 +1,11 @@
 """Producer state: snapshot files (``<20-digit offset>.snapshot``) and the per-partition state
-the log needs for transactions (ongoing transactions, last stable offset, aborted-txn entries).
+Kafka's ``ProducerStateManager`` keeps: each producer's epoch, last batches (duplicates,
+sequence checks) and coordinator epoch, the ongoing transactions, and the completed ones whose
+marker is not yet below the high watermark (both hold the last stable offset back).
+
+Appends are checked and applied the way Kafka's ``ProducerAppendInfo`` does it: one per
+producer per append, validating against the producer's stored entry and accumulating an
+updated one, which ``ProducerStateManager.update`` merges in once the append is written.
 
 Snapshot layout: int16 version (1), uint32 CRC32C of bytes [6, end), int32 entry count, then
 46-byte entries: producer id int64, epoch int16, last sequence int32, last offset int64, offset
@@ -16,13 +22,14 @@ from crc32c import crc32c
 from kafkalog import storage
 from kafkalog.checkpoint import write_atomically_bytes
 from kafkalog.errors import (
-    CorruptSnapshotError, InvalidProducerEpochError, NotARegularFileError,
-    OutOfOrderSequenceError,
+    CorruptSnapshotError, InvalidProducerEpochError, InvalidTxnStateError, NotARegularFileError,
+    OutOfOrderSequenceError, TransactionCoordinatorFencedError,
 )
 from kafkalog.files import SNAPSHOT_SUFFIX, file_path, parse_file_name, read_regular_file
 from kafkalog.index import AbortedTxn
 from kafkalog.records import (
-    CONTROL_MASK, TRANSACTIONAL_MASK, decode_batches, increment_sequence, parse_control_record,
+    CONTROL_MASK, NO_SEQUENCE, TRANSACTIONAL_MASK, ControlType, decode_batches,
+    increment_sequence, parse_control_record,
 )
 
 log = logging.getLogger(__name__)
@@ -43,11 +50,39 @@ ProducerSnapshotEntry = collections.namedtuple(
     "coordinator_epoch current_txn_first_offset")
 
 BATCHES_RETAINED = 5       # Kafka keeps a producer's last five batches to spot duplicates
-BatchMetadata = collections.namedtuple(
-    "BatchMetadata", "first_sequence last_sequence first_offset last_offset timestamp")
+NO_PRODUCER_EPOCH = -1
+NO_TIMESTAMP = -1
+_INT32_MAX = 2**31 - 1
+
+#: Where an append comes from (Kafka's ``AppendOrigin``): a client's batches get every check;
+#: a coordinator's (transaction markers, batches without sequence numbers) no sequence check;
+#: replicated or recovered batches were checked by their leader and are only applied.
+CLIENT, COORDINATOR, REPLICATION = "client", "coordinator", "replication"
 
 CompletedTxn = collections.namedtuple("CompletedTxn",
                                       "producer_id first_offset last_offset is_aborted")
+
+
+def decrement_sequence(sequence, decrement):
+    """Kafka's sequence arithmetic backwards: wraps from 0 to Int.MAX_VALUE."""
+    if sequence < decrement:
+        return _INT32_MAX - (decrement - sequence) + 1
+    return sequence - decrement
+
+
+class BatchMetadata(collections.namedtuple("BatchMetadata",
+                                           "last_seq last_offset offset_delta timestamp")):
+    """One of a producer's last batches, as a snapshot entry keeps it."""
+    __slots__ = ()
+
+    @property
+    def first_seq(self):
+        return NO_SEQUENCE if self.last_seq < 0 else \
+            decrement_sequence(self.last_seq, self.offset_delta)
+
+    @property
+    def first_offset(self):
+        return self.last_offset - self.offset_delta
 
 
 def read_snapshot(path):
@@ -96,12 +131,13 @@ def list_snapshots(directory):
 
 
 def control_of(buf, row, path=None):
-    """(control type, coordinator epoch) of a control batch's first record."""
+    """(control type, coordinator epoch or None) of a control batch's first record; (None,
+    None) for an empty one."""
     table = decode_batches(buf, row.reshape(1), path)
     if len(table) == 0:
-        return None, -1
+        return None, None
     kind, epoch = parse_control_record(table.key(0), table.value(0))
-    return int(kind), (epoch if epoch is not None else -1)
+    return int(kind), epoch
 
 
 def java_hash_map_order(entries):
@@ -120,23 +156,264 @@ def java_hash_map_order(entries):
                                     for i, e in enumerate(entries))]
 
 
-class ProducerStateManager:
-    """What the log keeps about producers: the last batch of each (for snapshots) and the
-    ongoing transactions (for the last stable offset and the transaction index).
+class ProducerStateEntry:
+    """What is known of one producer (Kafka's ``ProducerStateEntry``): its epoch, the
+    coordinator epoch of its last marker, its last timestamp (ms), the first offset of its open
+    transaction (None when none) and its last batches (``BatchMetadata``, oldest first; at
+    most five, all of the current epoch)."""
+    __slots__ = ("producer_id", "producer_epoch", "coordinator_epoch", "last_timestamp",
+                 "current_txn_first_offset", "batches")
 
-    Sequence and epoch validation (duplicates, fencing) are not enforced here.
+    def __init__(self, producer_id, producer_epoch=NO_PRODUCER_EPOCH, coordinator_epoch=-1,
+                 last_timestamp=NO_TIMESTAMP, current_txn_first_offset=None, batches=()):
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.coordinator_epoch = coordinator_epoch
+        self.last_timestamp = last_timestamp
+        self.current_txn_first_offset = current_txn_first_offset
+        self.batches = collections.deque(batches, maxlen=BATCHES_RETAINED)
+
+    @classmethod
+    def from_snapshot(cls, entry):
+        """The entry a ``ProducerSnapshotEntry`` describes (its one batch when it has an
+        offset: a snapshot keeps only the last)."""
+        batches = () if entry.last_offset < 0 else (BatchMetadata(
+            entry.last_sequence, entry.last_offset, entry.offset_delta, entry.timestamp),)
+        first = entry.current_txn_first_offset
+        return cls(entry.producer_id, entry.producer_epoch, entry.coordinator_epoch,
+                   entry.timestamp, first if first >= 0 else None, batches)
+
+    def to_snapshot(self):
+        """This entry as a ``ProducerSnapshotEntry`` (its last batch, -1s when none)."""
+        first = self.current_txn_first_offset
+        return ProducerSnapshotEntry(
+            self.producer_id, self.producer_epoch, self.last_seq, self.last_data_offset,
+            self.last_offset_delta, self.last_timestamp, self.coordinator_epoch,
+            -1 if first is None else first)
+
+    @property
+    def is_empty(self):
+        return not self.batches
+
+    @property
+    def first_seq(self):
+        return self.batches[0].first_seq if self.batches else NO_SEQUENCE
+
+    @property
+    def last_seq(self):
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+    @property
+    def first_data_offset(self):
+        return self.batches[0].first_offset if self.batches else -1
+
+    @property
+    def last_data_offset(self):
+        return self.batches[-1].last_offset if self.batches else -1
+
+    @property
+    def last_offset_delta(self):
+        return self.batches[-1].offset_delta if self.batches else 0
+
+    def maybe_update_producer_epoch(self, epoch):
+        """A new epoch starts the producer's sequences anew: its batches are forgotten."""
+        if self.producer_epoch != epoch:
+            self.batches.clear()
+            self.producer_epoch = epoch
+
+    def add_batch(self, epoch, last_seq, last_offset, offset_delta, timestamp):
+        self.maybe_update_producer_epoch(epoch)
+        self.batches.append(BatchMetadata(last_seq, last_offset, offset_delta, timestamp))
+        self.last_timestamp = timestamp
+
+    def end_transaction(self, epoch, coordinator_epoch, timestamp):
+        """An end-transaction marker's change (Kafka's ``update(epoch, coordinatorEpoch,
+        timestamp)``): a bumped epoch forgets the batches."""
+        self.maybe_update_producer_epoch(epoch)
+        self.coordinator_epoch = coordinator_epoch
+        self.current_txn_first_offset = None
+        self.last_timestamp = timestamp
+
+    def merge(self, updated):
+        """Take in an append's updated entry (Kafka's ``update(nextEntry)``)."""
+        self.maybe_update_producer_epoch(updated.producer_epoch)
+        self.batches.extend(updated.batches)
+        self.coordinator_epoch = updated.coordinator_epoch
+        self.current_txn_first_offset = updated.current_txn_first_offset
+        self.last_timestamp = updated.last_timestamp
+
+    def find_duplicate_batch(self, epoch, first_seq, last_seq):
+        """The ``BatchMetadata`` of a retained batch of ``epoch`` with exactly this sequence
+        range, or None."""
+        if epoch != self.producer_epoch:
+            return None
+        for batch in self.batches:
+            if batch.first_seq == first_seq and batch.last_seq == last_seq:
+                return batch
+        return None
+
+    def _fields(self):
+        return (self.producer_id, self.producer_epoch, self.coordinator_epoch,
+                self.last_timestamp, self.current_txn_first_offset, list(self.batches))
+
+    def __eq__(self, other):
+        return isinstance(other, ProducerStateEntry) and self._fields() == other._fields()
+
+    __hash__ = None
+
+    def __repr__(self):
+        return ("ProducerStateEntry(producer_id={}, producer_epoch={}, coordinator_epoch={}, "
+                "last_timestamp={}, current_txn_first_offset={}, batches={})".format(
+                    *self._fields()))
+
+
+class ProducerAppendInfo:
+    """The checks and changes of one append for one producer (Kafka's
+    ``ProducerAppendInfo``): each batch is validated against the stored entry (``current``,
+    never changed here) and what this append already holds (``updated``). The state changes
+    only when ``ProducerStateManager.update`` takes it in."""
+
+    def __init__(self, producer_id, current, origin):
+        self.producer_id = producer_id
+        self.current = current
+        self.origin = origin
+        self.updated = ProducerStateEntry(producer_id, current.producer_epoch,
+                                          current.coordinator_epoch, current.last_timestamp,
+                                          current.current_txn_first_offset)
+        #: first offsets of the transactions this append begins
+        self.started_transactions = []
+
+    def _refuse(self, error, message):
+        """Raise ``error(message)``, or only log it for a replicated append (its leader
+        accepted it; Kafka warns and applies it)."""
+        if self.origin == REPLICATION:
+            log.warning("%s", message)
+        else:
+            raise error(message)
+
+    def _check_producer_epoch(self, epoch, offset):
+        current = self.updated.producer_epoch
+        if epoch < current:
+            self._refuse(InvalidProducerEpochError,
+                         f"epoch of producer {self.producer_id} at offset {offset} is {epoch}, "
+                         f"which is smaller than the last seen epoch {current}")
+
+    def _check_sequence(self, epoch, first_seq, offset):
+        if epoch != self.updated.producer_epoch:
+            if first_seq != 0 and self.updated.producer_epoch != NO_PRODUCER_EPOCH:
+                raise OutOfOrderSequenceError(
+                    f"invalid sequence number for new epoch of producer {self.producer_id} at "
+                    f"offset {offset}: {epoch} (request epoch), {first_seq} (seq. number), "
+                    f"{self.updated.producer_epoch} (current producer epoch)")
+            return
+        if not self.updated.is_empty:
+            current_last = self.updated.last_seq
+        elif epoch == self.current.producer_epoch:
+            current_last = self.current.last_seq
+        else:
+            current_last = NO_SEQUENCE
+        # Any sequence is accepted only when the epoch is unknown (the producer's records
+        # are all gone: retention, DeleteRecords); a known epoch with no batch (only a
+        # marker left) expects 0.
+        in_sequence = first_seq == current_last + 1 or \
+            (first_seq == 0 and current_last == _INT32_MAX)
+        if not (self.current.producer_epoch == NO_PRODUCER_EPOCH or in_sequence):
+            raise OutOfOrderSequenceError(
+                f"out of order sequence number for producer {self.producer_id} at offset "
+                f"{offset}: {first_seq} (incoming seq. number), {current_last} (current end "
+                f"sequence number)")
+
+    def append_data_batch(self, epoch, first_seq, last_seq, last_timestamp, first_offset,
+                          last_offset, transactional):
+        """Check and take in a data batch (sequences, offsets, its max timestamp in ms)."""
+        self._check_producer_epoch(epoch, first_offset)
+        # kafkalog's leader append serves clients and coordinators alike: a batch without
+        # sequence numbers is a coordinator's, whose sequences Kafka does not check.
+        if self.origin == CLIENT and first_seq != NO_SEQUENCE:
+            self._check_sequence(epoch, first_seq, first_offset)
+        self.updated.add_batch(epoch, last_seq, last_offset, last_offset - first_offset,
+                               last_timestamp)
+        current_txn = self.updated.current_txn_first_offset
+        if current_txn is not None and not transactional:
+            # A replica or a recovered log keeps the transaction open (the batch was written
+            # by a leader; failing the load would leave the log unreadable).
+            self._refuse(InvalidTxnStateError,
+                         f"expected a transactional write from producer {self.producer_id} "
+                         f"at offset {first_offset}: its transaction from offset "
+                         f"{current_txn} is open")
+        elif current_txn is None and transactional:
+            self.updated.current_txn_first_offset = first_offset
+            self.started_transactions.append(first_offset)
+
+    def append_end_txn_marker(self, control_type, coordinator_epoch, epoch, offset,
+                              timestamp):
+        """Check and take in an end-transaction marker (``control_type`` ABORT 0 or COMMIT
+        1; ``coordinator_epoch`` None when the marker has none). Returns the ``CompletedTxn``
+        it ends, or None when the producer had no open transaction."""
+        self._check_producer_epoch(epoch, offset)
+        if coordinator_epoch is None:
+            coordinator_epoch = self.updated.coordinator_epoch
+        elif self.updated.coordinator_epoch > coordinator_epoch:
+            self._refuse(TransactionCoordinatorFencedError,
+                         f"invalid coordinator epoch for producer {self.producer_id} at offset "
+                         f"{offset}: {coordinator_epoch} (zombie), "
+                         f"{self.updated.coordinator_epoch} (current)")
+        first = self.updated.current_txn_first_offset
+        # A marker without data changes neither the last stable offset nor the txn index.
+        completed = None if first is None else CompletedTxn(
+            self.producer_id, first, offset, control_type == ControlType.ABORT)
+        self.updated.end_transaction(epoch, coordinator_epoch, timestamp)
+        return completed
+
+    def append(self, buf, row, path=None):
+        """Check and take in one v2 batch (a ``BATCH_DTYPE`` row over ``buf``); returns the
+        ``CompletedTxn`` of a marker ending a transaction, else None."""
+        epoch = int(row["producer_epoch"])
+        if int(row["attributes"]) & CONTROL_MASK:
+            control_type, coordinator_epoch = control_of(buf, row, path)
+            if control_type not in (ControlType.ABORT, ControlType.COMMIT):
+                return None        # empty (its transaction cleaned away) or not a marker
+            return self.append_end_txn_marker(control_type, coordinator_epoch, epoch,
+                                              int(row["base_offset"]),
+                                              int(row["max_timestamp"]))
+        first_seq = int(row["base_sequence"])
+        first_offset, last_offset = int(row["base_offset"]), int(row["last_offset"])
+        last_seq = NO_SEQUENCE if first_seq < 0 else \
+            increment_sequence(first_seq, last_offset - first_offset)
+        self.append_data_batch(epoch, first_seq, last_seq, int(row["max_timestamp"]),
+                               first_offset, last_offset,
+                               bool(int(row["attributes"]) & TRANSACTIONAL_MASK))
+        return None
+
+
+#: What ``ProducerStateManager.prepare_append`` found: the producers' ``ProducerAppendInfo``
+#: (by producer id), the transactions completed (in offset order), and the ``BatchMetadata``
+#: of the retained batch the append repeats (None when it is new).
+PreparedAppend = collections.namedtuple("PreparedAppend", "infos completed duplicate")
+
+
+class ProducerStateManager:
+    """What the log keeps about producers (Kafka's ``ProducerStateManager``).
+
+    ``producers``: producer id -> ``ProducerStateEntry``; ``ongoing``: producer id -> first
+    offset of its open transaction; ``unreplicated``: first offset -> (producer id, marker
+    offset) of the completed transactions whose marker is not yet below the high watermark.
     """
 
     def __init__(self, directory):
         self.directory = directory
-        self.producers = {}       # producer id -> ProducerSnapshotEntry
-        self.ongoing = {}         # producer id -> first offset of its open transaction
-        self.recent = {}          # producer id -> its last batches, for duplicate detection
+        self.producers = {}
+        self.ongoing = {}
+        self.unreplicated = {}
 
     def clear(self):
         self.producers.clear()
         self.ongoing.clear()
-        self.recent.clear()
+        self.unreplicated.clear()
+
+    def last_entry(self, producer_id):
+        """The producer's ``ProducerStateEntry``, or None."""
+        return self.producers.get(producer_id)
 
     def load_latest_snapshot(self, upper_offset, snapshots=None, delete_corrupt=True):
         """Load the newest valid snapshot at or below ``upper_offset``; returns its offset, or
@@ -160,110 +437,110 @@ class ProducerStateManager:
             except FileNotFoundError:
                 continue
             for fields in entries:
-                entry = ProducerSnapshotEntry(*(int(x) for x in fields))
+                entry = ProducerStateEntry.from_snapshot(
+                    ProducerSnapshotEntry(*(int(x) for x in fields)))
                 self.producers[entry.producer_id] = entry
-                if entry.current_txn_first_offset >= 0:
+                if entry.current_txn_first_offset is not None:
                     self.ongoing[entry.producer_id] = entry.current_txn_first_offset
             return offset
         return None
 
+    # ------------------------------------------------------------------------------ appends
+    def prepare_update(self, producer_id, origin):
+        """A ``ProducerAppendInfo`` for the producer's next append from ``origin``."""
+        current = self.producers.get(producer_id)
+        return ProducerAppendInfo(producer_id, current if current is not None else
+                                  ProducerStateEntry(producer_id), origin)
+
+    def prepare_append(self, buf, batches, origin=CLIENT, path=None):
+        """Check an append's v2 batches (``BATCH_DTYPE`` rows over ``buf``, offsets assigned)
+        as Kafka's leader does; returns a ``PreparedAppend`` (nothing changes until
+        ``commit``). Raises InvalidProducerEpochError, OutOfOrderSequenceError,
+        InvalidTxnStateError or TransactionCoordinatorFencedError; a batch repeating one of
+        its producer's retained batches makes the whole append a duplicate."""
+        infos = {}
+        completed = []
+        for row in batches[(batches["magic"] == 2) & (batches["producer_id"] >= 0)]:
+            pid = int(row["producer_id"])
+            if origin == CLIENT and int(row["base_sequence"]) >= 0 and \
+                    not int(row["attributes"]) & CONTROL_MASK:
+                entry = self.producers.get(pid)
+                if entry is not None:
+                    first_seq = int(row["base_sequence"])
+                    duplicate = entry.find_duplicate_batch(
+                        int(row["producer_epoch"]), first_seq, increment_sequence(
+                            first_seq, int(row["last_offset"] - row["base_offset"])))
+                    if duplicate is not None:
+                        return PreparedAppend({}, [], duplicate)
+            info = infos.get(pid)
+            if info is None:
+                info = infos[pid] = self.prepare_update(pid, origin)
+            txn = info.append(buf, row, path)
+            if txn is not None:
+                completed.append(txn)
+        return PreparedAppend(infos, completed, None)
+
+    def commit(self, prepared, txn_index=None):
+        """Take in a written append: its producers' updates, then each completed transaction
+        (an aborted one appended to ``txn_index`` when given, with its last stable offset)."""
+        for info in prepared.infos.values():
+            self.update(info)
+        for txn in prepared.completed:
+            self._complete(txn, txn_index)
+
     def apply_batches(self, buf, batches, path=None, txn_index=None):
-        """Apply the batches (``BATCH_DTYPE`` rows over ``buf``) in offset order: the one
-        loop by which appends, recovery and load teach the state. Each aborted transaction
-        completed on the way is appended to ``txn_index`` when given."""
-        with_pid = batches[(batches["magic"] == 2) & (batches["producer_id"] >= 0)]
-        for row in with_pid:
-            control_type, coordinator_epoch = None, -1
-            if int(row["attributes"]) & CONTROL_MASK:
-                control_type, coordinator_epoch = control_of(buf, row, path)
-            completed = self.update(row, control_type, coordinator_epoch)
-            if completed is not None and completed.is_aborted and txn_index is not None:
-                txn_index.append(self.aborted_txn(completed))
+        """Apply the batches (``BATCH_DTYPE`` rows over ``buf``) one by one in offset order,
+        unchecked, as Kafka's recovery and load do: the loop by which recovery, load and
+        replicated appends teach the state. Each aborted transaction completed on the way is
+        appended to ``txn_index`` when given."""
+        for row in batches[(batches["magic"] == 2) & (batches["producer_id"] >= 0)]:
+            info = self.prepare_update(int(row["producer_id"]), REPLICATION)
+            txn = info.append(buf, row, path)
+            self.update(info)
+            if txn is not None:
+                self._complete(txn, txn_index)
 
-    def update(self, batch_row, control_type=None, coordinator_epoch=-1):
-        """Apply one v2 batch (a ``BATCH_DTYPE`` row); returns a CompletedTxn for an
-        end-transaction marker, else None."""
-        pid = int(batch_row["producer_id"])
-        last_offset = int(batch_row["last_offset"])
-        if pid < 0:
-            return None
-        attributes = int(batch_row["attributes"])
-        base_offset = int(batch_row["base_offset"])
-        previous = self.producers.get(pid)
-        completed = None
-        if attributes & CONTROL_MASK:
-            if control_type in (0, 1):       # ABORT, COMMIT
-                first = self.ongoing.pop(pid, last_offset)
-                completed = CompletedTxn(pid, first, last_offset, control_type == 0)
-            last_seq = previous.last_sequence if previous else -1
-            delta = previous.offset_delta if previous else 0
-            entry_last_offset = previous.last_offset if previous else -1
-            timestamp = int(batch_row["max_timestamp"])      # the marker's, as Kafka keeps
-            epoch = coordinator_epoch if coordinator_epoch >= 0 else \
-                (previous.coordinator_epoch if previous else -1)
-        else:
-            if attributes & TRANSACTIONAL_MASK and pid not in self.ongoing:
-                self.ongoing[pid] = base_offset
-            base_seq = int(batch_row["base_sequence"])
-            delta = last_offset - base_offset
-            last_seq = increment_sequence(base_seq, delta) if base_seq >= 0 else -1
-            entry_last_offset = last_offset
-            timestamp = int(batch_row["max_timestamp"])
-            epoch = previous.coordinator_epoch if previous else -1
-            if base_seq >= 0:
-                recent = self.recent.setdefault(pid, collections.deque(maxlen=BATCHES_RETAINED))
-                if previous is not None and previous.producer_epoch != \
-                        int(batch_row["producer_epoch"]):
-                    recent.clear()
-                recent.append(BatchMetadata(base_seq, last_seq, base_offset, last_offset,
-                                            timestamp))
-        self.producers[pid] = ProducerSnapshotEntry(
-            pid, int(batch_row["producer_epoch"]), last_seq, entry_last_offset, delta, timestamp,
-            epoch, self.ongoing.get(pid, -1))
-        return completed
+    def _complete(self, txn, txn_index):
+        if txn.is_aborted and txn_index is not None:
+            txn_index.append(self.aborted_txn(txn))
+        self.complete_txn(txn)
 
-    def validate(self, batch_row):
-        """Kafka's producer checks for a leader append of one v2 batch (a ``BATCH_DTYPE``
-        row). Returns the ``BatchMetadata`` of the original when the batch is a duplicate
-        of one of the producer's last five; raises InvalidProducerEpochError for an older
-        epoch and OutOfOrderSequenceError for a sequence that does not follow; else None."""
-        pid = int(batch_row["producer_id"])
+    def update(self, info):
+        """Take in a ``ProducerAppendInfo`` (Kafka's ``update``)."""
+        pid = info.producer_id
         entry = self.producers.get(pid)
-        if pid < 0 or entry is None:
-            return None
-        epoch = int(batch_row["producer_epoch"])
-        if epoch < entry.producer_epoch:
-            raise InvalidProducerEpochError(
-                f"epoch of producer {pid} is {epoch}, which is smaller than the last seen "
-                f"epoch {entry.producer_epoch}")
-        base_seq = int(batch_row["base_sequence"])
-        if int(batch_row["attributes"]) & CONTROL_MASK or base_seq < 0:
-            return None
-        if epoch == entry.producer_epoch:
-            last_seq = base_seq + int(batch_row["last_offset"] - batch_row["base_offset"])
-            for meta in self.recent.get(pid, ()):
-                if meta.first_sequence == base_seq and meta.last_sequence == last_seq:
-                    return meta
-            current = entry.last_sequence
-            if current >= 0 and base_seq != (0 if current == 2**31 - 1 else current + 1):
-                raise OutOfOrderSequenceError(
-                    f"out of order sequence number for producer {pid} at offset "
-                    f"{int(batch_row['base_offset'])}: {base_seq} (incoming seq. number), "
-                    f"{current} (current end sequence number)")
-        elif base_seq != 0:
-            raise OutOfOrderSequenceError(
-                f"invalid sequence number for new epoch of producer {pid}: {epoch} (request "
-                f"epoch), {base_seq} (seq. number), {entry.producer_epoch} (current producer "
-                f"epoch)")
-        return None
+        if entry is None:
+            self.producers[pid] = info.updated
+        else:
+            entry.merge(info.updated)
+        # Only a transaction still open at the end of the append is ongoing (one begun and
+        # ended within it is only completed).
+        first = info.updated.current_txn_first_offset
+        if first is not None and first in info.started_transactions:
+            self.ongoing[pid] = first
+
+    def complete_txn(self, txn):
+        """Mark a transaction completed (after its aborted-txn entry is written): it stays
+        unstable until the high watermark passes its marker."""
+        if self.ongoing.get(txn.producer_id) == txn.first_offset:
+            del self.ongoing[txn.producer_id]
+        self.unreplicated[txn.first_offset] = (txn.producer_id, txn.last_offset)
+
+    def on_high_watermark_updated(self, high_watermark):
+        """Forget the completed transactions whose marker is below ``high_watermark``."""
+        if self.unreplicated:
+            for first, (_, marker) in list(self.unreplicated.items()):
+                if marker < high_watermark:
+                    del self.unreplicated[first]
 
     def remove_expired_producers(self, now_ms, expiration_ms):
         """Forget producers idle longer than ``expiration_ms`` with no open transaction."""
         for pid, entry in list(self.producers.items()):
-            if pid not in self.ongoing and now_ms - entry.timestamp >= expiration_ms:
+            if entry.current_txn_first_offset is None and \
+                    now_ms - entry.last_timestamp >= expiration_ms:
                 del self.producers[pid]
-                self.recent.pop(pid, None)
 
+    # ------------------------------------------------------------------------------ offsets
     def last_stable_offset(self, completed):
         """The LSO to record with a completed transaction: the first offset of the earliest
         other ongoing transaction, else just past the marker."""
@@ -274,14 +551,36 @@ class ProducerStateManager:
         return AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset,
                           self.last_stable_offset(completed))
 
-    def first_unstable_offset(self):
+    def first_undecided_offset(self):
+        """The first offset of the earliest open transaction, or None."""
         return min(self.ongoing.values()) if self.ongoing else None
 
+    def first_unstable_offset(self):
+        """The first offset of the earliest transaction that is open or whose marker is not
+        below the high watermark yet, or None."""
+        first = self.first_undecided_offset()
+        if self.unreplicated:
+            earliest = min(self.unreplicated)
+            first = earliest if first is None else min(first, earliest)
+        return first
+
+    def last_data_offsets(self):
+        """Producer id -> offset of its last data batch (-1 when only a marker is known)."""
+        return {pid: entry.last_data_offset for pid, entry in self.producers.items()}
+
+    # ------------------------------------------------------------------------------ snapshots
     def take_snapshot(self, offset):
         """Write ``<offset>.snapshot`` with every producer's state (done at roll and close),
         in the order Kafka writes them (its producer map's iteration order)."""
         write_snapshot(snapshot_path(self.directory, offset),
-                       java_hash_map_order(list(self.producers.values())))
+                       java_hash_map_order([e.to_snapshot() for e in self.producers.values()]))
+
+    def delete_snapshot(self, offset):
+        """Remove ``<offset>.snapshot`` when there is one (its segment was replaced)."""
+        try:
+            os.remove(snapshot_path(self.directory, offset))
+        except FileNotFoundError:
+            pass
 
     def delete_snapshots_above(self, offset):
         for snap_offset, path in list_snapshots(self.directory):

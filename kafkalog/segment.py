@@ -813,7 +813,8 @@ class LogSegment:
                 self.created_ms = int(self._time_fn() * 1000)
                 self.rolling_based_timestamp = None
             self.bytes_since_last_index_entry = 0
-            self._max_timestamp_and_offset = None
+            # As Kafka: the largest timestamp known before the cut decides whether to look for
+            # it again (read from the truncated time index, an emptied one would say -1).
             if self.max_timestamp_so_far >= 0:
                 self._load_largest_timestamp()
             return truncated

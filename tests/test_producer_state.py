@@ -7,8 +7,12 @@ import pytest
 from kafkalog import Record, build_batch, build_control_batch
 from kafkalog._kernels import walk_batches
 from kafkalog.dump import dump_snapshot
-from kafkalog.errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from kafkalog.errors import (
+    InvalidProducerEpochError, InvalidTxnStateError, OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
+)
 from kafkalog.log import Log
+from kafkalog.producer_state import list_snapshots
 from kafkalog.records import open_buffer
 
 from conftest import FIXTURES
@@ -102,6 +106,131 @@ def test_aborted_transaction_markers_update_state(tmp_path):
                                    coordinator_epoch=4, timestamp=777))
     assert log.last_stable_offset == 2
     entry = log._producer_state.producers[3]
-    assert (entry.coordinator_epoch, entry.timestamp, entry.current_txn_first_offset) == \
-        (4, 777, -1)
+    assert (entry.coordinator_epoch, entry.last_timestamp, entry.current_txn_first_offset) == \
+        (4, 777, None)
+    log.close()
+
+
+def marker(kind, pid, epoch, coordinator_epoch=0):
+    return build_control_batch(kind, producer_id=pid, producer_epoch=epoch,
+                               coordinator_epoch=coordinator_epoch)
+
+
+def txn(pid, seq=0, epoch=0, n=1):
+    return build_batch([Record(value=b"t%d" % i) for i in range(n)], producer_id=pid,
+                       producer_epoch=epoch, base_sequence=seq, transactional=True)
+
+
+def filler(log, up_to):
+    """Plain records until the log end offset is ``up_to``."""
+    while log.log_end_offset < up_to:
+        log.append([Record(value=b"f")])
+
+
+def test_a_marker_bumping_the_epoch_starts_the_sequences_anew(tmp_path):
+    # The first batch of the new epoch is not the old epoch's batch retried.
+    log = Log.open(tmp_path / "t-0")
+    log.append(idem(1, 0, epoch=0, pid=1))
+    log.append(marker("abort", 1, epoch=1))
+    with pytest.raises(OutOfOrderSequenceError):
+        log.append(idem(1, 2, epoch=1, pid=1))
+    written = log.append(idem(1, 0, epoch=1, pid=1))
+    assert (written.first_offset, written.last_offset) == (2, 2)
+    assert log.log_end_offset == 3
+    assert [r.value for r in log.records()] == [b"v0", b"v0"]
+    log.close()
+
+
+@pytest.mark.parametrize("reopen", [False, True])
+def test_a_producer_known_only_by_a_marker_starts_at_sequence_zero(tmp_path, reopen):
+    log = Log.open(tmp_path / "t-0")
+    log.append(marker("commit", 1, epoch=2))
+    if reopen:
+        log.close()
+        log = Log.open(tmp_path / "t-0")
+    with pytest.raises(InvalidProducerEpochError):
+        log.append(idem(1, 0, epoch=0, pid=1))
+    with pytest.raises(OutOfOrderSequenceError):
+        log.append(idem(1, 17, epoch=2, pid=1))
+    log.append(idem(1, 0, epoch=2, pid=1))
+    assert log.log_end_offset == 2
+    log.close()
+
+
+def test_the_last_stable_offset_waits_for_a_marker_below_the_high_watermark(tmp_path):
+    # Kafka's ProducerStateManagerTest.testFirstUnstableOffset, through a replicated log.
+    log = Log.open(tmp_path / "t-0", replicated=True)
+    filler(log, 99)
+    log.append(txn(1))                                         # offset 99
+    filler(log, 105)
+    log.append(txn(2))                                         # offset 105
+    filler(log, 109)
+    log.append(marker("commit", 1, epoch=0))                   # offset 109
+    log.update_high_watermark(100)
+    assert log.last_stable_offset == 99
+    assert log.offsets().last_stable_offset == 99
+    assert [r.offset for r in log.records(isolation="committed")] == list(range(99))
+    log.update_high_watermark(110)
+    assert log.last_stable_offset == 105
+    filler(log, 112)
+    log.append(marker("abort", 2, epoch=0))                    # offset 112
+    log.update_high_watermark(112)
+    assert log.last_stable_offset == 105
+    log.update_high_watermark(113)
+    assert log.last_stable_offset == 113
+    log.close()
+
+
+def test_a_standalone_log_moves_its_last_stable_offset_with_the_marker(tmp_path):
+    log = Log.open(tmp_path / "t-0")
+    log.append(txn(1))
+    log.append(marker("commit", 1, epoch=0))
+    assert log.last_stable_offset == log.high_watermark == 2
+    log.close()
+
+
+def test_a_non_transactional_batch_during_a_transaction_is_refused(tmp_path):
+    log = Log.open(tmp_path / "t-0")
+    log.append(txn(1))
+    with pytest.raises(InvalidTxnStateError):
+        log.append(idem(1, 1, pid=1))
+    assert log.log_end_offset == 1
+    log.append(txn(1, seq=1))
+    log.close()
+
+
+@pytest.mark.parametrize("reopen", [False, True])
+def test_a_marker_from_an_older_coordinator_epoch_is_fenced(tmp_path, reopen):
+    log = Log.open(tmp_path / "t-0")
+    log.append(txn(1))
+    log.append(marker("commit", 1, epoch=0, coordinator_epoch=1))
+    if reopen:
+        log.close()
+        log = Log.open(tmp_path / "t-0")
+    with pytest.raises(TransactionCoordinatorFencedError):
+        log.append(marker("commit", 1, epoch=0, coordinator_epoch=0))
+    log.append(marker("commit", 1, epoch=0, coordinator_epoch=1))    # the current one
+    log.append(marker("commit", 1, epoch=0, coordinator_epoch=2))    # a newer one
+    with pytest.raises(TransactionCoordinatorFencedError):
+        log.append(marker("commit", 1, epoch=0, coordinator_epoch=1))
+    assert log.log_end_offset == 4
+    log.close()
+
+
+def test_compaction_deletes_the_snapshots_of_the_segments_it_merges(tmp_path):
+    config = {"segment.bytes": 1024, "cleanup.policy": "compact", "file.delete.delay.ms": 0}
+    log = Log.open(tmp_path / "c-0", config)
+    for i in range(60):
+        log.append([Record(key=b"k%d" % (i % 3), value=b"v" * 40, timestamp=1000)])
+    log.roll()
+    log.close()
+    # Segments up to 1 MB: the cleaner merges every segment into the first.
+    log = Log.open(tmp_path / "c-0", dict(config, **{"segment.bytes": 10**6}))
+    bases = [s.base_offset for s in log.segments]
+    snapshots = {o for o, _ in list_snapshots(log.path)}
+    assert set(bases[1:]) <= snapshots
+    assert not log.compact(now_ms=1000).aborted
+    kept = {s.base_offset for s in log.segments}
+    assert len(kept) == 2                 # the merged segment and the empty active one
+    assert {o for o, _ in list_snapshots(log.path)} == {o for o in snapshots if o in kept}
     log.close()

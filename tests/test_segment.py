@@ -117,6 +117,22 @@ def test_truncate_full_resets_indexes(tmp_path):
     assert seg.offset_index.length == 1000 - 1000 % 8
 
 
+def test_truncate_reloads_the_largest_timestamp_with_no_time_index_entry_left(tmp_path):
+    # Kafka's LogSegmentTest.testReloadLargestTimestampAndNextOffsetAfterTruncation: a time
+    # index entry every other batch; the cut leaves one batch and no entry. The largest
+    # timestamp is that batch's, not the file's modification time.
+    one = len(batch(0, ts=0))
+    seg = make_segment(tmp_path, **{"index.interval.bytes": 2 * one - 1})
+    for offset in range(40, 70):
+        append(seg, offset, ts=offset * 10)
+    assert seg.read_next_offset() == 70
+    assert seg.time_index.entries == 30 // 2 - 1
+    seg.truncate_to(41)
+    assert seg.time_index.entries == 0
+    assert seg.largest_timestamp == 400
+    assert seg.read_next_offset() == 41
+
+
 def test_find_offset_by_timestamp(tmp_path):
     seg = make_segment(tmp_path)
     for i in range(10):
