@@ -259,8 +259,6 @@ class ProducerStateEntry:
     def __eq__(self, other):
         return isinstance(other, ProducerStateEntry) and self._fields() == other._fields()
 
-    __hash__ = None
-
     def __repr__(self):
         return ("ProducerStateEntry(producer_id={}, producer_epoch={}, coordinator_epoch={}, "
                 "last_timestamp={}, current_txn_first_offset={}, batches={})".format(
