@@ -416,7 +416,7 @@ class LogLoader:
             segments.append(segment)
         return segments
 
-    def _recover_segment(self, segment, state=None, report_indexes=True):
+    def _recover_segment(self, segment, state=None, report_indexes=True, last_segment=True):
         """Recover one segment. ``state``: the producer state at its base offset, when the
         caller has it (the state after the previous segment); else it is loaded from the
         snapshots. The segment's descriptors and mappings are released after."""
@@ -426,7 +426,7 @@ class LogLoader:
         txn_index_exists = None if segment.file_suffix else \
             file_name(segment.base_offset, TXN_INDEX_SUFFIX) in self._listing()
         truncated = segment.recover(state, self.leader_epochs, self._before_truncate,
-                                    txn_index_exists)
+                                    txn_index_exists, last_segment)
         if report_indexes:
             for path, was, now in segment.rebuilt_indexes:
                 self.report.add("rebuilt_index", path, segment.base_offset, reason=(
@@ -457,7 +457,8 @@ class LogLoader:
             if state is None:
                 state = ProducerStateManager(self.directory)
                 state.load_latest_snapshot(segment.base_offset, self._snapshot_list())
-            pieces, truncated_bytes, applied = self._recover_or_split(segment, state)
+            pieces, truncated_bytes, applied = self._recover_or_split(
+                segment, state, last_segment=segment is segments[-1])
             if not applied:
                 state = None           # split or emptied: reload at the next segment
                 exact = False
@@ -466,11 +467,12 @@ class LogLoader:
                 truncated = True
         return kept, (state if exact else None)
 
-    def _recover_or_split(self, segment, state=None, report_indexes=True):
+    def _recover_or_split(self, segment, state=None, report_indexes=True, last_segment=True):
         """Recover a segment; returns (the segments it became, bytes truncated, whether
         ``state`` now is the producer state at their end)."""
         try:
-            return [segment], self._recover_segment(segment, state, report_indexes), True
+            return [segment], self._recover_segment(segment, state, report_indexes,
+                                                    last_segment), True
         except IndexOffsetOverflowError:
             # A legacy segment whose offsets do not fit its base: split, as Kafka does.
             return (*self._split_overflowed(segment), False)

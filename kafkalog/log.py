@@ -32,7 +32,6 @@ from kafkalog.errors import (
     CorruptRecordError, InvalidOffsetError, InvalidTimestampError, KafkaLogError,
     LogClosedError, LogDirFailureError, LogNotFoundError, OffsetOutOfRangeError,
 )
-from kafkalog._layout import WALK_CORRUPT, WALK_INVALID
 from kafkalog.files import (
     LOCK_FILE, LOG_SUFFIX, file_path, parse_topic_partition, topic_partition_or_none,
 )
@@ -41,7 +40,8 @@ from kafkalog.loader import LogLoader, rebuild_producer_state
 from kafkalog.locks import FileLock
 from kafkalog.local_log import LocalLog, create_cleaned_segment
 from kafkalog.builder import build_batch
-from kafkalog.records import CONTROL_MASK, decode_batches, raise_walk_error
+from kafkalog.records import CONTROL_MASK, decode_batches
+from kafkalog.segment_walker import walk_segment
 from kafkalog.retention import KAFKA_POLICIES, LogStartOffsetRetention
 from kafkalog.scheduler import default_scheduler
 
@@ -701,9 +701,13 @@ class Log:
             if not info.records:
                 break
             data = info.records
+            meta = info.fetch_offset_metadata
             with self._reading():
-                batches, status, stop, message = walk_batches(
-                    data, validate_crc=validate_crc, stop_on_invalid=validate_crc)
+                walk = walk_segment(data, validate_crc=validate_crc,
+                                    position_base=meta.relative_position_in_segment,
+                                    path=file_path(self.path, meta.segment_base_offset,
+                                                   LOG_SUFFIX))
+                batches = walk.batches
                 table = decode_batches(data, batches) if len(batches) else None
             if table is not None:
                 keep = (table.records["offset"] >= offset) & (table.records["offset"] < end)
@@ -716,12 +720,8 @@ class Log:
                     yield table            # the common case: no copy of its columns
                 elif keep.any():
                     yield table.slice(keep)
-            if status == WALK_INVALID or status == WALK_CORRUPT:
-                # the batches before the bad one are returned, none of its records
-                meta = info.fetch_offset_metadata
-                raise_walk_error(data, status, stop, message,
-                                 file_path(self.path, meta.segment_base_offset, LOG_SUFFIX),
-                                 position_base=meta.relative_position_in_segment)
+            # the batches before a bad one are returned, none of its records
+            walk.raise_for_outcome()
             if len(batches) == 0:
                 break
             offset = int(batches["last_offset"][-1]) + 1

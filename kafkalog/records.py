@@ -1,17 +1,16 @@
 """Record batches and records: views over Kafka's bytes and columnar decoding (``builder``
 builds them).
 
-Reading walks a buffer (usually an mmap'd ``.log`` file) with the ``walk_batches`` kernel and
-decodes records with ``decode_v2_records`` / ``decode_legacy_records`` into a columnar
-``RecordTable``; ``Record`` objects are only made when asked for. Formats: record batch v2 and
-legacy message sets v0/v1, including compressed wrapper messages (see FORMAT.md).
+Reading walks a buffer (usually an mmap'd ``.log`` file) with the segment walker and decodes
+records with ``decode_v2_records`` / ``decode_legacy_records`` into a columnar ``RecordTable``;
+``Record`` objects are only made when asked for. Formats: record batch v2 and legacy message
+sets v0/v1, including compressed wrapper messages (see FORMAT.md).
 """
 from __future__ import annotations
 
 import enum
 import mmap
 import os
-import struct
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence, Union
 
 import numpy as np
@@ -22,11 +21,13 @@ from kafkalog._kernels import (
     batch_records, check_batches, decode_legacy_records, decode_v2_records, make_records,
     span_bytes, table_records, walk_batches,
 )
-from kafkalog._layout import (
-    BATCH_DTYPE, RECORD_DTYPE, HEADER_DTYPE, V2_HEADER_SIZE, LOG_OVERHEAD,
-    WALK_CORRUPT, WALK_END, WALK_INVALID, WALK_PARTIAL,
+from kafkalog._layout import BATCH_DTYPE, RECORD_DTYPE, HEADER_DTYPE, V2_HEADER_SIZE
+# ControlType and parse_control_record are part of this module's API (kept importable from here)
+from kafkalog.control_records import (  # noqa: F401
+    ControlType, check_control_keys, parse_control_record,
 )
 from kafkalog.errors import CorruptRecordError, KafkaLogError, UnknownCodecError
+from kafkalog.segment_walker import ITERATE, ITERATE_STRICT, walk_segment
 
 if TYPE_CHECKING:
     from kafkalog._core import Record
@@ -63,17 +64,6 @@ class TimestampType(enum.IntEnum):
             except KeyError:
                 raise ValueError(f"unknown timestamp type {value!r}") from None
         return cls(value)
-
-
-class ControlType(enum.IntEnum):
-    """Control record types (the key of a record in a control batch)."""
-    ABORT = 0
-    COMMIT = 1
-    LEADER_CHANGE = 2
-    SNAPSHOT_HEADER = 3
-    SNAPSHOT_FOOTER = 4
-    KRAFT_VERSION = 5
-    KRAFT_VOTERS = 6
 
 
 _TYPE_OBJECTS = (TimestampType.NO_TIMESTAMP_TYPE, TimestampType.CREATE_TIME,
@@ -184,8 +174,10 @@ class RecordBatch:
         """True when the stored CRC matches the bytes (CRC32C for v2, CRC32 for legacy)."""
         valid = self._get("crc_valid")
         if valid < 0:
-            one = walk_batches(self._buffer, self.position, self.position + self.size_in_bytes)
-            valid = int(one[0]["crc_valid"][0]) if len(one[0]) else 0
+            # one batch at a known place: its CRC only, nothing to judge
+            one = walk_batches(self._buffer, self.position,
+                               self.position + self.size_in_bytes)[0]
+            valid = int(one["crc_valid"][0]) if len(one) else 0
         return bool(valid)
 
     def ensure_valid(self) -> None:
@@ -253,36 +245,11 @@ def iter_batches(buffer_or_path: BufferOrPath, validate_crc: bool = True,
             buffer_or_path = configured                 # (else errors name the path given)
     path = buffer_or_path if isinstance(buffer_or_path, (str, os.PathLike)) else None
     buf = open_buffer(buffer_or_path)
-    batches, status, stop, message = walk_batches(buf, validate_crc=validate_crc,
-                                                  stop_on_invalid=validate_crc)
-    for row in batches:
+    walk = walk_segment(buf, policy=ITERATE_STRICT if strict else ITERATE,
+                        validate_crc=validate_crc, path=path)
+    for row in walk.batches:
         yield RecordBatch(buf, row, path)
-    raise_walk_error(buf, status, stop, message, path, strict)
-
-
-def raise_walk_error(buf: Any, status: int, stop: int, message: str | None,
-                     path: StrPath | None = None, strict: bool = False,
-                     position_base: int = 0) -> None:
-    """Raise CorruptRecordError for a walk that stopped at a corrupt batch or a failed CRC
-    (and, when ``strict``, at a partial tail); ``position_base``: where ``buf`` starts in
-    the file."""
-    if status == WALK_INVALID or status == WALK_CORRUPT:
-        base = struct.unpack_from(">q", buf, stop)[0] if len(buf) - stop >= 8 else None
-        raise CorruptRecordError(message, position=position_base + stop, path=path,
-                                 base_offset=base)
-    if strict and status == WALK_PARTIAL:
-        raise CorruptRecordError(partial_tail_message(buf, stop),
-                                 position=position_base + stop, path=path)
-
-
-def partial_tail_message(buf: Any, position: int) -> str:
-    """Why the bytes at ``position`` are not a whole batch."""
-    remaining = len(buf) - position
-    if remaining < 17:
-        return f"{remaining} trailing bytes are too few for a batch header"
-    declared = struct.unpack_from(">i", buf, position + 8)[0]
-    return f"batch declares {declared} bytes after its length field but only " \
-           f"{remaining - LOG_OVERHEAD} remain"
+    walk.raise_for_outcome()
 
 
 class RecordTable:
@@ -438,20 +405,8 @@ def decode_batches(buf: Any, batches: np.ndarray, path: StrPath | None = None
         table = _decode_pieces(pieces, batches, path)
     control = v2 & ((attributes & CONTROL_MASK) != 0)
     if control.any():
-        _check_control_keys(table, batches, control, path)
+        check_control_keys(table, batches, control, path)
     return table
-
-
-def _check_control_keys(table, batches, control, path):
-    """A control record's key is (int16 version, int16 type): Kafka's
-    ``ControlRecordType.parse`` refuses a shorter one, and so do the readers of markers."""
-    short = control[table.batch] & (table.records["key_len"] < 4)
-    if short.any():
-        row = batches[table.batch[np.argmax(short)]]
-        raise CorruptRecordError("control record key is too short (a control record's key "
-                                 "is an int16 version and an int16 type)",
-                                 position=int(row["position"]), path=path,
-                                 base_offset=int(row["base_offset"]))
 
 
 #: Compressed batches are decompressed and checked this many on-disk bytes at a time.
@@ -709,9 +664,10 @@ def _wrapper_entries(data, wrapper):
     CRC-valid, uncompressed messages of the wrapper's magic, offsets increasing; in v1 the
     relative offsets end at most at the wrapper's offset (the absolute base is not negative),
     in v0 the absolute ones end at most at it."""
-    inner, status, stop, message = walk_batches(data, validate_crc=True, stop_on_invalid=True)
-    if status != WALK_END:
-        return None, message or "truncated"
+    walk = walk_segment(data, policy=ITERATE_STRICT)
+    if walk.error is not None:
+        return None, walk.events[-1].reason
+    inner = walk.batches
     if len(inner) == 0:
         return None, "no inner records"
     if (inner["magic"] != wrapper["magic"]).any():
@@ -730,19 +686,3 @@ def _wrapper_entries(data, wrapper):
         return None, (f"inner offsets {first}-{last} do not fit the wrapper offset "
                       f"{wrapper_offset}")
     return inner.copy(), None
-
-
-def parse_control_record(key: bytes | None, value: bytes | None
-                         ) -> tuple[ControlType | int, int | None]:
-    """(ControlType or int, coordinator epoch or None) of a control record's key and value."""
-    if key is None or len(key) < 4:
-        raise CorruptRecordError("control record key is too short")
-    _version, kind = struct.unpack_from(">hh", key)
-    try:
-        kind = ControlType(kind)
-    except ValueError:
-        pass
-    epoch = None
-    if kind in (ControlType.ABORT, ControlType.COMMIT) and value is not None and len(value) >= 6:
-        epoch = struct.unpack_from(">hi", value)[1]
-    return kind, epoch

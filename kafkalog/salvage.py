@@ -2,9 +2,9 @@
 
 Kafka stops reading a segment at its first bad batch, and its recovery cuts the segment there
 (and deletes every later segment). A salvage read skips the damaged region instead: it
-resynchronises on the next position where a whole batch with a valid CRC begins (the
-``next_valid_batch`` kernel scans byte by byte), keeps every batch after it whose records decode
-and whose offsets increase, and lists the gaps. ``write_partition`` copies the intact batches,
+resynchronises on the next position where a whole batch with a valid CRC begins (the segment
+walker's ``SALVAGE`` policy), keeps every batch after it whose records decode and whose offsets
+increase, and lists the gaps. ``write_partition`` copies the intact batches,
 bytes unchanged, into a fresh partition directory that Kafka can load. Kafka has no such tool.
 
 ``scan_segment`` (the walk with resynchronisation) and ``iter_decoded`` (bounded, per-batch
@@ -16,24 +16,20 @@ import collections
 import logging
 import os
 import shutil
-import struct
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, NamedTuple, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
 from kafkalog import checkpoint, codecs
-from kafkalog._kernels import decode_v2_records, next_valid_batch, walk_batches
-from kafkalog._layout import (
-    LEGACY_OVERHEAD_V0, V2_HEADER_SIZE, WALK_END, WALK_INVALID, WALK_PARTIAL,
-)
+from kafkalog._kernels import decode_v2_records
+from kafkalog._layout import V2_HEADER_SIZE
 from kafkalog.errors import CorruptRecordError, KafkaLogError
 from kafkalog.files import (
     LOG_SUFFIX, PARTITION_METADATA, file_name, file_path, offsets_of, topic_partition_or_none,
 )
-from kafkalog.records import (
-    COMPRESSION_MASK, decode_batches, open_buffer, partial_tail_message,
-)
+from kafkalog.records import COMPRESSION_MASK, decode_batches, open_buffer
+from kafkalog.segment_walker import SALVAGE, WalkEvent, walk_segment
 
 if TYPE_CHECKING:
     from kafkalog._core import Record
@@ -48,20 +44,10 @@ DECODE_CHUNK_BYTES = 4 * 1024 * 1024
 # Bytes copied at once when writing salvaged batches.
 _COPY_BYTES = 8 * 1024 * 1024
 _MAX_RELATIVE_OFFSET = 2**31 - 1
-_MIN_SIZE = LEGACY_OVERHEAD_V0
-_MAX_PLAUSIBLE_SIZE = 2**30     # a torn batch declaring more is taken for garbage
 
-class Damage(NamedTuple):
-    """Bytes ``[start, end)`` of a ``.log`` file where no intact batch begins.
-
-    ``code`` is ``"crc_mismatch"``, ``"corrupt_batch"``, ``"torn_tail"`` or ``"log_zero_tail"``;
-    ``row`` is the ``BATCH_DTYPE`` header of the batch at ``start`` when its structure was whole
-    (a CRC mismatch), else None."""
-    code: str
-    start: int
-    end: int
-    message: str
-    row: Any
+#: Bytes ``[start, end)`` of a ``.log`` file where no intact batch begins (``code``: the
+#: walker's outcome; ``row``: the header of a batch failing its CRC, else None).
+Damage = WalkEvent
 
 
 # A namedtuple, not a typing.NamedTuple: its ``index`` field shadows tuple.index.
@@ -89,71 +75,19 @@ class Gap(NamedTuple):
 
 
 # ------------------------------------------------------------------------------ scanning
-def scan_segment(buf: Any, start: int = 0, end: int = -1, legacy: bool = True
-                 ) -> tuple[np.ndarray, list[Damage]]:
-    """Walk the batches of ``buf[start:end]``, resynchronising after every damaged region.
+def scan_segment(buf: Any, start: int = 0, end: int = -1, legacy: bool = True,
+                 last_segment: bool = True) -> tuple[np.ndarray, list[Damage]]:
+    """Walk the batches of ``buf[start:end]``, resynchronising after every damaged region
+    (the segment walker's ``SALVAGE`` policy).
 
     Returns ``(batches, damages)``: the intact batches (whole, CRC valid; ``BATCH_DTYPE``, file
     positions) in file order, and a ``Damage`` for each region without an intact batch.
-    ``legacy``: also resynchronise on magic 0/1 entries.
+    ``legacy``: also resynchronise on magic 0/1 entries; ``last_segment``: whether the file
+    ends the log (a batch cut at its end is then a torn write, else missing data).
     """
-    end = len(buf) if end < 0 or end > len(buf) else end
-    runs, damages = [], []
-    pos = start
-    while True:
-        batches, status, stop, message = walk_batches(buf, pos, end, validate_crc=True,
-                                                      stop_on_invalid=True)
-        runs.append(batches)
-        if status == WALK_END:
-            break
-        resume = next_valid_batch(buf, stop + 1, end, legacy)[0] if stop < end else -1
-        damages.append(_damage(buf, status, stop, resume if resume >= 0 else end, end,
-                               message, resume >= 0))
-        if resume < 0:
-            break
-        pos = resume
-    batches = runs[0] if len(runs) == 1 else np.concatenate(runs)
-    return batches, damages
-
-
-def _damage(buf, status, stop, until, end, message, resumed):
-    after = f"; the next intact batch is at position {until}" if resumed else \
-        "; no intact batch follows"
-    if status == WALK_INVALID:
-        row = walk_batches(buf, stop, end, validate_crc=False, max_batches=1)[0][0]
-        if until == int(row["position"] + row["size"]):     # its size field was right
-            after = ""
-        return Damage("crc_mismatch", stop, until,
-                      f"batch with offsets {int(row['base_offset'])}-{int(row['last_offset'])} "
-                      f"fails its CRC check (stored {int(row['crc'])}){after}", row)
-    if not resumed and not np.frombuffer(buf, np.uint8, end - stop, stop).any():
-        return Damage("log_zero_tail", stop, until,
-                      f"{end - stop} all-zero bytes at the end of the file (left at a "
-                      f"preallocated size, log.preallocate: not closed cleanly)", None)
-    if status == WALK_PARTIAL:
-        why = partial_tail_message(buf if end == len(buf) else memoryview(buf)[:end], stop)
-        if resumed:
-            return Damage("corrupt_batch", stop, until, f"{why}{after}", None)
-        if _plausible_header(buf, stop, end):
-            return Damage("torn_tail", stop, until,
-                          f"incomplete batch, {end - stop} bytes at the end of the file (a "
-                          f"torn write): {why}", None)
-        return Damage("corrupt_batch", stop, until,
-                      f"{end - stop} bytes at the end of the file are not a batch: {why}", None)
-    return Damage("corrupt_batch", stop, until, f"{message}{after}", None)
-
-
-def _plausible_header(buf, pos, end):
-    """Whether the bytes of a cut batch look like the start of a batch header (a torn write)
-    rather than garbage: a non-negative base offset, a size of at least a batch's minimum and
-    a known magic, as far as the bytes go."""
-    remaining = end - pos
-    if remaining >= 8 and struct.unpack_from(">q", buf, pos)[0] < 0:
-        return False
-    if remaining >= 12 and not _MIN_SIZE <= struct.unpack_from(">i", buf, pos + 8)[0] <= \
-            _MAX_PLAUSIBLE_SIZE:
-        return False
-    return remaining < 17 or buf[pos + 16] in (0, 1, 2)
+    walk = walk_segment(buf, start, end, policy=SALVAGE, legacy=legacy,
+                        last_segment=last_segment)
+    return walk.batches, walk.events
 
 
 # ------------------------------------------------------------------------------ decoding

@@ -31,6 +31,7 @@ from kafkalog.index import OffsetIndex, TimeIndex, TimestampOffset, TransactionI
 from kafkalog.lazy_index import LazyIndex
 from kafkalog.producer_state import ProducerStateManager
 from kafkalog.records import decode_batches, validate_batches
+from kafkalog.segment_walker import RECOVER, walk_segment
 
 if TYPE_CHECKING:
     from kafkalog._typing import StrPath
@@ -587,10 +588,12 @@ class LogSegment:
 
     def batches(self, start_position: int = 0, validate_crc: bool = False
                 ) -> tuple[np.ndarray, int, int, str | None]:
-        """Walk the segment's batches: ``(batches, status, stop, message)`` from the kernel."""
+        """Walk the segment's batches: ``(batches, status, stop, message)`` from the kernel;
+        with ``validate_crc`` the walk stops at a batch that fails its CRC (status
+        ``WALK_INVALID``), so every batch returned is intact."""
         with self.scan_lock:
             return walk_batches(self._buffer_for(start_position, self._size), start_position,
-                                validate_crc=validate_crc)
+                                validate_crc=validate_crc, stop_on_invalid=validate_crc)
 
     def read_next_offset(self) -> int:
         """The offset after the last batch (the base offset when the segment is empty)."""
@@ -708,7 +711,7 @@ class LogSegment:
     def recover(self, producer_state: ProducerStateManager | None = None,
                 leader_epochs: LeaderEpochCache | None = None,
                 before_truncate: Callable[[LogSegment, int, str], None] | None = None,
-                txn_index_exists: bool | None = None) -> int:
+                txn_index_exists: bool | None = None, last_segment: bool = True) -> int:
         """Rebuild the indexes from the ``.log`` and cut it at the first invalid batch.
 
         Validates structure, CRC and offset range of every batch; returns the bytes truncated.
@@ -721,6 +724,9 @@ class LogSegment:
         ``before_truncate(segment, valid_bytes, reason)`` is called before bytes are cut.
         ``txn_index_exists``: whether the transaction index file exists, when the caller
         knows it from a directory listing (False spares looking for it to reset it).
+        ``last_segment``: whether the segment ends the log (for the reason given to
+        ``before_truncate``: a batch cut at the end of the last segment is a torn write, at the
+        end of another one missing data).
         """
         if producer_state is None:
             producer_state = ProducerStateManager(self.directory)
@@ -729,17 +735,19 @@ class LogSegment:
             self.recovering = True
             try:
                 return self._recover(producer_state, leader_epochs, before_truncate,
-                                     txn_index_exists)
+                                     txn_index_exists, last_segment)
             finally:
                 self.recovering = False
                 self._index_distrusted = False
 
-    def _recover(self, producer_state, leader_epochs, before_truncate, txn_index_exists):
+    def _recover(self, producer_state, leader_epochs, before_truncate, txn_index_exists,
+                 last_segment):
         if txn_index_exists is not False:
             self.txn_index.reset()
         buf = self._recovery_buffer()
-        batches, status, stop, reason = walk_batches(buf, 0, validate_crc=True,
-                                                     stop_on_invalid=True)
+        walk = walk_segment(buf, policy=RECOVER, path=self.log_path, last_segment=last_segment)
+        batches = walk.batches
+        reason = walk.events[0].message if walk.events else None
         n_valid, invalid = validate_batches(buf, batches, self.log_path)
         if n_valid < len(batches):
             reason = f"invalid batch structure: {invalid}"

@@ -11,7 +11,6 @@ and ``offset`` the Kafka offset concerned (None when not applicable), ``message`
 from __future__ import annotations
 
 import os
-import struct
 from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
@@ -39,7 +38,9 @@ CODES = {
     "crc_mismatch": "a batch's stored CRC does not match its bytes",
     "corrupt_batch": "bytes where a batch should start are not one (bad size or magic, or a "
                      "negative offset delta)",
-    "torn_tail": "the file ends inside a batch (a write cut short)",
+    "torn_tail": "the last segment ends inside a batch (a write cut short)",
+    "missing_data": "a segment that is not the last ends inside a batch: the rest of the batch "
+                    "is missing (not a torn write, which only the last segment can end in)",
     "log_zero_tail": "a segment ends in all-zero bytes (left at its preallocated size with "
                      "log.preallocate: not closed cleanly)",
     "undecodable_records": "a batch's records cannot be decompressed or decoded (deep)",
@@ -150,8 +151,9 @@ def verify_partition(path: StrPath, deep: bool = True,
     except (KafkaLogError, OSError) as e:
         problems.append(problem("cannot_open", path, f"cannot be opened read-only: {e}"))
     carry = _Carry()
-    for base in offsets_of(storage.listdir(path), LOG_SUFFIX):
-        seg = _verify_segment(path, base, carry, deep, chunk_bytes)
+    bases = offsets_of(storage.listdir(path), LOG_SUFFIX)
+    for base in bases:
+        seg = _verify_segment(path, base, carry, deep, chunk_bytes, base == bases[-1])
         report["segments"].append(seg)
         problems.extend(seg["problems"])
     log_end = report["offsets"]["log_end_offset"] if report["offsets"] else None
@@ -163,7 +165,7 @@ def verify_partition(path: StrPath, deep: bool = True,
 
 
 # ------------------------------------------------------------------------------ segments
-def _verify_segment(directory, base, carry, deep, chunk_bytes):
+def _verify_segment(directory, base, carry, deep, chunk_bytes, last_segment):
     log_path = file_path(directory, base, LOG_SUFFIX)
     if tiered.is_view(log_path):
         damaged = tiered.check_segment(log_path)
@@ -174,9 +176,8 @@ def _verify_segment(directory, base, carry, deep, chunk_bytes):
         buf = open_buffer(log_path)
     except OSError as e:
         return _unreadable(log_path, [problem("cannot_open", log_path, f"cannot be read: {e}")])
-    batches, damages = scan_segment(buf)
-    problems = [problem(d.code, log_path, d.message, d.start, _damage_offset(buf, d))
-                for d in damages]
+    batches, damages = scan_segment(buf, last_segment=last_segment)
+    problems = [problem(d.code, log_path, d.message, d.start, d.offset) for d in damages]
     crc_rows = [d.row for d in damages if d.row is not None]
     flagged = set()
     problems += _check_batch_offsets(log_path, base, batches, carry, flagged)
@@ -208,14 +209,6 @@ def _unreadable(log_path, problems):
     """The result of a segment whose ``.log`` cannot be read."""
     return {"file": os.path.basename(log_path), "size": None, "batches": 0, "records": None,
             "valid_bytes": 0, "last_offset": None, "crc_errors": 0, "problems": problems}
-
-
-def _damage_offset(buf, damage):
-    if damage.row is not None:
-        return int(damage.row["base_offset"])
-    if damage.code == "torn_tail" and damage.end - damage.start >= 8:
-        return struct.unpack_from(">q", buf, damage.start)[0]      # the cut batch's header
-    return None
 
 
 def _check_batch_offsets(path, base, batches, carry, flagged):

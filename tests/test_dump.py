@@ -13,11 +13,11 @@ import tracemalloc
 import pytest
 from crc32c import crc32c
 
-from kafkalog import Record, build_batch, build_control_batch, dump
+from kafkalog import Record, build_batch, build_control_batch, segment_walker
 from kafkalog._kernels import walk_batches
 from kafkalog._layout import V2_CRC_START
 from kafkalog.cli import main
-from kafkalog.dump import DumpOptions, DumpReport, dump_partition, iter_json, iter_text
+from kafkalog.dump import DumpOptions, DumpReport, dump_partition, iter_json, iter_text, listing
 from kafkalog.errors import KafkaLogError
 from kafkalog.files import file_name
 
@@ -316,8 +316,8 @@ def test_a_size_running_past_the_end_is_the_invalid_tail(fixture_copy, capfd, mo
     pos = int(_batches(log)[150]["position"])
     _patch(log, pos + 8, struct.pack(">i", 2**31 - 1))
     reads = []
-    real = dump.walk_batches
-    monkeypatch.setattr(dump, "walk_batches", lambda buf, **kw: reads.append(len(buf)) or
+    real = segment_walker.walk_batches
+    monkeypatch.setattr(segment_walker, "walk_batches", lambda buf, **kw: reads.append(len(buf)) or
                         real(buf, **kw))
     assert main(["dump", "--records", "none", str(d)]) == 1
     out = capfd.readouterr().out
@@ -413,13 +413,13 @@ def _write_partition(directory, megabytes, value_size=1000):
 def test_first_lines_come_before_the_segment_is_read(tmp_path, monkeypatch):
     _, size = _write_partition(tmp_path / "big-0", 16)
     walked = []
-    real = dump.walk_batches
+    real = segment_walker.walk_batches
 
     def counting(buf, *args, **kwargs):
         walked.append(len(buf))
         return real(buf, *args, **kwargs)
 
-    monkeypatch.setattr(dump, "walk_batches", counting)
+    monkeypatch.setattr(segment_walker, "walk_batches", counting)
     for make in (iter_text, iter_json):
         walked.clear()
         pieces = make(tmp_path / "big-0")
@@ -584,13 +584,13 @@ def test_payloads_are_escaped_text_hex_or_base64(tmp_path, capfd):
 
 
 def test_escape():
-    esc = dump._escape
+    esc = listing._escape
     assert esc(b"plain text") == "plain text"
     assert esc(b"a\\b") == "a\\\\b"
     assert esc(b"\xff\xfe") == "\\xff\\xfe"
     assert esc("é中".encode()) == "é中"
     assert esc(b"\x1b[31m") == "\\x1b[31m"
     assert esc("\u0085\u00a0".encode()) == "\\x85\\xa0"
-    assert dump._escape_all([b"a", None, b"b\n"]) == ["a", None, "b\\n"]
-    assert dump._escape_all([b"a", None, b""]) == ["a", None, ""]
-    assert dump._escape_all([None]) == [None]
+    assert listing._escape_all([b"a", None, b"b\n"]) == ["a", None, "b\\n"]
+    assert listing._escape_all([b"a", None, b""]) == ["a", None, ""]
+    assert listing._escape_all([None]) == [None]

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from kafkalog import Log
+from kafkalog import Log, iter_batches
 from kafkalog.cli import main
 from kafkalog.recovery import recover_partition
 
@@ -136,3 +136,49 @@ def test_a_dry_run_that_cannot_copy_is_a_typed_error(fixture_copy, monkeypatch):
     with pytest.raises(KafkaLogError, match="scratch directory"):
         recover_partition(d, dry_run=True)
     assert {f.name: f.read_bytes() for f in d.iterdir()} == before
+
+
+def _truncation_reason(d):
+    with Log.open(d, recovery_point=0, clean_shutdown=False) as log:
+        return [a["reason"] for a in log.recovery_report if a["action"] == "truncated"]
+
+
+def test_recovery_calls_a_zeroed_tail_zeros(fixture_copy):
+    """The reason of a truncation is the segment walker's outcome, not "a torn write" for
+    every batch cut short."""
+    d = fixture_copy("plain-0")
+    log = next(d.glob("*.log"))
+    size = log.stat().st_size
+    with open(log, "ab") as f:                     # a preallocated tail left by a crash
+        f.write(b"\0" * 4096)
+    [reason] = _truncation_reason(d)
+    assert f"at position {size}: 4096 all-zero bytes" in reason and "torn" not in reason
+
+
+def test_recovery_calls_a_size_running_past_intact_batches_damage(fixture_copy):
+    d = fixture_copy("plain-0")
+    log = next(d.glob("*.log"))
+    pos = [b.position for b in iter_batches(log)][100]
+    with open(log, "r+b") as f:
+        f.seek(pos + 8)
+        f.write((10**6).to_bytes(4, "big"))
+    [reason] = _truncation_reason(d)
+    assert f"at position {pos}: " in reason
+    assert "the next intact batch is at position" in reason and "torn" not in reason
+
+
+def test_recovery_calls_a_torn_write_one(fixture_copy):
+    d = fixture_copy("plain-0")
+    log = next(d.glob("*.log"))
+    with open(log, "r+b") as f:
+        f.truncate(log.stat().st_size - 100)
+    [reason] = _truncation_reason(d)
+    assert "(a torn write)" in reason
+
+
+def test_recovery_of_a_short_middle_segment_says_data_is_missing(fixture_copy):
+    d, _, torn, _ = torn_backup(fixture_copy)
+    with Log.open(d, recovery_point=0, clean_shutdown=False) as log:
+        [cut] = [a for a in log.recovery_report if a["action"] == "truncated"]
+    assert cut["file"] == torn.name
+    assert "not the last segment" in cut["reason"] and "(a torn write)" not in cut["reason"]

@@ -207,3 +207,16 @@ def test_empty_batches_read_on_every_path(tmp_path, monkeypatch):
     tasks = ks.plan([str(tmp_path)])
     rows = sum(rb.num_rows for t in tasks for rb in ks.read_task(t))
     assert rows == 2
+
+
+def test_a_segment_walk_with_crcs_checked_returns_no_crc_failure(fixture_copy):
+    """``LogSegment.batches(validate_crc=True)`` stops at a batch failing its CRC (it returned
+    it among the intact ones, ``crc_valid`` 0, with an end status)."""
+    from kafkalog._layout import WALK_INVALID
+    d = fixture_copy("corrupt_flip-0")
+    with Log.open(d, read_only=True) as log:
+        segment = log.active_segment
+        batches, status, stop, _ = segment.batches(validate_crc=True)
+        assert (status, stop, len(batches)) == (WALK_INVALID, 38490, 32)
+        assert (batches["crc_valid"] == 1).all()
+        assert len(segment.batches()[0]) == 33          # unchecked: every whole batch

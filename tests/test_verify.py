@@ -296,3 +296,21 @@ def test_preallocated_log_zero_tail(fixture_copy):
     [p] = report["problems"]
     assert (p["code"], p["position"]) == ("log_zero_tail", size)
     assert report["segments"][0]["valid_bytes"] == size
+
+
+def test_a_short_middle_segment_is_missing_data_not_a_torn_write(fixture_copy):
+    d = fixture_copy("multiseg-0")
+    logs = sorted(d.glob("*.log"))
+    middle = logs[4]
+    size = middle.stat().st_size
+    with open(middle, "r+b") as f:
+        f.truncate(size - 100)
+    report = verify_partition(d)
+    [p] = [p for p in report["problems"] if p["file"] == str(middle)]
+    assert p["code"] == "missing_data" and "not a torn write" in p["message"]
+    assert "torn_tail" not in codes(report)
+    # the same cut at the end of the last segment is a torn write
+    last = logs[-1]
+    with open(last, "r+b") as f:
+        f.truncate(last.stat().st_size - 100)
+    assert [p["file"] for p in only(verify_partition(d), "torn_tail")] == [str(last)]

@@ -1,0 +1,418 @@
+"""The one walk over the record batches of a segment (or of any buffer of batches).
+
+Kafka walks a ``.log`` file with ``FileRecords.batchIterator`` and judges what stops the walk
+in several places (the consumer's ``ensureValid``, ``LogSegment.recover``, ``DumpLogSegments``).
+Here one walker does it for every reader: dump, verify, salvage, ``iter_batches``, recovery's
+report and the scan reader. It calls the ``walk_batches`` kernel once per stretch of whole
+batches (and ``next_valid_batch`` to resynchronise after damage, when asked), and sorts what
+it meets into ONE table of outcomes:
+
+=================  =================  =====================================================
+outcome            code               what the bytes are
+=================  =================  =====================================================
+``VALID``          ``valid``          a whole batch (its CRC valid, or not checked)
+``CRC_FAILURE``    ``crc_mismatch``   a whole batch whose stored CRC does not match
+``INVALID_HEADER`` ``corrupt_batch``  bytes where a batch should start that cannot be one (a
+                                      size below the minimum, an unknown magic, a size running
+                                      past a later intact batch, garbage at the end)
+``TORN_TAIL``      ``torn_tail``      the last segment ends inside a batch (a write cut short)
+``MISSING_DATA``   ``missing_data``   a segment that is not the last ends inside a batch: the
+                                      rest of the batch is missing (no write tears it there)
+``ZEROS``          ``log_zero_tail``  all-zero bytes to the end (a preallocated segment not
+                                      trimmed: not closed cleanly)
+``END``            ``end``            every byte walked (or the bytes asked for: a cut)
+=================  =================  =====================================================
+
+What a walk does at each outcome is its ``WalkPolicy``: a CRC failure stops it, is kept (its
+size is intact, the walk goes on after it) or is skipped by resynchronising; an invalid
+header stops it or is skipped by resynchronising; a cut batch or zeros end it. Where each is
+reported is the policy's too: ``raise`` (a ``CorruptRecordError`` after the batches before it,
+``SegmentWalk.raise_for_outcome``), ``log`` (WARNING on ``kafkalog.segment_walker``),
+``report`` (a ``WalkEvent`` in the walk's ``events`` only) or ``ignore``. ``judge_tail=False``
+sees a cut batch as Kafka's iterator does (the end of the data, whatever its bytes);
+otherwise its bytes are looked at to tell a torn write from zeros, missing data and garbage.
+"""
+from __future__ import annotations
+
+import enum
+import logging
+import struct
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, NamedTuple
+
+import numpy as np
+
+from kafkalog._kernels import next_valid_batch, walk_batches
+from kafkalog._layout import (
+    HEADER_SIZE_UP_TO_MAGIC, LEGACY_OVERHEAD_V0, LOG_OVERHEAD, WALK_END,
+    WALK_INVALID, WALK_PARTIAL,
+)
+from kafkalog.errors import CorruptRecordError
+
+if TYPE_CHECKING:
+    from kafkalog._typing import StrPath
+
+log = logging.getLogger(__name__)
+
+
+class Outcome(str, enum.Enum):
+    """What the walk met (the values are ``kafkalog verify``'s codes)."""
+    VALID = "valid"
+    CRC_FAILURE = "crc_mismatch"
+    INVALID_HEADER = "corrupt_batch"
+    TORN_TAIL = "torn_tail"
+    MISSING_DATA = "missing_data"
+    ZEROS = "log_zero_tail"
+    END = "end"
+
+
+# What the walk does at a CRC failure or an invalid header.
+STOP, KEEP, RESYNC = "stop", "keep", "resync"
+# Where an outcome is reported.
+RAISE, LOG, REPORT, IGNORE = "raise", "log", "report", "ignore"
+
+_DAMAGE = (Outcome.CRC_FAILURE, Outcome.INVALID_HEADER, Outcome.TORN_TAIL,
+           Outcome.MISSING_DATA, Outcome.ZEROS)
+
+
+class WalkPolicy(NamedTuple):
+    """What a walk does at each outcome and where it reports it.
+
+    ``on_crc_failure``: ``"stop"``, ``"keep"`` (yield it, ``crc_valid`` 0, and go on after
+    it) or ``"resync"``; ``on_invalid_header``: ``"stop"`` or ``"resync"`` (go on at the next
+    position where a whole batch with a valid CRC begins); ``judge_tail``: look at the bytes of
+    a cut batch (else it is a torn tail, as Kafka's iterator sees it); ``report``: outcome ->
+    ``"raise"``, ``"log"``, ``"report"`` or ``"ignore"`` (an outcome left out is reported).
+    A raised outcome stops the walk."""
+    on_crc_failure: str = STOP
+    on_invalid_header: str = STOP
+    judge_tail: bool = True
+    report: Mapping[Outcome, str] = {}
+
+    def action(self, outcome: Outcome) -> str:
+        return self.report.get(outcome, REPORT)
+
+
+# Kafka's consumer: FileRecords.batchIterator, each batch's ensureValid; a cut batch is the end.
+ITERATE = WalkPolicy(judge_tail=False, report={
+    Outcome.CRC_FAILURE: RAISE, Outcome.INVALID_HEADER: RAISE, Outcome.TORN_TAIL: IGNORE})
+# Bytes that must be whole batches (data to append, a compressed wrapper's inner set).
+ITERATE_STRICT = WalkPolicy(judge_tail=False, report={
+    Outcome.CRC_FAILURE: RAISE, Outcome.INVALID_HEADER: RAISE, Outcome.TORN_TAIL: RAISE})
+# DumpLogSegments: a bad CRC is shown and the walk goes on; structural damage ends it.
+DUMP = WalkPolicy(on_crc_failure=KEEP)
+# Salvage and verify: every damaged region is skipped and reported.
+SALVAGE = WalkPolicy(on_crc_failure=RESYNC, on_invalid_header=RESYNC)
+# LogSegment.recover: the first damage ends the valid bytes; the rest is cut.
+RECOVER = WalkPolicy()
+
+
+class WalkEvent(NamedTuple):
+    """One outcome other than a valid batch: bytes ``[start, end)`` (positions in the file,
+    or in the buffer plus ``position_base``), where no intact batch begins.
+
+    ``message`` says what they are for people; ``reason`` is the kernel's words for a CRC
+    failure or a header that cannot be one (None for a cut batch, zeros judged from a cut);
+    ``cut``: the bytes ended inside a batch; ``row``: the ``BATCH_DTYPE`` header of a batch
+    failing its CRC, else None; ``offset``: the offset concerned when known (a CRC failure's
+    base offset, a cut batch's header's)."""
+    outcome: Outcome
+    start: int
+    end: int
+    message: str
+    reason: str | None
+    cut: bool
+    row: Any
+    offset: int | None
+
+    @property
+    def code(self) -> str:
+        """The outcome's code (``kafkalog verify``'s)."""
+        return self.outcome.value
+
+
+class SegmentWalk:
+    """A walk's result: ``batches`` (``BATCH_DTYPE``, buffer positions, in walk order: the
+    whole batches with a valid CRC, those with a bad one too when kept), ``events`` (a
+    ``WalkEvent`` per other outcome met, in order) and ``stop`` (the buffer position where the
+    walk ended: the end, or the start of the damage that ended it)."""
+    __slots__ = ("batches", "events", "stop", "error")
+
+    def __init__(self, batches, events, stop, error):
+        self.batches = batches
+        self.events = events
+        self.stop = stop
+        self.error = error
+
+    @property
+    def damaged(self) -> bool:
+        return bool(self.events)
+
+    def raise_for_outcome(self) -> None:
+        """Raise the ``CorruptRecordError`` of the outcome that the policy raises, if one was
+        met (after the caller has used the batches before it)."""
+        if self.error is not None:
+            raise self.error
+
+
+def walk_segment(buf: Any, start: int = 0, end: int = -1, *, policy: WalkPolicy = ITERATE,
+                 validate_crc: bool = True, last_segment: bool = True,
+                 path: StrPath | None = None, position_base: int = 0,
+                 legacy: bool = True) -> SegmentWalk:
+    """Walk the batches of ``buf[start:end]`` (a whole ``.log`` file or a slice of one starting
+    at file position ``position_base``) with one kernel call per stretch of whole batches.
+
+    ``last_segment``: whether the bytes end the partition's log (a cut batch there is a torn
+    write; elsewhere, missing data); ``legacy``: also resynchronise on magic 0/1 entries.
+    Returns a ``SegmentWalk``; reports as ``policy`` says.
+    """
+    end = len(buf) if end < 0 or end > len(buf) else end
+    stop_on_crc = validate_crc and policy.on_crc_failure != KEEP
+    runs, events, error = [], [], None
+    pos = start
+    while True:
+        batches, status, stop, reason = walk_batches(buf, pos, end, validate_crc=validate_crc,
+                                                     stop_on_invalid=stop_on_crc)
+        runs.append(batches)
+        if validate_crc and not stop_on_crc:
+            for i in np.flatnonzero(batches["crc_valid"] == 0).tolist():
+                event = _crc_event(batches[i], position_base, None)
+                error = _report(event, policy, path, position_base, buf)
+                events.append(event)
+                if error is not None:
+                    runs[-1] = batches[:i]
+                    return SegmentWalk(_joined(runs), events, int(batches["position"][i]),
+                                       error)
+        if status == WALK_END:
+            break
+        event, resume = _judge(buf, status, stop, end, reason, policy, last_segment,
+                               position_base, legacy, lambda: _zeros(buf, stop, end))
+        events.append(event)
+        error = _report(event, policy, path, position_base, buf)
+        if error is not None or resume < 0:
+            break
+        pos = resume
+    return SegmentWalk(_joined(runs), events, stop, error)
+
+
+def _joined(runs):
+    return runs[0] if len(runs) == 1 else np.concatenate(runs)
+
+
+def _zeros(buf, start, end):
+    return not np.frombuffer(buf, np.uint8, end - start, start).any()
+
+
+def _reaction(policy, outcome):
+    if policy.action(outcome) == RAISE:
+        return STOP
+    if outcome is Outcome.CRC_FAILURE:
+        return policy.on_crc_failure
+    return policy.on_invalid_header if outcome is Outcome.INVALID_HEADER else STOP
+
+
+def _judge(buf, status, stop, end, reason, policy, last_segment, base, legacy, all_zero,
+           probe=True, extent=None):
+    """(the ``WalkEvent`` of what stopped the kernel's walk at ``stop``, the buffer position
+    where the walk goes on or -1). ``extent``: the bytes from ``stop`` to the end of the data
+    when ``buf`` holds fewer (``end - stop`` by default)."""
+    if status == WALK_INVALID:
+        row = walk_batches(buf, stop, end, validate_crc=False, max_batches=1)[0][0]
+        reaction = _reaction(policy, Outcome.CRC_FAILURE)
+        if reaction == STOP:
+            return _crc_event(row, base, None, reason), -1
+        resume = _next_valid(buf, stop, end, legacy) if reaction == RESYNC else \
+            int(row["position"] + row["size"])
+        return _crc_event(row, base, resume, reason, end), resume
+    n = end - stop if extent is None else extent
+    cut = status == WALK_PARTIAL
+    resync = _reaction(policy, Outcome.INVALID_HEADER) == RESYNC
+    why = partial_tail_message(buf, stop, n) if cut else reason
+    if cut and not policy.judge_tail:
+        return _event(Outcome.TORN_TAIL, stop, stop + n, base, why, why, True,
+                      _header_offset(buf, stop, end)), -1
+    resume = _next_valid(buf, stop, end, legacy) if probe and (cut or resync) else -1
+    if policy.judge_tail and resume < 0 and all_zero():
+        return _event(Outcome.ZEROS, stop, stop + n, base,
+                      f"{n} all-zero bytes at the end of the file (left at a preallocated "
+                      f"size, log.preallocate: not closed cleanly)", why, cut, None), -1
+    until = resume if resume >= 0 else stop + n
+    go_on = resume if resync else -1
+    if not cut or resume >= 0:
+        return _event(Outcome.INVALID_HEADER, stop, until, base, why + _after(resume, base),
+                      why, cut, None), go_on
+    if not _plausible_header(buf, stop, end):
+        return _event(Outcome.INVALID_HEADER, stop, stop + n, base,
+                      f"{n} bytes at the end of the file are not a batch: {why}", why, True,
+                      None), -1
+    offset = _header_offset(buf, stop, end)
+    if last_segment:
+        return _event(Outcome.TORN_TAIL, stop, stop + n, base,
+                      f"incomplete batch, {n} bytes at the end of the file (a torn write): "
+                      f"{why}", why, True, offset), -1
+    return _event(Outcome.MISSING_DATA, stop, stop + n, base,
+                  f"the last {n} bytes are an incomplete batch and this is not the last "
+                  f"segment: the rest of the batch is missing (not a torn write): {why}", why,
+                  True, offset), -1
+
+
+def _event(outcome, stop, until, base, message, reason, cut, offset):
+    return WalkEvent(outcome, base + stop, base + until, message, reason, cut, None, offset)
+
+
+def _crc_event(row, base, resume, reason="record is corrupt (CRC mismatch)", end=None):
+    """A CRC failure's event: its bytes are the batch's, or (resynchronising: ``resume``,
+    -1 for none before ``end``) up to the next intact batch."""
+    start = int(row["position"])
+    until = own = int(row["position"] + row["size"])
+    if resume is not None:
+        until = resume if resume >= 0 else end
+    after = "" if until == own else _after(resume, base)
+    return WalkEvent(Outcome.CRC_FAILURE, base + start, base + until,
+                     f"batch with offsets {int(row['base_offset'])}-{int(row['last_offset'])} "
+                     f"fails its CRC check (stored {int(row['crc'])}){after}", reason, False,
+                     row.copy(), int(row["base_offset"]))
+
+
+def _after(resume, base):
+    if resume < 0:
+        return "; no intact batch follows"
+    return f"; the next intact batch is at position {base + resume}"
+
+
+def _next_valid(buf, stop, end, legacy):
+    return next_valid_batch(buf, stop + 1, end, legacy)[0] if stop < end else -1
+
+
+def _header_offset(buf, pos, end):
+    return struct.unpack_from(">q", buf, pos)[0] if end - pos >= 8 else None
+
+
+_MAX_PLAUSIBLE_SIZE = 2**30     # a cut batch declaring more is taken for garbage
+
+
+def _plausible_header(buf, pos, end):
+    """Whether the bytes of a cut batch look like the start of a batch header (a torn write)
+    rather than garbage: a non-negative base offset, a size of at least a batch's minimum and
+    a known magic, as far as the bytes go."""
+    remaining = end - pos
+    if remaining >= 8 and struct.unpack_from(">q", buf, pos)[0] < 0:
+        return False
+    if remaining >= 12 and not LEGACY_OVERHEAD_V0 <= struct.unpack_from(">i", buf, pos + 8)[0] \
+            <= _MAX_PLAUSIBLE_SIZE:
+        return False
+    return remaining < HEADER_SIZE_UP_TO_MAGIC or buf[pos + 16] in (0, 1, 2)
+
+
+def partial_tail_message(buf: Any, position: int, remaining: int | None = None) -> str:
+    """Why the ``remaining`` bytes at ``position`` (default: to the buffer's end) are not a
+    whole batch."""
+    if remaining is None:
+        remaining = len(buf) - position
+    if remaining < HEADER_SIZE_UP_TO_MAGIC:
+        return f"{remaining} trailing bytes are too few for a batch header"
+    declared = struct.unpack_from(">i", buf, position + 8)[0]
+    return f"batch declares {declared} bytes after its length field but only " \
+           f"{remaining - LOG_OVERHEAD} remain"
+
+
+def _report(event, policy, path, base, buf):
+    """Log the event or make its exception, as the policy says; returns the exception."""
+    action = policy.action(event.outcome)
+    if action == LOG:
+        log.warning("%s: %s at position %d: %s", path or "<buffer>", event.outcome.value,
+                    event.start, event.message)
+    if action != RAISE:
+        return None
+    offset = None
+    if event.outcome is Outcome.CRC_FAILURE:
+        offset = event.offset
+    elif not event.cut:
+        offset = _header_offset(buf, event.start - base, len(buf))
+    return CorruptRecordError(event.reason, position=event.start, path=path, base_offset=offset)
+
+
+# ----------------------------------------------------------------------------------------------
+# A file read in bounded stretches (dump: the first lines come at once, memory stays bounded)
+
+class FileWalk:
+    """The walk of bytes ``[0, end)`` of a file of ``size`` bytes, read by ``read(position,
+    n)`` in stretches of whole batches (``first`` bytes growing to ``most``; more only for one
+    batch larger than that). Iterating yields ``(position, buf, batches)`` per stretch
+    (``batches`` with positions in ``buf``, which starts at file position ``position``); then
+    ``events`` holds what the walk met (file positions) and ``stop`` where it ended. A cut at
+    ``end`` < ``size`` (bytes not asked for) is no damage."""
+
+    def __init__(self, read: Callable[[int, int], bytes], end: int, size: int, *,
+                 policy: WalkPolicy = DUMP, validate_crc: bool = True,
+                 last_segment: bool = True, path: StrPath | None = None,
+                 first: int = 64 * 1024, most: int = 256 * 1024) -> None:
+        self.read = read
+        self.end = end
+        self.size = size
+        self.policy = policy
+        self.validate_crc = validate_crc
+        self.last_segment = last_segment
+        self.path = path
+        self.first = first
+        self.most = most
+        self.events: list[WalkEvent] = []
+        self.stop = 0
+        self.error: CorruptRecordError | None = None
+
+    def __iter__(self) -> Iterator[tuple[int, Any, np.ndarray]]:
+        policy, end = self.policy, self.end
+        stop_on_crc = self.validate_crc and policy.on_crc_failure != KEEP
+        want, pos = self.first, 0
+        while pos < end:
+            buf = self.read(pos, min(want, end - pos))
+            if not buf:                        # the file shrank meanwhile
+                break
+            at_end = pos + len(buf) >= end
+            batches, status, stop, reason = walk_batches(
+                buf, validate_crc=self.validate_crc, stop_on_invalid=stop_on_crc)
+            if self.validate_crc and not stop_on_crc:
+                for i in np.flatnonzero(batches["crc_valid"] == 0).tolist():
+                    self._add(_crc_event(batches[i], pos, None), buf, pos)
+            if len(batches):
+                yield pos, buf, batches
+            self.stop = pos + stop
+            if status == WALK_END:
+                pos += stop
+                want = min(want * 2, self.most)
+                continue
+            if status == WALK_PARTIAL and not at_end:
+                if len(batches):
+                    pos += stop
+                    want = min(want * 2, self.most)
+                    continue
+                declared = struct.unpack_from(">i", buf, stop + 8)[0]
+                if pos + stop + LOG_OVERHEAD + declared <= end:
+                    want = max(want * 2, declared + LOG_OVERHEAD)
+                    continue
+            if status == WALK_PARTIAL and end < self.size:
+                return                         # cut by the bytes asked for: no damage
+            # Judged on what was read: the rest is read only to see whether it is all zeros.
+            event, _ = _judge(buf, status, stop, len(buf), reason, policy, self.last_segment,
+                              pos, True, lambda: self._zeros(buf, stop, pos), probe=False,
+                              extent=end - pos - stop)
+            self._add(event, buf, pos)
+            return
+
+    def _add(self, event, buf, pos):
+        self.events.append(event)
+        error = _report(event, self.policy, self.path, pos, buf)
+        if error is not None and self.error is None:
+            self.error = error
+
+    def _zeros(self, buf, stop, pos):
+        if not _zeros(buf, stop, len(buf)):
+            return False
+        at = pos + len(buf)
+        while at < self.end:
+            more = self.read(at, min(self.most, self.end - at))
+            if not more:
+                break
+            if any(more):
+                return False
+            at += len(more)
+        return True
