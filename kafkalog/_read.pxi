@@ -71,17 +71,13 @@ def segment_read(IndexView index, buf, int64_t offset, Py_ssize_t starting_posit
     cdef const unsigned char *ip
     cdef Py_ssize_t slot
     if index is not None:
-        if index._kind != OFFSET_KEY:
+        if index.kind != OFFSET_KEY:
             raise ValueError("segment_read takes an offset index's view")
-        if not index._held:
-            raise ValueError("index view released (the index was closed)")
-        if index.entries * 8 > index._view.len:
-            raise ValueError(f"{index.entries} entries do not fit a buffer of "
-                             f"{index._view.len} bytes")
-        ip = <const unsigned char *>index._view.buf
-        slot = _search(ip, index.entries, OFFSET_KEY, offset - index._base, False)
+        index.check()
+        ip = index.buf
+        slot = _search(ip, index.entries, OFFSET_KEY, offset - index.base_offset, False)
         if slot >= 0:
-            key = index._base + _entry_value(ip, slot, OFFSET_KEY)
+            key = index.base_offset + _entry_value(ip, slot, OFFSET_KEY)
             entry_position = _entry_value(ip, slot, OFFSET_VALUE)
     PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
     try:
@@ -91,7 +87,7 @@ def segment_read(IndexView index, buf, int64_t offset, Py_ssize_t starting_posit
             start = view.len
         if index is not None and entry_position > starting_position:
             if _plausible(<const unsigned char *>view.buf, view.len, entry_position,
-                          index._base, key):
+                          index.base_offset, key):
                 start = entry_position
             else:
                 lies = True

@@ -31,11 +31,11 @@ def segment_read(index, buf, offset, starting_position, max_size, max_position,
     if start < 0:
         raise ValueError(f"starting position {start} is negative")
     if index is not None:
-        if index._kind != OFFSET_KEY:
+        if index.kind != OFFSET_KEY:
             raise ValueError("segment_read takes an offset index's view")
         entry = index.lookup(offset)
         if entry[1] > starting_position:
-            if batch_header_plausible(buf, entry[1], index._base, entry[0]):
+            if batch_header_plausible(buf, entry[1], index.base_offset, entry[0]):
                 start = entry[1]
             else:
                 lies = True

@@ -53,33 +53,39 @@ cdef class IndexView:
     ``kind`` is OFFSET_KEY (an offset index: ``lookup(offset)`` gives (offset, position), or
     (base_offset, 0) when no entry is low enough) or TIME_KEY (a time index: ``lookup(ts)``
     gives (timestamp, offset), or (-1, base_offset)). ``entries`` is kept up to date by the
-    owning index; ``release()`` must be called before the mapping is closed or resized.
+    owning index; ``release()`` must be called before the mapping is closed or resized. The
+    fields kernels read are declared in ``_core.pxd``.
     """
-    cdef Py_buffer _view
-    cdef bint _held
-    cdef public Py_ssize_t entries
-    cdef int64_t _base
-    cdef int _kind
-    cdef object _result_type
-    cdef object _base_obj
-    cdef PyObject *_last          # the last result (a strong reference), see kl_pair_reuse
 
     def __cinit__(self, buf, Py_ssize_t entries, int64_t base_offset, int kind, result_type):
         if kind != OFFSET_KEY and kind != TIME_KEY:
             raise ValueError(f"kind must be OFFSET_KEY or TIME_KEY, not {kind}")
         PyObject_GetBuffer(buf, &self._view, PyBUF_SIMPLE)
         self._held = True
+        self.buf = <const unsigned char *>self._view.buf
+        self.length = self._view.len
         self.entries = entries
-        self._base = base_offset
+        self.base_offset = base_offset
         self._base_obj = base_offset
-        self._kind = kind
+        self.kind = kind
         self._result_type = result_type
         self._last = NULL
+
+    cdef int check(self) except -1:
+        """Raise unless ``buf`` is held and holds ``entries`` entries."""
+        if not self._held:
+            raise ValueError("index view released (the index was closed)")
+        if self.entries * _entry_size(self.kind) > self.length:
+            raise ValueError(f"{self.entries} entries do not fit a buffer of {self.length} "
+                             f"bytes")
+        return 0
 
     def release(self):
         if self._held:
             PyBuffer_Release(&self._view)
             self._held = False
+        self.buf = NULL
+        self.length = 0
         self.entries = 0
 
     def __dealloc__(self):
@@ -90,25 +96,22 @@ cdef class IndexView:
     @cython.always_allow_keywords(False)     # METH_O: no argument parsing per call
     def lookup(self, int64_t target):
         """Largest entry <= ``target`` (see the class docstring)."""
-        if not self._held:
-            raise ValueError("index view released (the index was closed)")
-        cdef Py_ssize_t n = self.entries
-        cdef const unsigned char *p = <const unsigned char *>self._view.buf
+        self.check()
         cdef Py_ssize_t slot
-        if n * _entry_size(self._kind) > self._view.len:
-            raise ValueError(f"{n} entries do not fit a buffer of {self._view.len} bytes")
-        if self._kind == OFFSET_KEY:
-            slot = _search(p, n, OFFSET_KEY, target - self._base, False)
+        cdef const unsigned char *p = self.buf
+        cdef int64_t base = self.base_offset
+        if self.kind == OFFSET_KEY:
+            slot = _search(p, self.entries, OFFSET_KEY, target - base, False)
             if slot < 0:
                 return kl_pair_reuse(&self._last, self._result_type, self._base_obj, 0)
             return kl_pair_reuse(&self._last, self._result_type,
-                                 self._base + _entry_value(p, slot, OFFSET_KEY),
+                                 base + _entry_value(p, slot, OFFSET_KEY),
                                  _entry_value(p, slot, OFFSET_VALUE))
-        slot = _search(p, n, TIME_KEY, target, False)
+        slot = _search(p, self.entries, TIME_KEY, target, False)
         if slot < 0:
             return kl_pair_reuse(&self._last, self._result_type, -1, self._base_obj)
         return kl_pair_reuse(&self._last, self._result_type, _entry_value(p, slot, TIME_KEY),
-                             self._base + _entry_value(p, slot, TIME_VALUE))
+                             base + _entry_value(p, slot, TIME_VALUE))
 
 
 def index_lookup_many(const unsigned char[::1] buf, Py_ssize_t entries, int kind,

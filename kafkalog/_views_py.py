@@ -14,8 +14,8 @@ class IndexView:
             raise ValueError(f"kind must be OFFSET_KEY or TIME_KEY, not {kind}")
         self._buf = memoryview(buf).cast("B")
         self.entries = entries
-        self._base = base_offset
-        self._kind = kind
+        self.base_offset = base_offset
+        self.kind = kind
         self._type = result_type
 
     def release(self):
@@ -27,12 +27,12 @@ class IndexView:
     def lookup(self, target):
         if self._buf is None:
             raise ValueError("index view released (the index was closed)")
-        if self._kind == OFFSET_KEY:
-            slot, rel, pos = index_lookup(self._buf, self.entries, OFFSET_KEY,
-                                          target - self._base)
-            return self._type(self._base, 0) if slot < 0 else self._type(self._base + rel, pos)
+        base = self.base_offset
+        if self.kind == OFFSET_KEY:
+            slot, rel, pos = index_lookup(self._buf, self.entries, OFFSET_KEY, target - base)
+            return self._type(base, 0) if slot < 0 else self._type(base + rel, pos)
         slot, ts, rel = index_lookup(self._buf, self.entries, TIME_KEY, target)
-        return self._type(-1, self._base) if slot < 0 else self._type(ts, self._base + rel)
+        return self._type(-1, base) if slot < 0 else self._type(ts, base + rel)
 
 
 def index_lookup_many(buf, entries, kind, base_offset, targets):

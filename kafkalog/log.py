@@ -17,20 +17,16 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Union
 
-import numpy as np
-
 from kafkalog import checkpoint, storage
-from kafkalog._kernels import (
-    APPEND_HAS_COMPRESSED, APPEND_HAS_PRODUCER, prepare_append, walk_batches,
-)
+from kafkalog._kernels import APPEND_HAS_PRODUCER, walk_batches
 from kafkalog.cleaner import (
     DEFAULT_MAP_MEMORY, CleanerStats, CleaningAbortedError, CleaningCoordinator,
     CleaningSnapshot, clean,
 )
-from kafkalog.config import LONG_MAX, LogConfig
+from kafkalog.config import LogConfig
 from kafkalog.errors import (
-    CorruptRecordError, InvalidOffsetError, InvalidTimestampError, KafkaLogError,
-    LogClosedError, LogDirFailureError, LogNotFoundError, OffsetOutOfRangeError,
+    InvalidOffsetError, KafkaLogError, LogClosedError, LogDirFailureError, LogNotFoundError,
+    OffsetOutOfRangeError,
 )
 from kafkalog.files import (
     LOCK_FILE, LOG_SUFFIX, file_path, parse_topic_partition, topic_partition_or_none,
@@ -39,6 +35,7 @@ from kafkalog.isolation import ISOLATIONS, AbortedTxnFilter
 from kafkalog.loader import LogLoader, rebuild_producer_state
 from kafkalog.locks import FileLock
 from kafkalog.local_log import LocalLog, create_cleaned_segment
+from kafkalog.log_validator import LogValidator
 from kafkalog.builder import build_batch
 from kafkalog.records import CONTROL_MASK, decode_batches
 from kafkalog.segment_walker import walk_segment
@@ -55,7 +52,8 @@ if TYPE_CHECKING:
     from kafkalog.records import RecordTable
     from kafkalog.retention import RetentionPolicy
     from kafkalog.scheduler import Scheduler
-    from kafkalog.segment import FetchDataInfo, LogSegment
+    from kafkalog.fetch_data_info import FetchDataInfo
+    from kafkalog.segment import LogSegment
 
     #: A retention policy, or a function ``f(log, now_ms)`` returning a predicate of
     #: ``(segment, next_segment)`` or None.
@@ -95,22 +93,16 @@ _append_info = functools.partial(tuple.__new__, LogAppendInfo)
 
 
 class _AppendSettings(NamedTuple):
-    log_append_time: bool
-    max_message_bytes: int
-    bounded_timestamps: bool     # message.timestamp.before/after.max.ms below unbounded
+    validator: LogValidator
     segment_ms: int
     segment_bytes: int
     flush_messages: int
     flush_ms: int
 
     @classmethod
-    def of(cls, config: LogConfig) -> _AppendSettings:
-        return cls(config["message.timestamp.type"] == "LogAppendTime",
-                   config["max.message.bytes"],
-                   config["message.timestamp.before.max.ms"] != LONG_MAX
-                   or config["message.timestamp.after.max.ms"] != LONG_MAX,
-                   config["segment.ms"], config["segment.bytes"], config["flush.messages"],
-                   config["flush.ms"])
+    def of(cls, path: str, config: LogConfig) -> _AppendSettings:
+        return cls(LogValidator(path, config), config["segment.ms"], config["segment.bytes"],
+                   config["flush.messages"], config["flush.ms"])
 
 
 class Log:
@@ -452,9 +444,9 @@ class Log:
 
     def _append(self, data, assign_offsets):
         """Append ``data``, a bytearray the caller made for it (offsets are assigned in it).
-        Per call: one kernel pass, one write, the settings read once per config, no context
-        manager and no helper call on the way for an uncompressed non-idempotent batch (this
-        is the path whose Python cost bounds the rate of one-record appends)."""
+        Per call: one validation (``LogValidator``: one kernel pass for an uncompressed
+        non-idempotent batch), one write, the settings read once per config, no context
+        manager (this is the path whose Python cost bounds the rate of one-record appends)."""
         with self._lock:
             if self._closed or self.read_only or self._failed is not None:
                 self._check_writable()
@@ -464,33 +456,16 @@ class Log:
                 self._append_settings()
             local = self._local
             log_end = local.log_end_metadata[0]
-            log_append = settings.log_append_time
-            # One kernel pass validates (structure, magic, size, CRC, records, offsets) and,
-            # for a leader, assigns offsets and LogAppendTime in place.
-            n_batches, first, last, max_ts, offset_of_max, count, flags, epoch = \
-                prepare_append(data, log_end if assign_offsets else -1,
-                               settings.max_message_bytes, now if log_append else -1)
-            batches = prepared = None
-            if flags & APPEND_HAS_COMPRESSED:
-                batches = walk_batches(data, validate_crc=False)[0]
-                compressed = batches[(batches["attributes"] & 0x07) != 0]
-                table = decode_batches(data, compressed)       # every record must decode
-                if (np.diff(table.records["offset"]) <= 0).any():
-                    raise CorruptRecordError("record offsets within a batch do not increase")
-            if assign_offsets and not log_append and settings.bounded_timestamps:
-                batches = self._validate_timestamps(data, batches, now)
-            if assign_offsets and flags & APPEND_HAS_PRODUCER:
-                batches = walk_batches(data, validate_crc=False)[0]
-                prepared = self._producer_state.prepare_append(data, batches)
+            validator = settings.validator
+            log_append = validator.log_append_time
+            (n_batches, first, last, max_ts, offset_of_max, count, flags, epoch, batches,
+             prepared) = validator.validate(data, log_end, assign_offsets, now,
+                                            self._producer_state)
+            if prepared is not None and prepared.duplicate is not None:
+                # A retried batch already in the log: answer with its offsets.
                 duplicate = prepared.duplicate
-                if duplicate is not None:
-                    # A retried batch already in the log: answer with its offsets.
-                    return LogAppendInfo(duplicate.first_offset, duplicate.last_offset,
-                                         duplicate.timestamp, duplicate.last_offset, -1, 0, 0)
-            if not assign_offsets and first < log_end:
-                raise InvalidOffsetError(
-                    f"out of order offsets: first offset {first} is below the log end offset "
-                    f"{log_end} of {self.path}")
+                return LogAppendInfo(duplicate.first_offset, duplicate.last_offset,
+                                     duplicate.timestamp, duplicate.last_offset, -1, 0, 0)
             size = len(data)
             try:
                 segment = local.active_segment
@@ -525,27 +500,8 @@ class Log:
 
     def _append_settings(self):
         """The settings every append reads, taken from ``self.config`` once per config."""
-        cached = self._settings = (self.config, _AppendSettings.of(self.config))
+        cached = self._settings = (self.config, _AppendSettings.of(self.path, self.config))
         return cached[1]
-
-    def _validate_timestamps(self, data, batches, now):
-        """Kafka's ``message.timestamp.before.max.ms`` / ``after.max.ms`` check of every
-        record's CreateTime (only when either is set below its unbounded default)."""
-        before = self.config["message.timestamp.before.max.ms"]
-        after = self.config["message.timestamp.after.max.ms"]
-        if batches is None:
-            batches = walk_batches(data, validate_crc=False)[0]
-        data_batches = batches[(batches["attributes"] & CONTROL_MASK) == 0]
-        stamps = decode_batches(data, data_batches).records["timestamp"]
-        early = stamps[now - stamps > before] if before != LONG_MAX else stamps[:0]
-        late = stamps[stamps - now > after] if after != LONG_MAX else stamps[:0]
-        if len(early) or len(late):
-            bad = int(early[0]) if len(early) else int(late[0])
-            raise InvalidTimestampError(
-                f"timestamp {bad} of a record is out of range: it must be within "
-                f"[{now} - message.timestamp.before.max.ms ({before}), {now} + "
-                f"message.timestamp.after.max.ms ({after})]")
-        return batches
 
     def remove_expired_producers(self, expiration_ms: int = 86_400_000,
                                  now_ms: int | None = None) -> None:

@@ -115,7 +115,10 @@ class LogSegment:
         self._size = size
         self._map: Any = None
         self._map_lock = threading.Lock()
-        self.scan_lock = threading.RLock()      # held by scans and by truncation
+        # Held by scans and by truncation. Lock order: the scan lock, then the index lock
+        # (reads take them so, and so does loading an index, in LazyIndex: the other order
+        # deadlocked a time index opened by retention against a read and hung CI).
+        self.scan_lock = threading.RLock()
         self._lazy_offset_index = LazyIndex(self, OffsetIndex)
         self._lazy_time_index = LazyIndex(self, TimeIndex)
         self.recovering = False

@@ -116,6 +116,22 @@ def test_segment_read_without_index_and_at_the_edges():
             mod.segment_read(view, buf, BASE, 0, 10, len(buf), True)
 
 
+def test_index_view_contract_is_the_same_in_both_twins():
+    """What kernels read of an IndexView (``_core.pxd``) is public and the same in both
+    implementations; a view claiming more entries than its buffer holds is refused."""
+    buf, rows = segment(seed=5)
+    index = offset_index(rows)
+    for mod in KERNELS.values():
+        view = mod.IndexView(index, len(index) // 8, BASE, OFFSET_KEY, Pos)
+        assert (view.base_offset, view.kind, view.entries) == (BASE, OFFSET_KEY,
+                                                               len(index) // 8)
+        view.entries += 1
+        with pytest.raises(ValueError):
+            mod.segment_read(view, buf, BASE, 0, 10, len(buf), True)
+        with pytest.raises(ValueError):
+            view.lookup(BASE)
+
+
 def test_batch_header_plausible():
     buf, rows = segment(seed=4)
     pos, size, base, last = rows[5]

@@ -1,0 +1,46 @@
+"""``DescriptorCache``: the least recently used unpinned segments give their handles back past
+the limit; pinned ones and ones no longer evictable are left alone."""
+import pytest
+
+from kafkalog.descriptor_cache import DescriptorCache
+
+
+class FakeSegment:
+    def __init__(self, name):
+        self.name, self.pins, self.evictable, self.dropped = name, 0, True, 0
+
+    def drop_handles(self):
+        self.dropped += 1
+
+
+def test_least_recently_used_are_evicted_past_the_limit():
+    cache = DescriptorCache(2)
+    a, b, c = FakeSegment("a"), FakeSegment("b"), FakeSegment("c")
+    cache.touch(a)
+    cache.touch(b)
+    cache.touch(a)                  # b is now the least recently used
+    cache.touch(c)
+    assert (a.dropped, b.dropped, c.dropped) == (0, 1, 0) and len(cache) == 2
+
+
+def test_pinned_segments_stay_and_unevictable_ones_never_enter():
+    cache = DescriptorCache(1)
+    a, b, closed = FakeSegment("a"), FakeSegment("b"), FakeSegment("closed")
+    closed.evictable = False
+    cache.touch(closed)
+    assert len(cache) == 0
+    cache.touch(a)
+    with cache.pinned(a):
+        assert a.pins == 1
+        cache.touch(b)              # a is pinned: the newer b goes instead
+        assert (a.dropped, b.dropped, len(cache)) == (0, 1, 1)
+    assert a.pins == 0
+    cache.touch(b)
+    assert (a.dropped, len(cache)) == (1, 1)
+    cache.forget(b)
+    assert len(cache) == 0
+
+
+def test_limit_is_validated():
+    with pytest.raises(ValueError):
+        DescriptorCache(1).set_limit(0)
