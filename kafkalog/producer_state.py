@@ -21,15 +21,15 @@ from crc32c import crc32c
 
 from kafkalog import storage
 from kafkalog.checkpoint import write_atomically_bytes
+from kafkalog.control_records import ControlType, parse_control_record
 from kafkalog.errors import (
     CorruptSnapshotError, InvalidProducerEpochError, InvalidTxnStateError, NotARegularFileError,
     OutOfOrderSequenceError, TransactionCoordinatorFencedError,
 )
 from kafkalog.files import SNAPSHOT_SUFFIX, file_path, parse_file_name, read_regular_file
-from kafkalog.index import AbortedTxn
+from kafkalog.transaction_index import AbortedTxn
 from kafkalog.records import (
-    CONTROL_MASK, NO_SEQUENCE, TRANSACTIONAL_MASK, ControlType, decode_batches,
-    increment_sequence, parse_control_record,
+    CONTROL_MASK, NO_SEQUENCE, TRANSACTIONAL_MASK, decode_batches, increment_sequence,
 )
 
 log = logging.getLogger(__name__)

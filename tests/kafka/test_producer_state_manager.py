@@ -15,6 +15,7 @@ import pytest
 
 from kafkalog import build_batch
 from kafkalog._kernels import walk_batches
+from kafkalog.control_records import ControlType
 from kafkalog.errors import (
     InvalidProducerEpochError, InvalidTxnStateError, OutOfOrderSequenceError,
     TransactionCoordinatorFencedError,
@@ -23,7 +24,7 @@ from kafkalog.producer_state import (
     CLIENT, COORDINATOR, REPLICATION, BatchMetadata, CompletedTxn, ProducerSnapshotEntry,
     ProducerStateEntry, ProducerStateManager, list_snapshots, read_snapshot, snapshot_path, write_snapshot,
 )
-from kafkalog.records import NO_SEQUENCE, ControlType
+from kafkalog.records import NO_SEQUENCE
 
 PRODUCER_ID = 1
 EPOCH = 0
