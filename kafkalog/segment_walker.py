@@ -95,6 +95,9 @@ class WalkPolicy(NamedTuple):
 # Kafka's consumer: FileRecords.batchIterator, each batch's ensureValid; a cut batch is the end.
 ITERATE = WalkPolicy(judge_tail=False, report={
     Outcome.CRC_FAILURE: RAISE, Outcome.INVALID_HEADER: RAISE, Outcome.TORN_TAIL: IGNORE})
+# The scan reader with failOnDataLoss=false: as ITERATE, but damage is a WARNING, not an error.
+ITERATE_LENIENT = WalkPolicy(judge_tail=False, report={
+    Outcome.CRC_FAILURE: LOG, Outcome.INVALID_HEADER: LOG, Outcome.TORN_TAIL: IGNORE})
 # Bytes that must be whole batches (data to append, a compressed wrapper's inner set).
 ITERATE_STRICT = WalkPolicy(judge_tail=False, report={
     Outcome.CRC_FAILURE: RAISE, Outcome.INVALID_HEADER: RAISE, Outcome.TORN_TAIL: RAISE})
@@ -319,8 +322,9 @@ def _report(event, policy, path, base, buf):
     """Log the event or make its exception, as the policy says; returns the exception."""
     action = policy.action(event.outcome)
     if action == LOG:
-        log.warning("%s: %s at position %d: %s", path or "<buffer>", event.outcome.value,
-                    event.start, event.message)
+        log.warning("%s: %s at position %d: %s%s", path or "<buffer>", event.outcome.value,
+                    event.start, event.message,
+                    "; the walk stops there" if _reaction(policy, event.outcome) == STOP else "")
     if action != RAISE:
         return None
     offset = None

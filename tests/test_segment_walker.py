@@ -212,8 +212,6 @@ HEADER_READS = {
 STATUS_READS = {
     ("segment.py", "batches"): "LogSegment.batches hands the kernel's tuple to read planning "
                                "(stop positions); a CRC failure stops it",
-    ("spark/reader.py", "read_task"): "the scan reader, moving to kafkalog/scan/reader.py",
-    ("scan/reader.py", "read_task"): "the scan reader",
 }
 
 
@@ -267,3 +265,12 @@ def test_the_allow_lists_name_what_exists():
         rel = path.relative_to(KAFKALOG).as_posix()
         reads |= {rel for _, _, header_read, _ in _kernel_calls(path) if header_read}
     assert set(HEADER_READS) <= reads
+
+
+def test_the_scan_reader_without_fail_on_data_loss_warns_and_stops(caplog):
+    import kafkalog
+    with caplog.at_level(logging.WARNING, logger="kafkalog.segment_walker"):
+        table = kafkalog.read_arrow(FIXTURES / "corrupt_flip-0", fail_on_data_loss=False)
+    assert table.num_rows == 1890
+    [warning] = [r.getMessage() for r in caplog.records if r.name == "kafkalog.segment_walker"]
+    assert "crc_mismatch at position 38490" in warning and "the walk stops there" in warning

@@ -11,15 +11,15 @@ from typing import TYPE_CHECKING, Any, Iterator
 import numpy as np
 
 from kafkalog import storage
-from kafkalog._kernels import gather_spans, walk_batches
-from kafkalog._layout import WALK_CORRUPT, WALK_INVALID
+from kafkalog._kernels import gather_spans
 from kafkalog.errors import (
-    CorruptRecordError, KafkaLogError, ObjectChangedError, OffsetOutOfRangeError,
+    KafkaLogError, ObjectChangedError, OffsetOutOfRangeError,
 )
 from kafkalog.files import LOG_SUFFIX, file_path
 from kafkalog.isolation import AbortedTxnFilter
 from kafkalog.records import CONTROL_MASK, decode_batches, open_buffer
 from kafkalog.scan.schema import arrow_schema
+from kafkalog.segment_walker import ITERATE, ITERATE_LENIENT, walk_segment
 
 if TYPE_CHECKING:
     import pyarrow
@@ -68,15 +68,13 @@ def read_task(task: dict[str, Any]) -> Iterator[pyarrow.RecordBatch]:
             raise OffsetOutOfRangeError(lost) from e
         log.warning("%s (failOnDataLoss=false: skipped)", lost)
         return
-    batches, status, stop, message = walk_batches(buf, task["start_pos"], end,
-                                                  validate_crc=task["validate_crc"],
-                                                  stop_on_invalid=True)
-    # Kafka's own iterator stops silently at a torn tail; anything else is data loss.
-    if status in (WALK_CORRUPT, WALK_INVALID):
-        error = CorruptRecordError(message, position=stop, path=path)
-        if task["fail_on_data_loss"]:
-            raise error
-        log.warning("stopping at corrupt data (failOnDataLoss=false): %s", error)
+    # Kafka's own iterator stops silently at a torn tail; anything else is data loss (with
+    # failOnDataLoss=false, a WARNING and the batches before it).
+    walk = walk_segment(buf, task["start_pos"], end, validate_crc=task["validate_crc"],
+                        path=path,
+                        policy=ITERATE if task["fail_on_data_loss"] else ITERATE_LENIENT)
+    walk.raise_for_outcome()
+    batches = walk.batches
     schema = arrow_schema(task["include_headers"])
     state = _TaskState(task)
     batches = batches[state.batch_mask(batches)]
