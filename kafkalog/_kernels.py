@@ -1,6 +1,10 @@
 """The one place that picks the kernels: the compiled ``_core`` unless it is missing or
 ``KAFKALOG_NO_EXTENSIONS=1``, else the pure-Python reference ``_core_py`` (which gathers the
-twin modules, one per ``.pxi`` section: ``_walk_py``, ``_decode_py``, ...)."""
+twin modules, one per ``.pxi`` section: ``_walk_py``, ``_decode_py``, ...).
+
+The choice is made once per process: modules bind the kernels when they are imported
+(``from kafkalog._kernels import walk_batches``), so a call costs no attribute lookup. The
+tests compare the two sets in one process by rebinding them (``tests/twins.py``)."""
 import os
 from typing import TYPE_CHECKING
 

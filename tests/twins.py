@@ -176,12 +176,11 @@ def _selected():
     return next(m for m in _available() if _kernels.walk_batches is m.walk_batches)
 
 
-def compiled_bindings():
-    """Bindings in loaded kafkalog modules that hold a compiled kernel."""
-    core = compiled_module()
-    compiled = {id(getattr(core, n)) for n in KERNEL_NAMES}
+def bindings_of(module):
+    """The bindings in loaded kafkalog modules that hold one of ``module``'s kernels."""
+    kernels = {id(getattr(module, n)) for n in KERNEL_NAMES}
     return [f"{m.__name__}.{a}" for m in _kafkalog_modules() for s in _namespaces(m)
-            for a, v in vars(s).items() if id(v) in compiled]
+            for a, v in vars(s).items() if id(v) in kernels]
 
 
 @contextlib.contextmanager
@@ -212,8 +211,10 @@ def pure_kernels():
 def both_ways(scenario, *args):
     """``scenario(*args)`` with the compiled kernels, then with the twins swapped in: the two
     results must be equal. Returns the result."""
-    compiled = plain(scenario(*args))
+    compiled = scenario(*args)
     with pure_kernels():
-        twin = plain(scenario(*args))
-    assert compiled == twin, "a Python-level path gives another result with the twins"
+        twin = scenario(*args)
+    assert plain(compiled) == plain(twin), \
+        f"a Python-level path gives another result with the twins:\n{_short(plain(compiled))}" \
+        f"\n{_short(plain(twin))}"
     return compiled
