@@ -375,7 +375,8 @@ def test_index_views():
 
         def lookups(k):
             view = k.IndexView(at(buf), n, base, kind, Pos)
-            got = [view.lookup(t) for t in targets] + [view.entries]
+            got = [view.lookup(t) for t in targets] + [view.entries, view.base_offset,
+                                                        view.kind]
             view.release()
             view.release()                          # twice: nothing left to release
             got.append(view.entries)
