@@ -24,7 +24,7 @@ SHARED = os.path.normpath(os.path.join(HERE, "..", "..", "shared", "fixtures"))
 sys.path.insert(0, os.path.dirname(HERE))
 
 import kafkalog  # noqa: E402
-from kafkalog import storage, tiered  # noqa: E402
+from kafkalog import storage, storage_backend, tiered  # noqa: E402
 from kafkalog.log import Log  # noqa: E402
 
 
@@ -102,7 +102,7 @@ def main():
                 returned += len(log.read(offset, max_bytes=1 << 31).records)
                 nxt = log.segments.higher(log.segments.floor(offset).base_offset)
                 offset = nxt.base_offset if nxt is not None else end
-            fetched = sum(b.fetched for b in storage._CACHE._lru.values())
+            fetched = sum(b.fetched for b in storage_backend.cached_buffers())
         print(f"last 1% of bench-0 (offsets {first}..{end}): {fetched} bytes fetched for "
               f"{returned} bytes of batches returned = {fetched / returned:.2f}; requests: "
               f"open {opened}, total {requests.counts}")

@@ -4,6 +4,8 @@ from typing import TYPE_CHECKING, Any
 from kafkalog._version import __version__  # noqa: E402
 
 from kafkalog import errors  # noqa: E402
+# Registers the storage backend of tiered-storage views (``rsm+``) before any path is read.
+from kafkalog import tiered  # noqa: E402, F401
 from kafkalog._kernels import COMPILED as _COMPILED  # noqa: E402
 from kafkalog.index import (  # noqa: E402
     AbortedTxn, OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset, TransactionIndex,

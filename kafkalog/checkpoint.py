@@ -16,8 +16,8 @@ from kafkalog.errors import CorruptCheckpointError, NotARegularFileError
 from kafkalog.files import (
     CLEAN_SHUTDOWN_FILE, CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
     PARTITION_METADATA, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
-    read_regular_file,
 )
+from kafkalog.storage import read_regular_file
 
 if TYPE_CHECKING:
     from kafkalog._typing import StrPath

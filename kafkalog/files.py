@@ -107,15 +107,6 @@ def offsets_of(names: Iterable[str], suffix: str, state: str = "") -> list[int]:
                   if p is not None and p[1] == suffix and p[2] == state)
 
 
-def holds_segments(directory: StrPath) -> bool:
-    """True when ``directory`` holds at least one ``.log`` segment file."""
-    from kafkalog import storage
-    try:
-        return any(is_file_of(n, LOG_SUFFIX) for n in storage.listdir(directory))
-    except (FileNotFoundError, NotADirectoryError):
-        return False
-
-
 def file_kind(mode: int) -> str:
     """What a ``stat`` mode is, in words ("a FIFO", "a directory", ...)."""
     for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
@@ -149,16 +140,6 @@ def open_regular_stat(path: StrPath, flags: int = os.O_RDONLY,
     return fd, st
 
 
-def read_regular_file(path: StrPath) -> bytes:
-    """The bytes of a small file (a checkpoint, a snapshot), which must be a regular file
-    (a remote URL is read whole through ``storage``; a missing one is FileNotFoundError)."""
-    from kafkalog import storage
-    if storage.is_remote(path):
-        return storage.read_file(path)
-    with os.fdopen(open_regular(path), "rb") as f:
-        return f.read()
-
-
 class KRaftSnapshotId(NamedTuple):
     """A KRaft snapshot's id (``<20-digit end offset>-<10-digit epoch>.checkpoint`` in
     ``__cluster_metadata-0``): it holds the records below ``end_offset``, the last of them
@@ -176,17 +157,6 @@ def parse_kraft_snapshot_name(name: str) -> KRaftSnapshotId | None:
     ``.checkpoint.part`` or a ``.checkpoint.deleted`` is none)."""
     m = _KRAFT_SNAPSHOT_NAME.match(name)
     return KRaftSnapshotId(int(m.group(1)), int(m.group(2))) if m else None
-
-
-def kraft_snapshot_files(directory: StrPath) -> list[tuple[KRaftSnapshotId, str]]:
-    """(id, path) of every KRaft snapshot in a partition directory, oldest first."""
-    from kafkalog import storage
-    found = []
-    for name in storage.listdir(directory):
-        sid = parse_kraft_snapshot_name(name)
-        if sid is not None:
-            found.append((sid, os.path.join(os.fspath(directory), name)))
-    return sorted(found)
 
 
 def validate_topic(topic: str) -> str:
@@ -246,39 +216,3 @@ def topic_partition_or_none(name: str) -> tuple[str, int] | None:
         return parse_topic_partition(name)
     except KafkaLogError:
         return None
-
-
-def partition_dirs(path: StrPath, named: bool = False) -> list[str]:
-    """The partition directories ``path`` names: itself when it is one, else those directly
-    inside it (a log dir; in a tiered-storage view, those of its topic prefixes), by name;
-    empty when there are none. A partition directory holds a
-    ``.log`` segment, or with ``named`` is merely named ``<topic>-<partition>``."""
-    def is_partition(directory: str) -> bool:
-        return holds_segments(directory) or \
-            (named and topic_partition_or_none(os.path.basename(directory)) is not None)
-    from kafkalog import storage, tiered
-    path = str(storage.normalize(os.fspath(path)))
-    if storage.is_remote(path):
-        entries = storage.list_dir(path)
-        if any(e.is_file and is_file_of(e.name, LOG_SUFFIX) for e in entries):
-            return [path]
-        if named and topic_partition_or_none(os.path.basename(path)) is not None:
-            return [path]
-        found = []
-        for e in entries:
-            child = os.path.join(path, e.name)
-            if e.is_dir and is_partition(child):
-                found.append(child)
-            elif e.is_dir and tiered.is_topic_view(child):
-                found.extend(os.path.join(child, t.name) for t in storage.list_dir(child)
-                             if t.is_dir and is_partition(os.path.join(child, t.name)))
-        return found
-    path = os.path.abspath(path)
-    if is_partition(path):
-        return [path]
-    found = []
-    for name in sorted(os.listdir(path)):
-        full = os.path.join(path, name)
-        if os.path.isdir(full) and is_partition(full):
-            found.append(full)
-    return found

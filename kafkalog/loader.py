@@ -273,7 +273,7 @@ class LogLoader:
         file with a state suffix) that is not one is skipped with its segment, and reported;
         one where an index of a segment that is loaded must be is an error
         (NotARegularFileError), since the log could not be read correctly without it.
-        (Snapshots and checkpoints are read through ``files.read_regular_file``.) In remote
+        (Snapshots and checkpoints are read through ``storage.read_regular_file``.) In remote
         storage every object is a regular file; a prefix named like one is skipped."""
         if storage.is_remote(self.directory):
             self._screen_remote()

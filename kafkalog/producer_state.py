@@ -26,7 +26,8 @@ from kafkalog.errors import (
     CorruptSnapshotError, InvalidProducerEpochError, InvalidTxnStateError, NotARegularFileError,
     OutOfOrderSequenceError, TransactionCoordinatorFencedError,
 )
-from kafkalog.files import SNAPSHOT_SUFFIX, file_path, parse_file_name, read_regular_file
+from kafkalog.files import SNAPSHOT_SUFFIX, file_path, parse_file_name
+from kafkalog.storage import read_regular_file
 from kafkalog.transaction_index import AbortedTxn
 from kafkalog.records import (
     CONTROL_MASK, NO_SEQUENCE, TRANSACTIONAL_MASK, decode_batches, increment_sequence,

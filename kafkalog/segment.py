@@ -78,7 +78,7 @@ class LogSegment:
                  time_fn: Callable[[], float] = time.time, rng: random.Random | None = None,
                  size: int | None = None) -> None:
         self.directory = storage.normalize(os.fspath(directory))
-        # A remote segment (an fsspec URL) is read through storage.RangeBuffer, never written.
+        # A remote segment (an fsspec URL) is read through storage.range_buffer, never written.
         self._remote = storage.is_remote(self.directory)
         if self._remote and not read_only:
             storage.check_writable(self.directory)
@@ -258,7 +258,7 @@ class LogSegment:
     def buffer(self) -> Any:
         """A read-only mapping of the ``.log`` file as it is now (b"" when empty). It stays
         valid while held, even after the segment releases its own reference. A remote
-        segment's is its ``storage.RangeBuffer`` with every block fetched (a whole-segment
+        segment's is its ``storage.range_buffer`` with every block fetched (a whole-segment
         read; ranged reads use ``_buffer_for``)."""
         if self._remote:
             return self._buffer_for(0, self._size)

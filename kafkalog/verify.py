@@ -15,11 +15,10 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
-from kafkalog import checkpoint, storage, tiered
+from kafkalog import checkpoint, log_dirs, storage, tiered
 from kafkalog.errors import (
     CorruptIndexError, CorruptSnapshotError, KafkaLogError, TieredStorageError,
 )
-from kafkalog import files
 from kafkalog.files import (
     INDEX_SUFFIX, LEADER_EPOCH_CHECKPOINT, LOG_SUFFIX, PARTITION_METADATA, TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX, file_path, offsets_of,
@@ -108,7 +107,7 @@ def partition_dirs(path: StrPath, storage_options: dict[str, Any] | None = None,
     path = storage.abspath(storage.configure(os.fspath(path), storage_options, rsm_keys))
     if not storage.isdir(path):
         raise FileNotFoundError(f"{path}: no such directory")
-    found = files.partition_dirs(path)
+    found = log_dirs.partition_dirs(path)
     if not found:
         raise KafkaLogError(f"{path}: neither a partition directory nor a log dir holding any")
     return found

@@ -88,7 +88,7 @@ def test_damaged_checkpoints_are_logged_and_read_as_missing(tmp_path, caplog):
 
 
 def test_partition_dirs_of_a_path(tmp_path):
-    from kafkalog.files import partition_dirs
+    from kafkalog.log_dirs import partition_dirs
     (tmp_path / "a-0").mkdir()
     (tmp_path / "a-0" / "00000000000000000000.log").write_bytes(b"")
     (tmp_path / "b-1").mkdir()                       # named like a partition, no segment

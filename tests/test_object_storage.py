@@ -17,7 +17,7 @@ from conftest import FIXTURES, LARGE_FIXTURES, fixture_dirs
 pytest.importorskip("s3fs")
 pytest.importorskip("moto.server")
 
-from kafkalog import storage  # noqa: E402
+from kafkalog import storage, storage_backend  # noqa: E402
 from kafkalog.cli import main as cli_main  # noqa: E402
 from kafkalog.dump import dump_path  # noqa: E402
 from kafkalog.errors import (  # noqa: E402
@@ -348,8 +348,8 @@ def test_last_percent_read_fetches_only_what_it_needs(s3, proxy, capfd, monkeypa
         total_bytes = sum(s.size for s in lg.segments)
         n_segments = len(lg.segments)
     lines = []
-    for block in (storage.BLOCK_SIZE, 1024 * 1024):
-        monkeypatch.setattr(storage, "BLOCK_SIZE", block)
+    for block in (storage_backend.BLOCK_SIZE, 1024 * 1024):
+        monkeypatch.setattr(storage_backend, "BLOCK_SIZE", block)
         storage.clear_cache()
         proxy.reset()
         with Log.open(url, read_only=True, storage_options=options) as remote:

@@ -22,7 +22,7 @@ pytest.importorskip("pyspark")
 
 import kafkalog  # noqa: E402
 import kafkalog.spark as ks  # noqa: E402
-from kafkalog import storage  # noqa: E402
+from kafkalog import storage, storage_backend  # noqa: E402
 from kafkalog.errors import InvalidConfigError, OffsetOutOfRangeError  # noqa: E402
 from kafkalog.files import LOG_SUFFIX, file_path  # noqa: E402
 
@@ -155,7 +155,7 @@ def test_plan_and_read_task_with_the_environment_only(s3, s3_kafkalog_dir, monke
 def test_read_task_fetches_only_its_byte_range(s3, s3_kafkalog_dir, monkeypatch):
     local, url = s3_kafkalog_dir
     options = json.loads(_options_json(s3))
-    monkeypatch.setattr(storage, "BLOCK_SIZE", 1024)
+    monkeypatch.setattr(storage_backend, "BLOCK_SIZE", 1024)
     tasks = ks.plan([f"{url}/events-0"], {"maxBytesPerTask": "4000"}, storage_options=options)
     assert all(t["storage_options"] == options for t in tasks)
     task = next(t for t in tasks if t["start_pos"] > 4096 and t["end_pos"] is not None

@@ -25,6 +25,7 @@ from kafkalog.errors import (
 from kafkalog.files import LEADER_EPOCH_CHECKPOINT, LOG_SUFFIX, PARTITION_METADATA, file_name
 from kafkalog.log import Log
 from kafkalog.records import iter_batches
+from kafkalog.tiered import crypto
 from kafkalog.verify import verify_partition
 
 from conftest import SHARED
@@ -350,8 +351,8 @@ def _oaep_sha3_512_encrypt(public_key, message, seed):
     n, e = public_key.public_numbers().n, public_key.public_numbers().e
     k, h = (n.bit_length() + 7) // 8, 64
     db = hashlib.sha3_512(b"").digest() + b"\0" * (k - len(message) - 2 * h - 2) + b"\1" + message
-    masked_db = tiered._xor(db, tiered._mgf1(seed, k - h - 1))
-    masked_seed = tiered._xor(seed, tiered._mgf1(masked_db, h))
+    masked_db = crypto._xor(db, crypto._mgf1(seed, k - h - 1))
+    masked_seed = crypto._xor(seed, crypto._mgf1(masked_db, h))
     m = int.from_bytes(b"\0" + masked_seed + masked_db, "big")
     return pow(m, e, n).to_bytes(k, "big")
 

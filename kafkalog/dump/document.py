@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 from kafkalog import storage
 from kafkalog.files import (
     INDEX_SUFFIX, LEADER_EPOCH_CHECKPOINT, LOG_SUFFIX, SNAPSHOT_SUFFIX,
-    TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, file_path, kraft_snapshot_files, offsets_of,
-    topic_partition_or_none,
+    TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, file_path, offsets_of, topic_partition_or_none,
 )
 from kafkalog.index import OffsetIndex, TimeIndex
+from kafkalog.log_dirs import kraft_snapshot_files
 from kafkalog.records import TimestampType
 from kafkalog.dump.partition import (
     KRAFT_SNAPSHOT, dirs_to_dump, file_kind, file_sizes, index_or_problem, leader_epochs,

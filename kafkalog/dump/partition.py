@@ -16,9 +16,10 @@ from kafkalog.checkpoint import read_leader_epoch_checkpoint
 from kafkalog.errors import KafkaLogError
 from kafkalog.files import (
     INDEX_SUFFIXES, LEADER_EPOCH_CHECKPOINT, LOG_SUFFIX, SNAPSHOT_SUFFIX,
-    parse_file_name, parse_kraft_snapshot_name, partition_dirs,
+    parse_file_name, parse_kraft_snapshot_name,
 )
 from kafkalog.index import TXN_ENTRY_DTYPE, TimeIndex, TransactionIndex
+from kafkalog.log_dirs import partition_dirs
 from kafkalog.producer_state import read_snapshot
 
 if TYPE_CHECKING:

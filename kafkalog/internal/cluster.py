@@ -14,11 +14,11 @@ import os
 from typing import Any, Iterable
 
 from kafkalog._typing import StrPath
-from kafkalog.files import kraft_snapshot_files
 from kafkalog.internal.decode import decode_cluster_metadata, decode_control
 from kafkalog.internal.replay import (
     InternalRecord, internal_partitions, read_batches_file, read_partition,
 )
+from kafkalog.log_dirs import kraft_snapshot_files
 from kafkalog.records import ControlType
 
 METADATA_TOPIC = "__cluster_metadata"

@@ -8,8 +8,9 @@ from typing import Iterator, NamedTuple
 
 from kafkalog._typing import StrPath
 from kafkalog.errors import KafkaLogError
-from kafkalog.files import partition_dirs, topic_partition_or_none
+from kafkalog.files import topic_partition_or_none
 from kafkalog.log import Log
+from kafkalog.log_dirs import partition_dirs
 from kafkalog.records import ControlType, RecordBatch, iter_batches, parse_control_record
 
 _READ_BYTES = 1 << 20

@@ -15,7 +15,8 @@ from __future__ import annotations
 import os
 
 from kafkalog import storage
-from kafkalog.files import LOG_SUFFIX, holds_segments, is_file_of, topic_partition_or_none
+from kafkalog.files import LOG_SUFFIX, is_file_of, topic_partition_or_none
+from kafkalog.log_dirs import holds_segments
 from kafkalog.log import Log
 
 ABOVE_ANY_OFFSET = 2 ** 63 - 1   # a high watermark the engine clamps to the log end

@@ -46,7 +46,7 @@ def read_task(task: dict[str, Any]) -> Iterator[pyarrow.RecordBatch]:
 
     A remote segment (``dir`` an fsspec URL) is read with the task's ``storage_options``
     (None: the filesystem's defaults, for S3 the AWS_* environment of this process), fetching
-    only the blocks of ``[start_pos, end_pos)`` by ranged GETs (``storage.BLOCK_SIZE``
+    only the blocks of ``[start_pos, end_pos)`` by ranged GETs (``storage_backend.BLOCK_SIZE``
     aligned), never the whole object."""
     import pyarrow as pa
     _log_kernels_once()
@@ -100,7 +100,7 @@ def read_task(task: dict[str, Any]) -> Iterator[pyarrow.RecordBatch]:
 
 def _task_buffer(task, path):
     """(buffer of the task's ``.log``, end of its byte range): the mapping of a local file;
-    for a remote one its ``storage.RangeBuffer`` with the blocks of [start_pos, end) fetched
+    for a remote one its ``storage.range_buffer`` with the blocks of [start_pos, end) fetched
     (the object's size as planned, ``segment_size``, else asked for)."""
     if not storage.is_remote(path):
         buf = open_buffer(path)

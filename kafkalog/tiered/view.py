@@ -1,0 +1,311 @@
+"""The tiered-storage view: a prefix of Aiven's objects shown to the rest of kafkalog as
+partition directories, through ``kafkalog.storage``.
+
+A view is a path ``rsm+<url of the objects>`` (``SCHEME``) that ``storage.configure`` returns
+for a path naming Aiven's objects (``resolve``) and whose calls ``storage`` hands to
+``TieredView``. Inside a view the topic directory keeps its name and the partition directory
+``<p>`` is named ``<topic>-<p>``, as in a broker's log dir; it holds, for each segment,
+``<base>.log`` (the original bytes), ``<base>.index``, ``.timeindex``, ``.txnindex`` (when the
+segment has one) and ``<end + 1>.snapshot``; plus the newest segment's
+``leader-epoch-checkpoint`` and a ``partition.metadata`` naming the topic id (see
+``manifest.Partition``). Small files are read whole, the ``.log`` through a
+``chunks.ChunkBuffer``.
+"""
+from __future__ import annotations
+
+import io
+import logging
+import os
+import threading
+from typing import Any, Mapping
+
+from kafkalog import storage
+from kafkalog.errors import KafkaLogError, LogNotFoundError, TieredKeyError, TieredStorageError
+from kafkalog.files import LOG_SUFFIX, file_name, parse_file_name, topic_partition_or_none
+from kafkalog.storage_backend import Entry, StorageBackend, cached_buffer
+from kafkalog.tiered.chunks import ChunkBuffer, LogReader
+from kafkalog.tiered.crypto import add_keys, forget_keys
+from kafkalog.tiered.manifest import (
+    INDEXES, INDEXES_SUFFIX, MANIFEST_SUFFIX, PARTITION_NAME, SEGMENT_OBJECT, TOPIC_DIR,
+    Partition,
+)
+
+log = logging.getLogger("kafkalog.tiered")
+
+SCHEME = "rsm+"
+
+
+def is_view(path: Any) -> bool:
+    """True for a path inside a tiered-storage view (``rsm+...``)."""
+    return isinstance(path, str) and path.startswith(SCHEME)
+
+
+def _url(path: str) -> str:
+    """A real path as a URL (a view names local objects as ``file://`` URLs)."""
+    return path if storage.is_remote(path) else "file://" + os.path.abspath(path)
+
+
+def resolve(path: Any) -> Any:
+    """The view of ``path`` when it names Aiven objects, else ``path`` unchanged.
+
+    ``path`` (normalized, see ``storage.normalize``) may be a partition prefix
+    (``.../<topic>-<topicId>/<p>``), a topic prefix (``.../<topic>-<topicId>``), a prefix
+    holding topic prefixes, or one segment's ``.log`` or ``.rsm-manifest`` object (viewed as
+    ``<base>.log`` of its partition)."""
+    if not isinstance(path, str) or is_view(path):
+        return path
+    parent, name = os.path.split(path.rstrip("/"))
+    match = SEGMENT_OBJECT.match(name)
+    if match is not None and match.group(3) != INDEXES_SUFFIX:
+        directory = _partition_view(parent)
+        if directory is not None:
+            return os.path.join(directory, file_name(int(match.group(1)), LOG_SUFFIX))
+        return path
+    if PARTITION_NAME.match(name) and TOPIC_DIR.match(os.path.basename(parent)):
+        return _partition_view(path) or path
+    if TOPIC_DIR.match(name):
+        return SCHEME + _url(path) if storage.isdir(path) else path
+    if _holds_topic_prefixes(path):
+        return SCHEME + _url(path)
+    return path
+
+
+def is_topic_view(path: Any) -> bool:
+    """Whether ``path`` is a topic prefix (``<topic>-<topicId>``) inside a view."""
+    return is_view(path) and TOPIC_DIR.match(os.path.basename(path.rstrip("/"))) is not None
+
+
+def _partition_view(real):
+    """The view of real partition prefix ``real`` (None when it is not one)."""
+    topic_dir, partition = os.path.split(real.rstrip("/"))
+    topic = TOPIC_DIR.match(os.path.basename(topic_dir))
+    if topic is None or not PARTITION_NAME.match(partition):
+        return None
+    return SCHEME + os.path.join(_url(topic_dir), f"{topic.group(1)}-{partition}")
+
+
+def _holds_topic_prefixes(path):
+    """Whether directory ``path`` holds directories named like Aiven's topic prefixes and no
+    broker partition directories (a plain partition directory or a Kafka file never does)."""
+    name = os.path.basename(path.rstrip("/"))
+    if topic_partition_or_none(name) is not None or parse_file_name(name) is not None:
+        return False
+    try:          # a file or a missing path fails the listing: no separate isdir request
+        dirs = [e.name for e in storage.list_dir(path) if e.is_dir]
+    except (OSError, KafkaLogError):
+        return False
+    topics = [d for d in dirs if TOPIC_DIR.match(d)]
+    if topics and any(topic_partition_or_none(d) is not None for d in dirs):
+        log.warning("%s holds both broker partition directories and tiered-storage topic "
+                    "prefixes (%s): read as a log dir; give the tiered prefixes as paths of "
+                    "their own to read them", path, ", ".join(topics[:3]))
+        return False
+    return bool(topics)
+
+
+class _Place:
+    """Where a view path points: ``real`` (the real prefix or object URL of a directory
+    above the partitions), or a partition (``partition_url``, its real prefix) and a ``name``
+    inside it (None for the partition directory itself)."""
+
+    def __init__(self, path):
+        rest = path[len(SCHEME):].rstrip("/")
+        parts = rest.split("/")
+        self.partition_url = self.name = self.real = None
+        for i in range(len(parts) - 1, 0, -1):
+            topic = TOPIC_DIR.match(parts[i - 1])
+            if topic is None:
+                continue
+            prefix = topic.group(1) + "-"
+            if parts[i].startswith(prefix) and PARTITION_NAME.match(parts[i][len(prefix):]):
+                if len(parts) - i > 2:
+                    break                         # nothing lies deeper than a partition's files
+                self.partition_url = "/".join(parts[:i] + [parts[i][len(prefix):]])
+                self.name = parts[i + 1] if len(parts) > i + 1 else None
+                return
+        self.real = rest
+
+
+# ------------------------------------------------------------------------------ partitions
+_lock = threading.Lock()
+_partitions: dict[str, Partition] = {}
+
+
+def _partition(url: str) -> Partition:
+    """The partition at real prefix ``url``, listed and its manifests read once (until
+    ``refresh``)."""
+    with _lock:
+        found = _partitions.get(url)
+    if found is None:
+        found = Partition(url)
+        with _lock:
+            found = _partitions.setdefault(url, found)
+    return found
+
+
+def _file(path):
+    place = _Place(path)
+    if place.partition_url is None:
+        raise FileNotFoundError(f"{path}: no such file (tiered storage holds files only in "
+                                f"partition prefixes)")
+    if place.name is None:
+        raise IsADirectoryError(path)
+    partition = _partition(place.partition_url)
+    file = partition.files.get(place.name)
+    if file is None:
+        raise FileNotFoundError(f"{path}: no such file in the tiered partition "
+                                f"{place.partition_url}")
+    return partition, file
+
+
+def _range_buffer(path: str, size: int) -> ChunkBuffer:
+    """The ``ChunkBuffer`` of a view's ``.log`` (shared while storage's cache keeps it)."""
+    partition, file = _file(path)
+    if file.index is not None or file.content is not None:
+        raise KafkaLogError(f"{path}: only a segment's .log is read by ranges")
+    return cached_buffer(path, size, lambda: ChunkBuffer(path, file.segment))
+
+
+def reset() -> None:
+    """Forget every partition read and every registered key."""
+    with _lock:
+        _partitions.clear()
+    forget_keys()
+
+
+def partitions_cached() -> list[Partition]:
+    """The partitions read so far (their segments count the chunks fetched and decoded)."""
+    with _lock:
+        return list(_partitions.values())
+
+
+# ------------------------------------------------------------------------------ storage calls
+class TieredView(StorageBackend):
+    """``storage``'s calls for a path inside a view (see the module docstring)."""
+
+    def resolve(self, path: Any, keys: Mapping[str, Any] | None) -> Any:
+        add_keys(keys)
+        return resolve(path)
+
+    def set_options(self, path: str, options: Mapping[str, Any]) -> None:
+        storage.set_options(path[len(SCHEME):], options)
+
+    def groups_partitions(self, path: str) -> bool:
+        return is_topic_view(path)
+
+    def list_dir(self, path: str) -> list[Entry]:
+        place = _Place(path)
+        if place.partition_url is not None:
+            if place.name is not None:
+                raise LogNotFoundError(f"{path}: not a directory")
+            return _partition(place.partition_url).entries()
+        real = storage.normalize(place.real)
+        out = []
+        in_topic = TOPIC_DIR.match(os.path.basename(real.rstrip("/")))
+        for e in storage.list_dir(real):
+            if not e.is_dir:
+                continue
+            if in_topic is not None and PARTITION_NAME.match(e.name):
+                out.append(e._replace(name=f"{in_topic.group(1)}-{e.name}"))
+            else:
+                out.append(e)
+        return sorted(out)
+
+    def isdir(self, path: str) -> bool:
+        place = _Place(path)
+        if place.partition_url is not None:
+            if place.name is not None:
+                return False
+            try:
+                return bool(_partition(place.partition_url).files)
+            except LogNotFoundError:
+                return False
+        return storage.isdir(storage.normalize(place.real))
+
+    def isfile(self, path: str) -> bool:
+        place = _Place(path)
+        if place.name is None:
+            return False
+        try:
+            return place.name in _partition(place.partition_url).files
+        except LogNotFoundError:
+            return False
+
+    def size_of(self, path: str) -> int:
+        return _file(path)[1].size
+
+    def modified_ms(self, path: str) -> int:
+        partition, file = _file(path)
+        return storage.modified_ms(partition.object_path(file.segment, MANIFEST_SUFFIX))
+
+    def read_file(self, path: str) -> bytes:
+        """A view file's bytes (a ``.log`` decoded whole)."""
+        partition, file = _file(path)
+        if file.index is None:
+            if file.content is not None:
+                return file.content
+            return bytes(_range_buffer(path, file.size).ensure(0, file.size)[:file.size])
+        return file.segment.index_bytes(file.index)
+
+    def range_buffer(self, path: str, size: int) -> ChunkBuffer:
+        return _range_buffer(path, size)
+
+    def open_file(self, path: str) -> io.IOBase:
+        """A sequential reader of a view file (a ``.log`` fetched chunk by chunk)."""
+        partition, file = _file(path)
+        if file.index is not None or file.content is not None:
+            return io.BytesIO(self.read_file(path))
+        return LogReader(_range_buffer(path, file.size))
+
+    def refresh(self, path: str) -> None:
+        """Forget the listings and manifests of the partitions under ``path``, and what the
+        storage under the view cached of them."""
+        place = _Place(path)
+        with _lock:
+            if place.partition_url is not None:
+                _partitions.pop(place.partition_url, None)
+            else:
+                for key in [k for k in _partitions if k.startswith(place.real)]:
+                    del _partitions[key]
+        storage.refresh(real_path(path))
+
+    def reset(self) -> None:
+        reset()
+
+
+def check_segment(path: str) -> list[TieredStorageError]:
+    """Decode every chunk and index of the segment whose view ``.log`` is ``path``: the
+    errors met, one per damaged part (what ``verify`` reports)."""
+    _, file = _file(path)
+    errors = _range_buffer(path, file.size).check()
+    if any(isinstance(e, TieredKeyError) for e in errors):
+        return errors                    # every index would fail the same way
+    for name, _ in INDEXES:
+        if file.segment.indexes[name] is not None:
+            try:
+                file.segment.index_bytes(name)
+            except TieredStorageError as e:
+                errors.append(e)
+    return errors
+
+
+def real_path(path: str) -> str:
+    """The real object or prefix a view path stands for (for messages and tests)."""
+    place = _Place(path)
+    if place.partition_url is None:
+        return storage.normalize(place.real)
+    if place.name is None:
+        return storage.normalize(place.partition_url)
+    partition, file = _file(path)
+    return partition.object_path(file.segment, LOG_SUFFIX if file.index is None
+                                 else INDEXES_SUFFIX)
+
+
+# ------------------------------------------------------------------------------ reports
+def work() -> list[dict[str, Any]]:
+    """Per segment of every tiered partition read in the process: its chunks, those fetched
+    and decoded, and the requests made for it (what reads cost)."""
+    return [{"object": p.object_path(s, LOG_SUFFIX), "base_offset": s.base_offset,
+             "chunks": s.chunk_count, "fetched_chunks": s.fetched_chunks,
+             "decoded_chunks": s.decoded_chunks, "requests": s.requests}
+            for p in partitions_cached() for s in p.segments]
