@@ -13,11 +13,10 @@ import collections
 import functools
 import os
 import re
-import stat
 from typing import Iterable, NamedTuple
 
 from kafkalog._typing import StrPath
-from kafkalog.errors import KafkaLogError, NotARegularFileError
+from kafkalog.errors import InvalidTopicError, KafkaLogError
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -107,39 +106,6 @@ def offsets_of(names: Iterable[str], suffix: str, state: str = "") -> list[int]:
                   if p is not None and p[1] == suffix and p[2] == state)
 
 
-def file_kind(mode: int) -> str:
-    """What a ``stat`` mode is, in words ("a FIFO", "a directory", ...)."""
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
-                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISREG, "a regular file")):
-        if test(mode):
-            return name
-    return "not a regular file"
-
-
-def open_regular(path: StrPath, flags: int = os.O_RDONLY, mode: int = 0o644) -> int:
-    """``os.open`` that never blocks on a FIFO (O_NONBLOCK, which regular files ignore) and
-    refuses anything but a regular file with NotARegularFileError. Returns the descriptor."""
-    return open_regular_stat(path, flags, mode)[0]
-
-
-def open_regular_stat(path: StrPath, flags: int = os.O_RDONLY,
-                      mode: int = 0o644) -> tuple[int, os.stat_result]:
-    """``open_regular`` that also returns the ``fstat`` it checked the file with (its size,
-    without a second system call)."""
-    fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC, mode)
-    try:
-        st = os.fstat(fd)
-    except BaseException:
-        os.close(fd)
-        raise
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        raise NotARegularFileError(f"{os.fspath(path)} is {file_kind(st.st_mode)}, not a "
-                                   f"regular file")
-    return fd, st
-
-
 class KRaftSnapshotId(NamedTuple):
     """A KRaft snapshot's id (``<20-digit end offset>-<10-digit epoch>.checkpoint`` in
     ``__cluster_metadata-0``): it holds the records below ``end_offset``, the last of them
@@ -161,7 +127,6 @@ def parse_kraft_snapshot_name(name: str) -> KRaftSnapshotId | None:
 
 def validate_topic(topic: str) -> str:
     """Kafka's topic name rules; raises InvalidTopicError (so no name can escape a log dir)."""
-    from kafkalog.errors import InvalidTopicError
     if not isinstance(topic, str) or not topic:
         raise InvalidTopicError("topic name is empty")
     if topic in (".", ".."):

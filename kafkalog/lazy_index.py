@@ -17,8 +17,9 @@ import numpy as np
 
 from kafkalog import storage
 from kafkalog.errors import CorruptIndexError, NotARegularFileError
-from kafkalog.files import DELETED_SUFFIX, file_kind, open_regular, open_regular_stat
+from kafkalog.files import DELETED_SUFFIX
 from kafkalog.index import OffsetIndex, TimeIndex
+from kafkalog.storage_local import file_kind, open_regular, open_regular_stat
 
 if TYPE_CHECKING:
     from kafkalog.segment import LogSegment

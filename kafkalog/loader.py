@@ -21,8 +21,8 @@ from kafkalog.errors import (
 )
 from kafkalog.files import (
     CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIXES, LOG_SUFFIX, SNAPSHOT_SUFFIX, SWAP_SUFFIX,
-    TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, file_kind, file_name, file_path, looks_like_log_file,
-    offsets_of, open_regular, parse_file_name,
+    TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, file_name, file_path, looks_like_log_file, offsets_of,
+    parse_file_name,
 )
 from kafkalog.leader_epoch import LeaderEpochCache
 from kafkalog.local_log import create_cleaned_segment, delete_segments_now, replace_segments
@@ -30,6 +30,7 @@ from kafkalog.log_segments import LogSegments
 from kafkalog.producer_state import ProducerStateManager
 from kafkalog.records import RecordBatch
 from kafkalog.segment import LogSegment
+from kafkalog.storage_local import file_kind, open_regular
 
 log = logging.getLogger(__name__)
 

@@ -24,14 +24,14 @@ from kafkalog.errors import (
 )
 from kafkalog.fetch_data_info import FetchDataInfo
 from kafkalog.files import (
-    INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, file_path, open_regular,
-    open_regular_stat,
+    INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, file_path,
 )
 from kafkalog.index import OffsetIndex, TimeIndex, TimestampOffset, TransactionIndex
 from kafkalog.lazy_index import LazyIndex
 from kafkalog.producer_state import ProducerStateManager
 from kafkalog.records import decode_batches, validate_batches
 from kafkalog.segment_walker import RECOVER, walk_segment
+from kafkalog.storage_local import open_regular, open_regular_stat
 
 if TYPE_CHECKING:
     from kafkalog._typing import StrPath

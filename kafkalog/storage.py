@@ -25,12 +25,11 @@ import os
 from typing import Any, Mapping
 
 from kafkalog.errors import ReadOnlyStorageError
-from kafkalog.files import open_regular
 from kafkalog.storage_backend import (
     Entry as Entry, StorageBackend, clear_cache as clear_cache, split_url,
 )
 from kafkalog.storage_fsspec import FsspecStorage
-from kafkalog.storage_local import LocalStorage
+from kafkalog.storage_local import LocalStorage, open_regular
 
 _ALIASES = {"s3a": "s3", "s3n": "s3"}
 _LOCAL: StorageBackend = LocalStorage()
@@ -171,7 +170,7 @@ def read_file(path: Any) -> bytes:
 
 def read_regular_file(path: Any) -> bytes:
     """The bytes of a small file (a checkpoint, a snapshot), which must be a regular file
-    (``files.open_regular``; a remote one is read whole; a missing one is
+    (``storage_local.open_regular``; a remote one is read whole; a missing one is
     FileNotFoundError)."""
     if is_remote(path):
         return read_file(path)

@@ -1,5 +1,6 @@
 """Local files as a storage backend: plain paths, read through the operating system, a whole
-file mapped with ``mmap`` (no copy)."""
+file mapped with ``mmap`` (no copy); and the one way kafkalog opens a local file it did not
+create (``open_regular``: never blocking on a FIFO, refusing anything but a regular file)."""
 from __future__ import annotations
 
 import mmap
@@ -7,8 +8,42 @@ import os
 import stat
 from typing import Any
 
-from kafkalog.errors import ObjectChangedError
+from kafkalog._typing import StrPath
+from kafkalog.errors import NotARegularFileError, ObjectChangedError
 from kafkalog.storage_backend import Entry, StorageBackend
+
+
+def file_kind(mode: int) -> str:
+    """What a ``stat`` mode is, in words ("a FIFO", "a directory", ...)."""
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISREG, "a regular file")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def open_regular(path: StrPath, flags: int = os.O_RDONLY, mode: int = 0o644) -> int:
+    """``os.open`` that never blocks on a FIFO (O_NONBLOCK, which regular files ignore) and
+    refuses anything but a regular file with NotARegularFileError. Returns the descriptor."""
+    return open_regular_stat(path, flags, mode)[0]
+
+
+def open_regular_stat(path: StrPath, flags: int = os.O_RDONLY,
+                      mode: int = 0o644) -> tuple[int, os.stat_result]:
+    """``open_regular`` that also returns the ``fstat`` it checked the file with (its size,
+    without a second system call)."""
+    fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    try:
+        st = os.fstat(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise NotARegularFileError(f"{os.fspath(path)} is {file_kind(st.st_mode)}, not a "
+                                   f"regular file")
+    return fd, st
 
 
 class LocalStorage(StorageBackend):
