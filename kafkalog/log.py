@@ -310,9 +310,12 @@ class Log:
 
     @property
     def last_stable_offset(self) -> int:
-        """The first offset of the earliest open transaction, else the high watermark."""
+        """The first offset of the earliest transaction open or whose marker is not below the
+        high watermark yet (not below the log start offset, as Kafka bounds it), else the high
+        watermark."""
         first = self._producer_state.first_unstable_offset()
-        return self._high_watermark if first is None else min(first, self._high_watermark)
+        return self._high_watermark if first is None else \
+            min(max(first, self._log_start_offset), self._high_watermark)
 
     @property
     def size(self) -> int:

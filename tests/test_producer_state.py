@@ -234,3 +234,59 @@ def test_compaction_deletes_the_snapshots_of_the_segments_it_merges(tmp_path):
     assert len(kept) == 2                 # the merged segment and the empty active one
     assert {o for o, _ in list_snapshots(log.path)} == {o for o in snapshots if o in kept}
     log.close()
+
+
+@pytest.mark.parametrize("start, segments_left", [(5, 2), (8, 1)])
+def test_the_last_stable_offset_is_not_below_the_log_start_offset(tmp_path, start,
+                                                                  segments_left):
+    # Kafka's UnifiedLogTest.testLastStableOffsetDoesNotExceedLogStartOffsetMidSegment and
+    # ...AfterSegmentDeletion: an open transaction from offset 0, the log start moved past it.
+    log = Log.open(tmp_path / "t-0")
+    log.append(txn(1, n=5))
+    log.append([Record(value=b"n%d" % i) for i in range(3)])
+    assert log.log_end_offset == 8
+    log.roll()
+    log.append(txn(1, seq=5, n=5))
+    assert log.last_stable_offset == 0
+    log.delete_records(start)
+    assert len(log.segments) == segments_left
+    assert log.last_stable_offset == start
+    log.close()
+
+
+def test_a_replicated_append_of_interleaved_transactions(tmp_path):
+    # Kafka's UnifiedLogTest.testTransactionIndexUpdatedThroughReplication: one follower
+    # append of four producers' transactions, interleaved with plain records.
+    sequences = {}
+
+    def txn_at(pid, offset, n):
+        seq = sequences.get(pid, 0)
+        sequences[pid] = seq + n
+        return build_batch([Record(value=b"%d" % (seq + i)) for i in range(n)],
+                           base_offset=offset, producer_id=pid, producer_epoch=0,
+                           base_sequence=seq, transactional=True)
+
+    def plain_at(offset, n):
+        return build_batch([Record(value=b"p%d" % i) for i in range(n)], base_offset=offset)
+
+    def marker_at(pid, offset, kind):
+        return build_control_batch(kind, producer_id=pid, producer_epoch=0, base_offset=offset)
+
+    data = b"".join([
+        txn_at(1, 0, 5), plain_at(5, 3), txn_at(2, 8, 2), txn_at(1, 10, 4), txn_at(3, 14, 3),
+        plain_at(17, 2), txn_at(1, 19, 10), marker_at(1, 29, "abort"), txn_at(2, 30, 6),
+        txn_at(4, 36, 3), plain_at(39, 10), txn_at(3, 49, 9), marker_at(3, 58, "commit"),
+        txn_at(4, 59, 8), txn_at(2, 67, 7), marker_at(2, 74, "abort"), plain_at(75, 10),
+        txn_at(4, 85, 4), marker_at(4, 89, "commit")])
+    log = Log.open(tmp_path / "t-0", {"segment.bytes": 5 * 1024 * 1024}, replicated=True)
+    log.append_as_follower(data)
+    aborted = [t for s in log.segments for t in s.txn_index.all_aborted_txns()]
+    assert [tuple(t) for t in aborted] == [(1, 0, 29, 8), (2, 8, 74, 36)]
+    log.update_high_watermark(30)
+    assert log.last_stable_offset == 8
+    log.update_high_watermark(75)
+    assert log.last_stable_offset == 36
+    log.update_high_watermark(log.log_end_offset)
+    assert log.last_stable_offset == log.log_end_offset == 90
+    log.close()
+
