@@ -94,13 +94,6 @@ def _short(value, limit=600):
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def result(call, what=""):
-    """``same(call)`` where both must succeed: the compiled kernel's plain result."""
-    kind, *rest = same(call, what)
-    assert kind == "ok", (what, rest)
-    return rest[0]
-
-
 # --- swapping the kernels of the Python-level paths -------------------------------------------
 
 def _kafkalog_modules():
