@@ -411,7 +411,8 @@ class LogLoader:
                     if isinstance(e, CorruptIndexError):
                         self.report.add("rebuilt_index", segment.txn_index.path, p[0],
                                         reason=str(e))
-                    pieces, _, _ = self._recover_or_split(segment)
+                    pieces, _, _ = self._recover_or_split(segment,
+                                                          last_segment=p[0] == max(logs))
                     segments.extend(pieces)
                     continue
             segments.append(segment)

@@ -70,10 +70,6 @@ STOP, KEEP, RESYNC = "stop", "keep", "resync"
 # Where an outcome is reported.
 RAISE, LOG, REPORT, IGNORE = "raise", "log", "report", "ignore"
 
-_DAMAGE = (Outcome.CRC_FAILURE, Outcome.INVALID_HEADER, Outcome.TORN_TAIL,
-           Outcome.MISSING_DATA, Outcome.ZEROS)
-
-
 class WalkPolicy(NamedTuple):
     """What a walk does at each outcome and where it reports it.
 
@@ -113,9 +109,9 @@ class WalkEvent(NamedTuple):
     """One outcome other than a valid batch: bytes ``[start, end)`` (positions in the file,
     or in the buffer plus ``position_base``), where no intact batch begins.
 
-    ``message`` says what they are for people; ``reason`` is the kernel's words for a CRC
-    failure or a header that cannot be one (None for a cut batch, zeros judged from a cut);
-    ``cut``: the bytes ended inside a batch; ``row``: the ``BATCH_DTYPE`` header of a batch
+    ``message`` says what they are for people; ``reason`` is the short why of an exception:
+    the kernel's words for a CRC failure or a header that cannot be one, for a cut batch how
+    many bytes it declares and how many remain; ``cut``: the bytes ended inside a batch; ``row``: the ``BATCH_DTYPE`` header of a batch
     failing its CRC, else None; ``offset``: the offset concerned when known (a CRC failure's
     base offset, a cut batch's header's)."""
     outcome: Outcome
@@ -138,17 +134,19 @@ class SegmentWalk:
     whole batches with a valid CRC, those with a bad one too when kept), ``events`` (a
     ``WalkEvent`` per other outcome met, in order) and ``stop`` (the buffer position where the
     walk ended: the end, or the start of the damage that ended it)."""
-    __slots__ = ("batches", "events", "stop", "error")
+    __slots__ = ("batches", "events", "stop", "error", "ended_early")
 
-    def __init__(self, batches, events, stop, error):
+    def __init__(self, batches, events, stop, error, ended_early):
         self.batches = batches
         self.events = events
         self.stop = stop
         self.error = error
+        self.ended_early = ended_early
 
     @property
-    def damaged(self) -> bool:
-        return bool(self.events)
+    def outcome(self) -> Outcome:
+        """What ended the walk: ``END``, or the outcome of the damage it stopped at."""
+        return self.events[-1].outcome if self.ended_early else Outcome.END
 
     def raise_for_outcome(self) -> None:
         """Raise the ``CorruptRecordError`` of the outcome that the policy raises, if one was
@@ -169,22 +167,17 @@ def walk_segment(buf: Any, start: int = 0, end: int = -1, *, policy: WalkPolicy 
     Returns a ``SegmentWalk``; reports as ``policy`` says.
     """
     end = len(buf) if end < 0 or end > len(buf) else end
-    stop_on_crc = validate_crc and policy.on_crc_failure != KEEP
+    keep_crc = validate_crc and _reaction(policy, Outcome.CRC_FAILURE) == KEEP
     runs, events, error = [], [], None
     pos = start
     while True:
         batches, status, stop, reason = walk_batches(buf, pos, end, validate_crc=validate_crc,
-                                                     stop_on_invalid=stop_on_crc)
+                                                     stop_on_invalid=not keep_crc)
         runs.append(batches)
-        if validate_crc and not stop_on_crc:
+        if keep_crc:
             for i in np.flatnonzero(batches["crc_valid"] == 0).tolist():
-                event = _crc_event(batches[i], position_base, None)
-                error = _report(event, policy, path, position_base, buf)
-                events.append(event)
-                if error is not None:
-                    runs[-1] = batches[:i]
-                    return SegmentWalk(_joined(runs), events, int(batches["position"][i]),
-                                       error)
+                events.append(_crc_event(batches[i], position_base, None))
+                _report(events[-1], policy, path, position_base, buf)
         if status == WALK_END:
             break
         event, resume = _judge(buf, status, stop, end, reason, policy, last_segment,
@@ -194,7 +187,7 @@ def walk_segment(buf: Any, start: int = 0, end: int = -1, *, policy: WalkPolicy 
         if error is not None or resume < 0:
             break
         pos = resume
-    return SegmentWalk(_joined(runs), events, stop, error)
+    return SegmentWalk(_joined(runs), events, stop, error, status != WALK_END)
 
 
 def _joined(runs):
@@ -344,7 +337,9 @@ class FileWalk:
     batch larger than that). Iterating yields ``(position, buf, batches)`` per stretch
     (``batches`` with positions in ``buf``, which starts at file position ``position``); then
     ``events`` holds what the walk met (file positions) and ``stop`` where it ended. A cut at
-    ``end`` < ``size`` (bytes not asked for) is no damage."""
+    ``end`` < ``size`` (bytes not asked for) is no damage. It stops at the first damage other
+    than a kept CRC failure (it does not resynchronise, nor read past a cut batch for an
+    intact one: only, for zeros, the rest of the file)."""
 
     def __init__(self, read: Callable[[int, int], bytes], end: int, size: int, *,
                  policy: WalkPolicy = DUMP, validate_crc: bool = True,
@@ -365,7 +360,7 @@ class FileWalk:
 
     def __iter__(self) -> Iterator[tuple[int, Any, np.ndarray]]:
         policy, end = self.policy, self.end
-        stop_on_crc = self.validate_crc and policy.on_crc_failure != KEEP
+        keep_crc = self.validate_crc and _reaction(policy, Outcome.CRC_FAILURE) == KEEP
         want, pos = self.first, 0
         while pos < end:
             buf = self.read(pos, min(want, end - pos))
@@ -373,8 +368,8 @@ class FileWalk:
                 break
             at_end = pos + len(buf) >= end
             batches, status, stop, reason = walk_batches(
-                buf, validate_crc=self.validate_crc, stop_on_invalid=stop_on_crc)
-            if self.validate_crc and not stop_on_crc:
+                buf, validate_crc=self.validate_crc, stop_on_invalid=not keep_crc)
+            if keep_crc:
                 for i in np.flatnonzero(batches["crc_valid"] == 0).tolist():
                     self._add(_crc_event(batches[i], pos, None), buf, pos)
             if len(batches):
@@ -416,7 +411,7 @@ class FileWalk:
             more = self.read(at, min(self.most, self.end - at))
             if not more:
                 break
-            if any(more):
+            if more.strip(b"\0"):
                 return False
             at += len(more)
         return True

@@ -276,3 +276,11 @@ def test_the_scan_reader_without_fail_on_data_loss_warns_and_stops(caplog):
     assert table.num_rows == 1890
     [warning] = [r.getMessage() for r in caplog.records if r.name == "kafkalog.segment_walker"]
     assert "crc_mismatch at position 38490" in warning and "the walk stops there" in warning
+
+
+def test_the_walk_says_what_ended_it(impl):
+    assert walk_segment(log_bytes(), policy=RECOVER).outcome is Outcome.END
+    assert walk_segment(CASES["zeros"][0], policy=RECOVER).outcome is Outcome.ZEROS
+    # resynchronised past the damage, the walk ends at the end
+    walk = walk_segment(CASES["crc_failure"][0], policy=SALVAGE)
+    assert walk.outcome is Outcome.END and walk.stop == len(CASES["crc_failure"][0])
