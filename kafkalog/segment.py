@@ -1,8 +1,8 @@
-"""``LogSegment``: one ``.log`` file with its offset, time and transaction indexes."""
+"""``LogSegment``: one ``.log`` file (``FileRecords``) with its offset and time indexes (each
+a ``LazyIndex``) and its transaction index."""
 from __future__ import annotations
 
 import logging
-import mmap
 import os
 import random
 import struct
@@ -14,24 +14,21 @@ import numpy as np
 
 from kafkalog import storage
 from kafkalog._kernels import (
-    FIND_TS_DECODE, FIND_TS_FOUND, FIND_TS_MORE, batch_header_plausible, find_batch,
-    find_timestamp, recovery_summary, segment_read, walk_batches,
+    batch_header_plausible, recovery_summary, segment_read, walk_batches,
 )
 from kafkalog._layout import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD
-from kafkalog.descriptor_cache import OPEN_SEGMENTS, Descriptor
+from kafkalog.descriptor_cache import OPEN_SEGMENTS
 from kafkalog.errors import (
     CorruptIndexError, IndexOffsetOverflowError, InvalidOffsetError, InvalidTimestampError,
 )
 from kafkalog.fetch_data_info import FetchDataInfo
-from kafkalog.files import (
-    INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, file_path,
-)
+from kafkalog.file_records import FileRecords
+from kafkalog.files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, file_path
 from kafkalog.index import OffsetIndex, TimeIndex, TimestampOffset, TransactionIndex
 from kafkalog.lazy_index import LazyIndex
 from kafkalog.producer_state import ProducerStateManager
-from kafkalog.records import decode_batches, validate_batches
+from kafkalog.records import validate_batches
 from kafkalog.segment_walker import RECOVER, walk_segment
-from kafkalog.storage_local import open_regular, open_regular_stat
 
 if TYPE_CHECKING:
     from kafkalog._typing import StrPath
@@ -42,13 +39,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _INT32_MAX = 2**31 - 1
-# Recovery reads a .log up to this size with one pread instead of mapping it.
-_READ_WHOLE_BYTES = 1 << 20
 _RNG = random.Random()
 _HEADER = struct.Struct(">qi")
-# ``OPEN_SEGMENTS.touch``'s fast path, bound once (every read of a mapped segment)
-_move_to_end = OPEN_SEGMENTS.move_to_end
-
 
 
 class LogSegment:
@@ -64,9 +56,9 @@ class LogSegment:
     # past 30 attributes CPython gives every instance a dict of its own (~2 KB).
     __slots__ = (
         "directory", "_remote", "base_offset", "_stem", "config", "file_suffix", "read_only",
-        "_time_fn", "log_path", "_desc", "_fd_lock", "index_lock", "pins", "evictable",
+        "_time_fn", "_file", "index_lock", "pins", "evictable",
         "report", "rebuilt_indexes", "_index_distrusted", "_final_time_entry", "_active",
-        "_size", "_map", "_map_lock", "scan_lock", "_lazy_offset_index", "_lazy_time_index",
+        "scan_lock", "_lazy_offset_index", "_lazy_time_index",
         "recovering", "deleted", "txn_index", "rolling_based_timestamp",
         "_max_timestamp_and_offset", "bytes_since_last_index_entry", "created_ms",
         "roll_jitter_ms", "_append_pinned", "_index_interval_bytes", "_indexes_with_room",
@@ -88,12 +80,6 @@ class LogSegment:
         self.file_suffix = file_suffix
         self.read_only = read_only
         self._time_fn = time_fn
-        self.log_path = self._path(LOG_SUFFIX)
-        # The .log is opened on first use: a log of many segments holds no descriptor for
-        # the ones nobody reads, and the least recently used give theirs back (_OPEN).
-        # ``size`` may come from the loader's directory scan.
-        self._desc: Descriptor | None = None
-        self._fd_lock = threading.Lock()
         self.index_lock = threading.RLock()
         self.pins = 0
         self.evictable = True
@@ -106,15 +92,9 @@ class LogSegment:
         self._index_distrusted = False
         self._final_time_entry: TimestampOffset | None = None  # written by recovery
         self._active = False       # set by LocalLog for the segment appends go to
-        if size is None and self._remote:
-            size = storage.size_of(self.log_path)
-        if size is None:
-            if not read_only and not os.path.exists(self.log_path):
-                self._descriptor(create=True)
-            size = os.stat(self.log_path).st_size
-        self._size = size
-        self._map: Any = None
-        self._map_lock = threading.Lock()
+        # ``size`` may come from the loader's directory scan.
+        self._file = FileRecords(self._path(LOG_SUFFIX), self, remote=self._remote,
+                                 read_only=read_only, size=size)
         # Held by scans and by truncation. Lock order: the scan lock, then the index lock
         # (reads take them so, and so does loading an index, in LazyIndex: the other order
         # deadlocked a time index opened by retention against a read and hung CI).
@@ -139,23 +119,6 @@ class LogSegment:
         #: not look (two stats a segment, at every close of a log of many segments)
         self._index_files_exist = False
 
-    def _descriptor(self, create: bool = False) -> Descriptor:
-        """The ``.log``'s descriptor, opened if needed. Hold the returned object while using
-        its ``fd``: eviction only drops the segment's reference (a deleted segment may still
-        be read by a reader holding an older segment list)."""
-        desc = self._desc
-        if desc is None:
-            with self._fd_lock:
-                desc = self._desc
-                if desc is None:
-                    flags = os.O_RDONLY if self.read_only else os.O_RDWR
-                    if create:
-                        flags |= os.O_CREAT
-                    desc = Descriptor(open_regular(self.log_path, flags))
-                    self._desc = desc
-        OPEN_SEGMENTS.touch(self)
-        return desc
-
     def set_active(self, active: bool) -> None:
         """Mark the segment appends go to (its log's last); set by ``LocalLog``. A writable
         active segment stays pinned until it is no longer active: every append uses its
@@ -171,11 +134,10 @@ class LogSegment:
             self._append_pinned = False
 
     def drop_handles(self):
-        """Let go of the descriptor and mappings (called by _OPEN, under its lock, for an
-        unpinned segment); each is reopened on its next use. Writable indexes are consistent
-        on disk (entries, then zeros), so nothing is lost by reopening them."""
-        self._map = None
-        self._desc = None
+        """Let go of the descriptor and mappings (called by the descriptor cache, under its
+        lock, for an unpinned segment); each is reopened on its next use. Writable indexes
+        are consistent on disk (entries, then zeros), so nothing is lost by reopening them."""
+        self._file.drop_handles()
         self._lazy_offset_index.index = None
         self._lazy_time_index.index = None
 
@@ -217,7 +179,7 @@ class LogSegment:
     def batch_starts_at(self, position: int, offset: int) -> bool:
         """Whether a batch holding ``offset`` may start at byte ``position``: its header is
         there and plausible (how an index entry is checked against the log)."""
-        buf = self._buffer_for(position, position + HEADER_SIZE_UP_TO_MAGIC)
+        buf = self._file.buffer_for(position, position + HEADER_SIZE_UP_TO_MAGIC)
         return batch_header_plausible(buf, position, self.base_offset, offset)
 
     def indexes_opened(self) -> bool:
@@ -251,84 +213,22 @@ class LogSegment:
 
     # ------------------------------------------------------------------------------ the file
     @property
+    def log_path(self) -> str:
+        return self._file.path
+
+    @property
     def size(self) -> int:
         """Bytes in the ``.log`` file."""
-        return self._size
+        return self._file.size
 
     def buffer(self) -> Any:
-        """A read-only mapping of the ``.log`` file as it is now (b"" when empty). It stays
-        valid while held, even after the segment releases its own reference. A remote
-        segment's is its ``storage.range_buffer`` with every block fetched (a whole-segment
-        read; ranged reads use ``_buffer_for``)."""
-        if self._remote:
-            return self._buffer_for(0, self._size)
-        current = self._map
-        if current is not None and len(current) == self._size:
-            # the mapping is current (every read comes here): touch's fast path inline
-            try:
-                _move_to_end(self)
-            except KeyError:
-                OPEN_SEGMENTS.touch(self)
-            return current
-        with self._map_lock:
-            if self._size == 0:
-                return b""
-            current = self._map
-            if current is None or len(current) != self._size:
-                desc = self._desc
-                if desc is not None:
-                    current = mmap.mmap(desc.fd, self._size, access=mmap.ACCESS_READ)
-                else:
-                    # A segment only read holds the mapping alone (it keeps its own
-                    # duplicate of the descriptor), not a second descriptor as well.
-                    fd = open_regular(self.log_path, os.O_RDONLY)
-                    try:
-                        current = mmap.mmap(fd, self._size, access=mmap.ACCESS_READ)
-                    finally:
-                        os.close(fd)
-                self._map = current
-        OPEN_SEGMENTS.touch(self)
-        return current
-
-    def _buffer_for(self, start, end):
-        """A buffer of the ``.log`` (positions are file positions) in which bytes [start,
-        end) are present: the mapping of a local file; for a remote one, its RangeBuffer
-        with the blocks covering [start, end) fetched (other bytes are not meaningful)."""
-        if not self._remote:
-            return self.buffer()
-        if self._size == 0:
-            return b""
-        buf = storage.range_buffer(self.log_path, self._size).ensure(start, end)
-        OPEN_SEGMENTS.touch(self)
-        return buf
-
-    def _find_batch(self, start, offset):
-        """``find_batch`` from ``start`` to the end of the file; a remote file is fetched one
-        block (a tiered segment's: one chunk) further at a time until the batch is found (an
-        index entry puts it close)."""
-        if not self._remote:
-            buf = self.buffer()
-            return find_batch(buf, min(start, len(buf)), len(buf), offset)
-        start = min(start, self._size)
-        end = start
-        step = storage.range_buffer(self.log_path, self._size).step
-        while True:
-            end = min(self._size, (end // step + 1) * step)
-            buf = self._buffer_for(start, end)
-            position, size = find_batch(buf, start, end, offset) if end > start else (-1, 0)
-            if position >= 0 or end >= self._size:
-                return position, size
+        """A read-only mapping of the ``.log`` file as it is now (b"" when empty); see
+        ``FileRecords.buffer``."""
+        return self._file.buffer()
 
     def read_bytes(self, position: int, size: int) -> bytes:
         """``size`` bytes from ``position`` (fewer at the end of the file)."""
-        if self._remote:
-            end = min(self._size, position + size)
-            return bytes(self._buffer_for(position, end)[position:end])
-        desc = self._desc
-        if desc is not None and desc.fd >= 0:
-            return os.pread(desc.fd, size, position)
-        buf = self.buffer()
-        return bytes(buf[position:position + size])
+        return self._file.read_bytes(position, size)
 
     def can_convert_to_relative_offset(self, offset: int) -> bool:
         return 0 <= offset - self.base_offset <= _INT32_MAX
@@ -367,7 +267,7 @@ class LogSegment:
         size = len(data)
         if size == 0:
             return
-        physical_position = self._size
+        physical_position = self._file.size
         if physical_position == 0:
             self.rolling_based_timestamp = largest_timestamp
         if not 0 <= largest_offset - self.base_offset <= _INT32_MAX:
@@ -376,18 +276,7 @@ class LogSegment:
         if not pinned:             # (not ``with OPEN_SEGMENTS.pinned(self)``: once per append)
             OPEN_SEGMENTS.pin(self)
         try:
-            desc = self._desc or self._descriptor()
-            try:
-                written = os.pwrite(desc.fd, data, physical_position)
-                if written < size:
-                    self._write_rest(desc.fd, data, physical_position, written)
-            except OSError:
-                try:                       # leave no partial batch behind, if the disk lets us
-                    os.ftruncate(desc.fd, physical_position)
-                except OSError:
-                    pass                   # recovery at the next open cuts it off
-                raise
-            self._size = physical_position + size
+            self._file.append(data, physical_position)
             interval = self._index_interval_bytes
             if interval is None:
                 interval = self._index_interval_bytes = self.config["index.interval.bytes"]
@@ -409,13 +298,6 @@ class LogSegment:
         finally:
             if not pinned:
                 OPEN_SEGMENTS.unpin(self)
-
-    @staticmethod
-    def _write_rest(fd, data, position, written):
-        """Continue a short write (not an error) until all of ``data`` is at ``position``."""
-        view = memoryview(data)
-        while written < len(view):
-            written += os.pwrite(fd, view[written:], position + written)
 
     def _index_batches(self, batches, position, interval):
         """Index entries for several batches appended at ``position`` in one write, as
@@ -452,7 +334,7 @@ class LogSegment:
     def _checked_position(self, position):
         """An index position to scan from: a damaged index (trusted after a clean shutdown,
         as Kafka trusts it) can point outside the file; then the scan starts at 0."""
-        return position if 0 <= position <= self._size else 0
+        return position if 0 <= position <= self._file.size else 0
 
     def translate_offset(self, offset: int, starting_position: int = 0
                          ) -> tuple[int, int] | None:
@@ -460,7 +342,7 @@ class LogSegment:
         if self._remote:
             return self._translate_remote(offset, starting_position)
         with self.scan_lock:
-            position, size = self._translate(self.buffer(), offset, starting_position)
+            position, size = self._translate(self._file.buffer(), offset, starting_position)
         return None if position < 0 else (position, size)
 
     def _translate(self, buf, offset, starting_position):
@@ -492,7 +374,7 @@ class LogSegment:
                         start = mapping.position
                     else:
                         self._index_lies(mapping)
-            position, size = self._find_batch(start, offset)
+            position, size = self._file.find_batch(start, offset)
         return None if position < 0 else (position, size)
 
     def _index_lies(self, mapping):
@@ -517,7 +399,7 @@ class LogSegment:
         """Rewrite the offset and time indexes from the batches of the ``.log`` (nothing is
         cut from the log; see ``recover`` for that)."""
         with self.scan_lock, OPEN_SEGMENTS.pinned(self):
-            batches = walk_batches(self.buffer(), 0, validate_crc=False)[0]
+            batches = walk_batches(self._file.buffer(), 0, validate_crc=False)[0]
             _, _, offset_index, time_index, max_ts, max_ts_offset, _, _, _ = recovery_summary(
                 batches, self.base_offset, self.config["index.interval.bytes"])
             self._write_indexes(offset_index, time_index, max_ts, max_ts_offset)
@@ -553,13 +435,13 @@ class LogSegment:
             raise ValueError(f"invalid max size {max_size} for log read from segment "
                              f"{self.log_path}")
         if max_position is None:
-            max_position = self._size
+            max_position = self._file.size
         # One lock, one mapping and one kernel call per read (Kafka's LogSegment.read:
         # OffsetIndex.lookup + searchForOffsetWithSize + slice); the records are a copy:
         # nothing holds the mapping.
         with self.scan_lock:
             if not self._remote:
-                buf = self.buffer()
+                buf = self._file.buffer()
                 position, _, data, incomplete, lies = segment_read(
                     self._index_view(), buf, start_offset, 0, max_size, max_position,
                     min_one_message)
@@ -595,7 +477,8 @@ class LogSegment:
         with ``validate_crc`` the walk stops at a batch that fails its CRC (status
         ``WALK_INVALID``), so every batch returned is intact."""
         with self.scan_lock:
-            return walk_batches(self._buffer_for(start_position, self._size), start_position,
+            file = self._file
+            return walk_batches(file.buffer_for(start_position, file.size), start_position,
                                 validate_crc=validate_crc, stop_on_invalid=validate_crc)
 
     def read_next_offset(self) -> int:
@@ -604,7 +487,7 @@ class LogSegment:
         start = 0 if self._index_distrusted else \
             self._checked_position(index.lookup(index.last_offset).position)
         batches, _, stop, _ = self.batches(start)
-        if start > 0 and (len(batches) == 0 or stop < self._size):
+        if start > 0 and (len(batches) == 0 or stop < self._file.size):
             # The walk from the last entry did not reach the end: the entry is not at a
             # batch boundary (the index lies) or the tail is torn; walk from the start.
             batches, _, _, _ = self.batches(0)
@@ -623,33 +506,7 @@ class LogSegment:
         position = self._checked_position(
             offset_index.lookup(max(ts_entry.offset, starting_offset)).position)
         with self.scan_lock:
-            # Kafka's FileRecords.searchForTimestamp from the index entry (the answer is
-            # normally in the first batch or the second); a remote segment is fetched one
-            # block further at a time, as _find_batch does.
-            size = self._size
-            step = storage.range_buffer(self.log_path, size).step if self._remote else size
-            end = min(size, (position // step + 1) * step) if step else size
-            while True:
-                buf = self._buffer_for(position, end)
-                status, first, second = find_timestamp(buf, position, end, timestamp,
-                                                       starting_offset)
-                if status == FIND_TS_FOUND:
-                    return TimestampOffset(first, second)
-                if status == FIND_TS_MORE and end < size:
-                    position, end = first, min(size, (end // step + 1) * step)
-                elif status == FIND_TS_DECODE:
-                    # compressed, legacy, LogAppendTime or control; or damaged records,
-                    # which decode_batches reports with their place
-                    batch = walk_batches(buf, first, first + second, validate_crc=False)[0]
-                    records = decode_batches(buf, batch, self.log_path).records
-                    hit = np.flatnonzero((records["timestamp"] >= timestamp)
-                                         & (records["offset"] >= starting_offset))
-                    if len(hit):
-                        return TimestampOffset(int(records["timestamp"][hit[0]]),
-                                               int(records["offset"][hit[0]]))
-                    position = first + second
-                else:
-                    return None
+            return self._file.search_for_timestamp(timestamp, starting_offset, position)
 
     @property
     def largest_timestamp(self) -> int:
@@ -660,12 +517,12 @@ class LogSegment:
 
     @property
     def last_modified_ms(self) -> int:
-        return storage.modified_ms(self.log_path)
+        return self._file.last_modified_ms
 
     # ------------------------------------------------------------------------------ roll
     def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
-        if self.rolling_based_timestamp is None and self._size:
-            batches = walk_batches(self.buffer(), 0, validate_crc=False, max_batches=1)[0]
+        if self.rolling_based_timestamp is None and self._file.size:
+            batches = walk_batches(self._file.buffer(), 0, validate_crc=False, max_batches=1)[0]
             if len(batches):
                 self.rolling_based_timestamp = int(batches["max_timestamp"][0])
         if self.rolling_based_timestamp is not None and self.rolling_based_timestamp >= 0:
@@ -676,7 +533,7 @@ class LogSegment:
                     max_timestamp_in_messages: int, max_offset_in_messages: int,
                     messages_size: int, now_ms: int) -> bool:
         """Kafka's roll conditions: size, time (with jitter), a full index, offset overflow."""
-        size = self._size
+        size = self._file.size
         if size > max_segment_bytes - messages_size:
             return True
         if size > 0:
@@ -747,7 +604,7 @@ class LogSegment:
                  last_segment):
         if txn_index_exists is not False:
             self.txn_index.reset()
-        buf = self._recovery_buffer()
+        buf = self._file.recovery_buffer()
         walk = walk_segment(buf, policy=RECOVER, path=self.log_path, last_segment=last_segment)
         batches = walk.batches
         reason = walk.events[0].message if walk.events else None
@@ -770,12 +627,12 @@ class LogSegment:
             latest = leader_epochs.latest_epoch()
             if latest is None or max_epoch > latest:
                 leader_epochs.assign_from_batches(batches)
-        truncated = self._size - valid_bytes
+        truncated = self._file.size - valid_bytes
         if truncated > 0:
             if before_truncate is not None:
                 before_truncate(self, valid_bytes, reason or "an incomplete batch at the "
                                 "end of the file (a torn write)")
-            self._truncate_file(valid_bytes)
+            self._file.truncate_to(valid_bytes)
         # One write per index file, at its final size (no preallocation, remap or msync per
         # segment); unchanged files are not rewritten.
         self._write_indexes(offset_index, time_index, max_ts, max_ts_offset)
@@ -783,23 +640,6 @@ class LogSegment:
         # finds the entries it would write itself (no "rebuilt index" for a sound segment).
         self.bytes_since_last_index_entry = valid_bytes - last_entry
         return truncated
-
-    def _recovery_buffer(self):
-        """The ``.log`` for recovery's one pass: a small file read whole (open, fstat, pread,
-        close: cheaper than a mapping's mmap, page faults and munmap, and nothing is left to
-        release), a larger one mapped (``buffer()``). The size is the file's now."""
-        if self._remote or self._desc is not None or self._size > _READ_WHOLE_BYTES:
-            return self.buffer()
-        fd, st = open_regular_stat(self.log_path, os.O_RDONLY)
-        try:
-            if st.st_size > _READ_WHOLE_BYTES:
-                self._size = st.st_size
-                return self.buffer()
-            data = os.pread(fd, st.st_size, 0) if st.st_size else b""
-        finally:
-            os.close(fd)
-        self._size = len(data)
-        return data
 
     # ------------------------------------------------------------------------------ truncate
     def truncate_to(self, offset: int) -> int:
@@ -818,9 +658,9 @@ class LogSegment:
             self.time_index.resize(self.config.max_index_size)
             truncated = 0
             if found is not None:
-                truncated = self._size - found[0]
-                self._truncate_file(found[0])
-            if self._size == 0:
+                truncated = self._file.size - found[0]
+                self._file.truncate_to(found[0])
+            if self._file.size == 0:
                 self.created_ms = int(self._time_fn() * 1000)
                 self.rolling_based_timestamp = None
             self.bytes_since_last_index_entry = 0
@@ -833,7 +673,7 @@ class LogSegment:
     def _load_largest_timestamp(self):
         last = self.time_index.last_entry
         position = self._checked_position(self.offset_index.lookup(last.offset).position)
-        batches = walk_batches(self.buffer(), position, validate_crc=False)[0]
+        batches = walk_batches(self._file.buffer(), position, validate_crc=False)[0]
         self._max_timestamp_and_offset = last
         self.learn_largest_timestamp(batches)
 
@@ -847,19 +687,12 @@ class LogSegment:
                 self._max_timestamp_and_offset = TimestampOffset(
                     int(batches["max_timestamp"][i]), int(batches["last_offset"][i]))
 
-    def _truncate_file(self, size):
-        with self._map_lock:
-            self._map = None
-        os.ftruncate(self._descriptor().fd, size)
-        self._size = size
-
     # ------------------------------------------------------------------------------ lifecycle
     def flush(self) -> None:
         """fsync the ``.log`` and flush the indexes."""
         if self.read_only:
             return
-        desc = self._descriptor()       # held: an eviction meanwhile must not close the fd
-        os.fsync(desc.fd)
+        self._file.flush()
         self._lazy_offset_index.flush()
         self._lazy_time_index.flush()
         self.txn_index.flush()
@@ -889,7 +722,7 @@ class LogSegment:
                             self.log_path, e)
         self._lazy_offset_index.close()
         self._lazy_time_index.close()
-        self._release()
+        self._file.close()
 
     def close_handlers(self) -> None:
         """Release files without trimming (used when a segment is deleted)."""
@@ -897,14 +730,7 @@ class LogSegment:
         self.evictable = False
         self._lazy_offset_index.close_handler()
         self._lazy_time_index.close_handler()
-        self._release()
-
-    def _release(self):
-        with self._map_lock:
-            self._map = None
-        desc, self._desc = self._desc, None
-        if desc is not None:
-            desc.close()
+        self._file.close()
 
     def files(self) -> list[str]:
         return [self.log_path, self.index_path, self.time_index_path, self.txn_index.path]
@@ -914,8 +740,7 @@ class LogSegment:
         def renamed(path):
             base = path[:-len(old_suffix)] if old_suffix and path.endswith(old_suffix) else path
             return base + new_suffix
-        os.replace(self.log_path, renamed(self.log_path))
-        self.log_path = renamed(self.log_path)
+        self._file.rename_to(renamed(self.log_path))
         for lazy in (self._lazy_offset_index, self._lazy_time_index):
             lazy.rename_to(renamed(lazy.path))
         self.txn_index.rename_to(renamed(self.txn_index.path))
@@ -927,7 +752,7 @@ class LogSegment:
         are only unlinked, not closed; the mappings and descriptor go with the object."""
         self.evictable = False
         OPEN_SEGMENTS.forget(self)
-        self._descriptor()   # opened now too: the files are renamed, then removed
+        self._file.descriptor()   # opened now too: the files are renamed, then removed
         self.offset_index
         self.time_index
         self.deleted = True
@@ -949,4 +774,4 @@ class LogSegment:
                 pass
 
     def __repr__(self) -> str:
-        return f"LogSegment(base_offset={self.base_offset}, size={self._size})"
+        return f"LogSegment(base_offset={self.base_offset}, size={self._file.size})"

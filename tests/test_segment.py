@@ -188,7 +188,7 @@ def test_recovery_fixes_corrupt_tail(tmp_path):
     seg.close()
     seg = make_segment(tmp_path)
     truncated = seg.recover()
-    assert truncated == seg._size - good + truncated and seg.size == good
+    assert truncated == seg.size - good + truncated and seg.size == good
     assert seg.read_next_offset() == 50
 
 

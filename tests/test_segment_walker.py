@@ -207,7 +207,9 @@ HEADER_READS = {
                  "state rebuilt from them, an overflowed segment split",
     "cleaner.py": "a segment below the first dirty offset, recovered before it is cleaned",
     "segment.py": "the segment's own recovered bytes: index entries, the largest timestamp, "
-                  "the roll time, the batch found for a timestamp",
+                  "the roll time",
+    "file_records.py": "the segment's own recovered bytes: the batch found for a timestamp "
+                       "(FileRecords.search_for_timestamp)",
     "records.py": "RecordBatch.is_valid: the CRC of one batch at a known place",
 }
 # Calls that look at the kernel's status: none outside the walker but these.
