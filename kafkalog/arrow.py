@@ -18,7 +18,7 @@ checked as Spark checks a batch read; each also has a snake_case keyword alias
 and the timestamp options timezone-aware ``datetime`` s.
 
 The logs are planned when the call is made (every option error is raised then); the reader
-decodes one task at a time, each in pieces of at most about 32 MiB of log, so memory is
+decodes one task at a time, each in pieces of at most about 4 MiB of log, so memory is
 bounded by one piece, not by the data read. pyarrow (and pandas for ``read_pandas``) come with
 the ``arrow`` extra (``pip install 'kafkalog[arrow]'``).
 """
@@ -28,7 +28,7 @@ import datetime
 import json
 import logging
 import os
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 from kafkalog._extras import require_extra
 from kafkalog.errors import (
@@ -85,6 +85,7 @@ def schema(include_headers: bool = False) -> pyarrow.Schema:
 
 def record_batch_reader(paths: StrPath | Iterable[StrPath], *,
                         storage_options: Mapping[str, Any] | None = None,
+                        columns: Sequence[str] | None = None,
                         **options: Any) -> pyarrow.RecordBatchReader:
     """A ``pyarrow.RecordBatchReader`` streaming the records under ``paths``.
 
@@ -101,6 +102,11 @@ def record_batch_reader(paths: StrPath | Iterable[StrPath], *,
         (for S3 ``key``, ``secret``, ``endpoint_url``, ``client_kwargs``, ...). Without them
         the filesystem's defaults apply (for S3 the AWS_* environment, incl.
         ``AWS_ENDPOINT_URL``). A URL is listed and read with ranged requests, never copied.
+    columns : sequence of str, optional
+        The columns to return, in that order (any of ``key``, ``value``, ``topic``,
+        ``partition``, ``offset``, ``timestamp``, ``timestampType``, ``headers``); only those
+        are built: without ``key``, ``value`` and ``headers`` no key, value or header byte is
+        copied. Default: all (``headers`` with ``includeHeaders``).
     **options
         Spark's Kafka source options (``startingOffsets``, ``endingOffsets``,
         ``startingTimestamp``, ``endingTimestamp``, ``startingOffsetsByTimestamp``,
@@ -114,42 +120,48 @@ def record_batch_reader(paths: StrPath | Iterable[StrPath], *,
     -------
     pyarrow.RecordBatchReader
         Batches with ``schema(include_headers)``, partition by partition (topic, then
-        partition) in offset order. Each holds the records of at most about 32 MiB of log;
+        partition) in offset order. Each holds the records of at most about 4 MiB of log;
         nothing is decoded before it is asked for, and closing the reader early stops there.
 
     Raises
     ------
     InvalidConfigError
-        An option Spark's Kafka source refuses (also a ``ValueError``), raised now.
+        An option Spark's Kafka source refuses (also a ``ValueError``), or an unknown column,
+        raised now.
     OffsetOutOfRangeError
         ``startingOffsets`` below the log start with ``failOnDataLoss`` (now), or a segment
         deleted (by retention) between planning and reading it (while reading).
     CorruptRecordError
         A CRC failure or corrupt batch with ``failOnDataLoss`` (while reading).
     LogNotFoundError
-        A path that does not exist.
+        A path that does not exist; ``PartitionNotFoundError`` (one) when a path is a file, a
+        directory with no partition directory below it, or a directory of segments not named
+        ``<topic>-<partition>``, naming what was found there.
     """
     _require("record_batch_reader", ("pyarrow",))
     import pyarrow as pa
     opts = Options(_spark_options(options))
+    schema = arrow_schema(opts.include_headers, columns)
     tasks = _plan(paths, opts, storage_options)
-    return pa.RecordBatchReader.from_batches(arrow_schema(opts.include_headers),
-                                             _read_tasks(tasks))
+    return pa.RecordBatchReader.from_batches(schema, _read_tasks(tasks, schema.names))
 
 
 def read_arrow(paths: StrPath | Iterable[StrPath], *,
                storage_options: Mapping[str, Any] | None = None,
+               columns: Sequence[str] | None = None,
                **options: Any) -> pyarrow.Table:
     """A ``pyarrow.Table`` of the records under ``paths``: ``record_batch_reader(paths,
-    storage_options=storage_options, **options).read_all()`` (see there for the arguments
-    and errors). One chunk per batch read; ``schema(include_headers)``."""
+    storage_options=storage_options, columns=columns, **options).read_all()`` (see there for
+    the arguments and errors). One chunk per batch read."""
     _require("read_arrow", ("pyarrow",))
-    with record_batch_reader(paths, storage_options=storage_options, **options) as reader:
+    with record_batch_reader(paths, storage_options=storage_options, columns=columns,
+                             **options) as reader:
         return reader.read_all()
 
 
 def read_pandas(paths: StrPath | Iterable[StrPath], *,
                 storage_options: Mapping[str, Any] | None = None,
+                columns: Sequence[str] | None = None,
                 **options: Any) -> pandas.DataFrame:
     """A ``pandas.DataFrame`` of the records under ``paths`` (``read_arrow(...).to_pandas()``;
     see ``record_batch_reader`` for the arguments and errors).
@@ -162,7 +174,8 @@ def read_pandas(paths: StrPath | Iterable[StrPath], *,
     other conversions call ``read_arrow(...).to_pandas(...)`` with pyarrow's arguments.
     """
     _require("read_pandas", ("pyarrow", "pandas"))
-    return read_arrow(paths, storage_options=storage_options, **options).to_pandas()
+    return read_arrow(paths, storage_options=storage_options, columns=columns,
+                      **options).to_pandas()
 
 
 # --------------------------------------------------------------------------------- options
@@ -220,6 +233,7 @@ def _plan(paths: Any, opts: Options,
         raise LogNotFoundError(str(e)) from e
 
 
-def _read_tasks(tasks: list[dict[str, Any]]) -> Iterator[pyarrow.RecordBatch]:
+def _read_tasks(tasks: list[dict[str, Any]], columns: list[str]
+                ) -> Iterator[pyarrow.RecordBatch]:
     for task in tasks:
-        yield from read_task(task)
+        yield from read_task(task, columns)

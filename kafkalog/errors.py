@@ -128,6 +128,12 @@ class LogNotFoundError(KafkaLogError, FileNotFoundError):
     """A read-only open of a partition directory that does not exist (or holds no segment)."""
 
 
+class PartitionNotFoundError(LogNotFoundError):
+    """A path given to read names no partition: a file where a directory is expected, a
+    directory with no partition directory below it, or one whose name gives no topic and
+    partition. The message names the path and what was found there."""
+
+
 class MissingExtraError(KafkaLogError, ImportError):
     """A function was called without the optional packages of its extra installed.
 

@@ -1,5 +1,7 @@
 """What a path holds, found by listing it: the partition directories of a log dir (as Kafka's
-``LogManager`` finds the logs it loads) and the KRaft snapshots of a partition directory.
+``LogManager`` finds the logs it loads; ``partition_dirs`` is the one listing of them that the
+scan planner, verify, dump, the CLI and internal-topic replay use) and the KRaft snapshots of
+a partition directory.
 File names come from ``files``, listings from ``storage`` (local, remote or a view)."""
 from __future__ import annotations
 
@@ -7,17 +9,11 @@ import os
 
 from kafkalog import storage
 from kafkalog._typing import StrPath
+from kafkalog.errors import KafkaLogError, LogNotFoundError, PartitionNotFoundError
 from kafkalog.files import (
-    LOG_SUFFIX, KRaftSnapshotId, is_file_of, parse_kraft_snapshot_name, topic_partition_or_none,
+    LOG_SUFFIX, KRaftSnapshotId, file_kind, is_file_of, parse_file_name,
+    parse_kraft_snapshot_name, topic_partition_or_none,
 )
-
-
-def holds_segments(directory: StrPath) -> bool:
-    """True when ``directory`` holds at least one ``.log`` segment file."""
-    try:
-        return any(is_file_of(n, LOG_SUFFIX) for n in storage.listdir(directory))
-    except (FileNotFoundError, NotADirectoryError):
-        return False
 
 
 def kraft_snapshot_files(directory: StrPath) -> list[tuple[KRaftSnapshotId, str]]:
@@ -30,36 +26,84 @@ def kraft_snapshot_files(directory: StrPath) -> list[tuple[KRaftSnapshotId, str]
     return sorted(found)
 
 
-def partition_dirs(path: StrPath, named: bool = False) -> list[str]:
-    """The partition directories ``path`` names: itself when it is one, else those directly
-    inside it (a log dir; in a tiered-storage view, those of its topic prefixes), by name;
-    empty when there are none. A partition directory holds a
-    ``.log`` segment, or with ``named`` is merely named ``<topic>-<partition>``."""
-    def is_partition(directory: str) -> bool:
-        return holds_segments(directory) or \
-            (named and topic_partition_or_none(os.path.basename(directory)) is not None)
-    path = str(storage.normalize(os.fspath(path)))
-    if storage.is_remote(path):
-        entries = storage.list_dir(path)
-        if any(e.is_file and is_file_of(e.name, LOG_SUFFIX) for e in entries):
-            return [path]
-        if named and topic_partition_or_none(os.path.basename(path)) is not None:
-            return [path]
-        found = []
-        for e in entries:
-            child = os.path.join(path, e.name)
-            if e.is_dir and is_partition(child):
-                found.append(child)
-            elif e.is_dir and storage.groups_partitions(child):
-                found.extend(os.path.join(child, t.name) for t in storage.list_dir(child)
-                             if t.is_dir and is_partition(os.path.join(child, t.name)))
-        return found
-    path = os.path.abspath(path)
-    if is_partition(path):
+def partition_dirs(path: StrPath, *, named: bool = False, recursive: bool = False,
+                   required: bool = False) -> list[str]:
+    """The partition directories ``path`` names, in name order: itself when it is one, else
+    those below it: directly inside it (a log dir; in a tiered-storage view, inside its topic
+    prefixes) or, with ``recursive``, at any depth (folders of log dirs). A partition
+    directory is one holding a ``.log`` segment or, with ``named``, one merely named
+    ``<topic>-<partition>``; nothing below one is looked at. ``path``: a local path or a URL
+    (``file://`` is local).
+
+    Raises ``LogNotFoundError`` when ``path`` does not exist, ``PartitionNotFoundError`` when
+    it is a file, or (``required``) a directory with no partition directory below it; the
+    message names the path and what was found there."""
+    path = str(storage.abspath(storage.normalize(os.fspath(path))))
+    entries = _entries(path)
+    if _is_partition_dir(path, entries, named):
         return [path]
-    found = []
-    for name in sorted(os.listdir(path)):
-        full = os.path.join(path, name)
-        if os.path.isdir(full) and is_partition(full):
-            found.append(full)
+    found: list[str] = []
+    _below(path, entries, named, recursive, found)
+    if required and not found:
+        raise PartitionNotFoundError(
+            f"{path}: neither a partition directory nor a log dir holding any "
+            f"({_what_is_in(path, entries)})")
     return found
+
+
+def _is_partition_dir(path, entries, named):
+    return any(e.is_file and is_file_of(e.name, LOG_SUFFIX) for e in entries) or \
+        (named and topic_partition_or_none(os.path.basename(path)) is not None)
+
+
+def _below(path, entries, named, recursive, found):
+    for e in entries:
+        if not e.is_dir:
+            continue
+        child = os.path.join(path, e.name)
+        try:
+            inside = storage.list_dir(child)
+        except (FileNotFoundError, NotADirectoryError):
+            continue                        # gone since the parent was listed
+        if _is_partition_dir(child, inside, named):
+            found.append(child)
+        elif recursive or storage.groups_partitions(child):
+            _below(child, inside, named, recursive, found)
+
+
+def _entries(path):
+    """``storage.list_dir(path)``, its failures as errors naming what ``path`` is."""
+    try:
+        return storage.list_dir(path)
+    except NotADirectoryError:
+        pass
+    except FileNotFoundError as e:
+        if isinstance(e, KafkaLogError):
+            raise
+        raise LogNotFoundError(f"{path}: no such file or directory") from None
+    name = os.path.basename(path)
+    parsed = parse_file_name(name)
+    if parsed is not None:
+        what = (f"a {parsed[1]} file of partition directory {os.path.dirname(path)}: give "
+                "the directory")
+    else:
+        try:
+            what = file_kind(os.stat(path).st_mode)
+        except OSError:
+            what = "not a directory"
+    raise PartitionNotFoundError(f"{path}: {what}, where a partition directory or a log dir "
+                                 "is expected")
+
+
+def _what_is_in(path, entries):
+    """What a directory that holds no partition directory holds, in words."""
+    names = [e.name + ("/" if e.is_dir else "") for e in entries]
+    shown = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
+    if topic_partition_or_none(os.path.basename(path)) is not None:
+        return ("named like a partition directory but holding no .log segment: "
+                f"{shown or 'empty'}")
+    if not entries:
+        return "an empty directory"
+    dirs = sum(e.is_dir for e in entries)
+    return (f"{len(entries) - dirs} file(s) and {dirs} director{'y' if dirs == 1 else 'ies'} "
+            f"holding no .log segment: {shown}")

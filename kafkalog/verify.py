@@ -103,14 +103,10 @@ def render_problem(p: Mapping[str, Any], directory: StrPath | None = None) -> st
 def partition_dirs(path: StrPath, storage_options: dict[str, Any] | None = None,
                    rsm_keys: Mapping[str, Any] | None = None) -> list[str]:
     """The partition directories named by ``path`` (a local path or an fsspec URL): itself,
-    or those inside a log dir (or a tiered-storage prefix)."""
-    path = storage.abspath(storage.configure(os.fspath(path), storage_options, rsm_keys))
-    if not storage.isdir(path):
-        raise FileNotFoundError(f"{path}: no such directory")
-    found = log_dirs.partition_dirs(path)
-    if not found:
-        raise KafkaLogError(f"{path}: neither a partition directory nor a log dir holding any")
-    return found
+    or those inside a log dir (or a tiered-storage prefix): ``log_dirs.partition_dirs`` with
+    its errors (``LogNotFoundError``, ``PartitionNotFoundError``) when there are none."""
+    path = storage.configure(os.fspath(path), storage_options, rsm_keys)
+    return log_dirs.partition_dirs(path, required=True)
 
 
 class _Carry:

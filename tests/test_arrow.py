@@ -256,10 +256,10 @@ def test_a_consumer_can_stop_early(monkeypatch):
     started, finished = [], []
     real = ka.read_task
 
-    def counting(task):
+    def counting(task, columns=None):
         started.append((task["segment"], task["start_pos"]))
         try:
-            yield from real(task)
+            yield from real(task, columns)
         finally:
             finished.append(task["segment"])     # the task's mmap is let go
 

@@ -1,4 +1,5 @@
-"""Discovery on the driver: the partition directories under the paths given and, when several
+"""Discovery on the driver: the partition directories under the paths given
+(``log_dirs.partition_dirs``, the one listing of them every tool uses) and, when several
 paths hold one topic-partition, its replicas and which offsets each serves.
 
 Replicas: when several paths hold the same topic-partition (copies from several brokers), the
@@ -12,12 +13,16 @@ broker's log dir, it is one more replica of each partition.
 """
 from __future__ import annotations
 
+import logging
 import os
 
 from kafkalog import storage
-from kafkalog.files import LOG_SUFFIX, is_file_of, topic_partition_or_none
-from kafkalog.log_dirs import holds_segments
+from kafkalog.errors import PartitionNotFoundError
+from kafkalog.files import topic_partition_or_none
 from kafkalog.log import Log
+from kafkalog.log_dirs import partition_dirs
+
+log = logging.getLogger(__name__)
 
 ABOVE_ANY_OFFSET = 2 ** 63 - 1   # a high watermark the engine clamps to the log end
 
@@ -47,52 +52,37 @@ class Replica:
 
 def discover(paths, stack, log_end_is_latest=False, storage_options=None, rsm_keys=None):
     """{(topic, partition): [Replica, ...]} for every partition directory under ``paths``
-    (local paths or fsspec URLs, or tiered-storage prefixes; each replica's view closed by
-    ``stack``, a ``contextlib.ExitStack``). ``storage_options``: the filesystem options of URL
-    paths; ``rsm_keys``: the private keys of encrypted tiered-storage segments."""
+    (``log_dirs.partition_dirs`` at any depth: local paths or fsspec URLs, or tiered-storage
+    prefixes; each replica's view closed by ``stack``, a ``contextlib.ExitStack``).
+    ``storage_options``: the filesystem options of URL paths; ``rsm_keys``: the private keys
+    of encrypted tiered-storage segments.
+
+    Raises ``LogNotFoundError`` for a path that does not exist, ``PartitionNotFoundError`` for
+    a path that is a file, a directory with no partition directory below it, or a directory
+    holding segments whose name is not ``<topic>-<partition>`` (the topic and partition of its
+    records come from the name). Below a path, directories not named so (a broker's
+    ``-delete``/``-future`` copies) are skipped."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     found = {}
     order = 0
     for root in paths:
         root = storage.configure(os.fspath(root), storage_options, rsm_keys)
-        if storage.is_remote(root):
-            directories = _remote_partition_dirs(root)
-        else:
-            directories = _local_partition_dirs(os.path.abspath(root))
-        for directory, key in directories:
+        for directory in partition_dirs(root, recursive=True, required=True):
+            key = topic_partition_or_none(os.path.basename(directory))
+            if key is None:
+                if directory == storage.abspath(storage.normalize(root)):
+                    raise PartitionNotFoundError(
+                        f"{directory}: holds segments but is not named <topic>-<partition> "
+                        "(the topic and partition of its records come from the name): copy "
+                        "or link it under such a name")
+                log.debug("skipping %s: not named <topic>-<partition>", directory)
+                continue
             replica = Replica(directory, order, log_end_is_latest, storage_options)
             stack.callback(replica.close)
             found.setdefault(key, []).append(replica)
             order += 1
     return found
-
-
-def _local_partition_dirs(root):
-    """(directory, (topic, partition)) of the partition directories under local ``root``
-    (itself, or any directory below it), in name order."""
-    if not os.path.isdir(root):
-        raise FileNotFoundError(f"{root}: no such directory")
-    for directory, subdirs, _ in os.walk(root):
-        subdirs.sort()
-        key = topic_partition_or_none(os.path.basename(directory))
-        if key is not None and holds_segments(directory):
-            yield directory, key
-            subdirs[:] = []
-
-
-def _remote_partition_dirs(root):
-    """``_local_partition_dirs`` of a URL prefix, by listing it (one listing per prefix
-    walked; a missing prefix or bucket is LogNotFoundError naming the URL)."""
-    entries = storage.list_dir(root)
-    key = topic_partition_or_none(os.path.basename(root))
-    if key is not None and any(e.is_file and is_file_of(e.name, LOG_SUFFIX) for e in entries):
-        yield root, key
-        return
-    for e in entries:
-        if e.is_dir:
-            yield from _remote_partition_dirs(os.path.join(root, e.name))
-
 
 
 def served_ranges(replicas):

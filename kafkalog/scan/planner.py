@@ -28,6 +28,8 @@ size when planned (a remote read fetches only the blocks of the task's byte rang
 from __future__ import annotations
 
 import contextlib
+import functools
+import logging
 import re
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
@@ -42,6 +44,8 @@ if TYPE_CHECKING:
     from kafkalog._typing import StrPath
     from kafkalog.scan.pushdown import Pushdown
     from kafkalog.spark.options import Options
+
+log = logging.getLogger(__name__)
 
 EARLIEST, LATEST = -2, -1
 DEFAULT_MAX_BYTES_PER_TASK = 128 * 1024 * 1024
@@ -58,17 +62,21 @@ def _storage_options(opts, storage_options):
 
 def _select_topics(found, opts):
     """The partitions ``subscribe``/``subscribePattern``/``assign`` select (all when none is
-    given: the paths already choose); ``Options`` checked that at most one is."""
+    given: the paths already choose); ``Options`` checked that at most one is. A selection
+    that matches nothing stays empty, as Spark's Kafka source reads an unknown topic, with a
+    WARNING naming what the paths hold."""
     if opts.get("subscribe") is not None:
         topics = opts.topics()
-        return {k: v for k, v in found.items() if k[0] in topics}
+        return _selected(found, {k: v for k, v in found.items() if k[0] in topics},
+                         "subscribe", opts.get("subscribe"))
     pattern = opts.get("subscribePattern")
     if pattern is not None:
         try:
             regex = re.compile(str(pattern).strip())
         except re.error as e:
             raise InvalidConfigError(f"subscribePattern {pattern!r}: {e}") from None
-        return {k: v for k, v in found.items() if regex.fullmatch(k[0])}
+        return _selected(found, {k: v for k, v in found.items() if regex.fullmatch(k[0])},
+                         "subscribePattern", pattern)
     assign = opts.json("assign")
     if assign is not None:
         try:
@@ -76,8 +84,24 @@ def _select_topics(found, opts):
         except (AttributeError, TypeError, ValueError):
             raise InvalidConfigError(f"Expected e.g. {{\"topicA\":[0,1]}}, got "
                                      f"{opts.get('assign')}") from None
-        return {k: v for k, v in found.items() if k in wanted}
+        return _selected(found, {k: v for k, v in found.items() if k in wanted}, "assign",
+                         opts.get("assign"))
     return found
+
+
+def _selected(found, kept, option, value):
+    if not kept:
+        shown = ", ".join(_tp(k) for k in sorted(found)[:10]) + \
+            (", ..." if len(found) > 10 else "")
+        _warn_once(f"{option} {value!r} matches no partition: the paths hold "
+                   f"{len(found)} ({shown or 'none'})")
+    return kept
+
+
+@functools.lru_cache(maxsize=64)
+def _warn_once(message):
+    """Log ``message`` once per process (a stream plans every trigger)."""
+    log.warning("%s", message)
 
 
 def _tp(key):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import numpy as np
 
@@ -26,7 +26,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_CHUNK_BYTES = 32 * 1024 * 1024
+# Log bytes decoded into one Arrow batch: its columns stay in the CPU caches while they are
+# built and its buffers come from reused memory, and Spark starts on one while the next is made.
+_CHUNK_BYTES = 4 * 1024 * 1024
 
 
 @functools.lru_cache(maxsize=None)
@@ -38,11 +40,18 @@ def _log_kernels_once():
              "compiled" if kernels.COMPILED else "pure-Python", kernels.KERNELS_FILE)
 
 
-def read_task(task: dict[str, Any]) -> Iterator[pyarrow.RecordBatch]:
+def read_task(task: dict[str, Any], columns: Sequence[str] | None = None
+              ) -> Iterator[pyarrow.RecordBatch]:
     """Yield ``pyarrow.RecordBatch`` es of one planned task (at most about ``_CHUNK_BYTES`` of
     log each): the records of its byte range in ``[start_offset, end_offset)`` that a consumer
     sees, and that the pushed filters keep (``ts_lo``/``ts_hi``: timestamps in ms,
     ``offset_in``: offsets; absent or None when not filtered).
+
+    ``columns``: the Kafka source's columns to build, in that order (``schema.COLUMNS``);
+    None: the task's ``columns`` when it has them, else all of them (``headers`` with the
+    task's ``include_headers``). Only those are built: without ``key``, ``value`` and
+    ``headers`` no key, value or header byte is copied (an uncompressed batch's records are
+    decoded in place).
 
     A remote segment (``dir`` an fsspec URL) is read with the task's ``storage_options``
     (None: the filesystem's defaults, for S3 the AWS_* environment of this process), fetching
@@ -50,32 +59,15 @@ def read_task(task: dict[str, Any]) -> Iterator[pyarrow.RecordBatch]:
     aligned), never the whole object."""
     import pyarrow as pa
     _log_kernels_once()
+    if columns is None:
+        columns = task.get("columns")
+    schema = arrow_schema(task["include_headers"], columns)
+    builders = [_BUILDERS[name] for name in schema.names]
     path = file_path(task["dir"], task["segment"], LOG_SUFFIX)
-    try:
-        buf, end = _task_buffer(task, path)
-    except (FileNotFoundError, ObjectChangedError) as e:
-        # a local file gone, a remote object gone (planned with its size: no listing here)
-        deleted = isinstance(e, FileNotFoundError) and not isinstance(e, KafkaLogError) or \
-            isinstance(e, ObjectChangedError) and isinstance(e.__cause__, FileNotFoundError)
-        if not deleted:
-            raise
-        # Deleted after planning (retention, a compacted log's swap): its offsets are gone,
-        # which Spark's Kafka source reports as data loss.
-        lost = (f"{task['topic']}-{task['partition']}: segment {task['segment']} was "
-                f"deleted after planning, offsets [{task['start_offset']}, "
-                f"{task['end_offset']}) are no longer in the log")
-        if task["fail_on_data_loss"]:
-            raise OffsetOutOfRangeError(lost) from e
-        log.warning("%s (failOnDataLoss=false: skipped)", lost)
+    walked = _walk_task(task, path)
+    if walked is None:
         return
-    # Kafka's own iterator stops silently at a torn tail; anything else is data loss (with
-    # failOnDataLoss=false, a WARNING and the batches before it).
-    walk = walk_segment(buf, task["start_pos"], end, validate_crc=task["validate_crc"],
-                        path=path,
-                        policy=ITERATE if task["fail_on_data_loss"] else ITERATE_LENIENT)
-    walk.raise_for_outcome()
-    batches = walk.batches
-    schema = arrow_schema(task["include_headers"])
+    buf, batches = walked
     state = _TaskState(task)
     batches = batches[state.batch_mask(batches)]
     if len(batches) == 0:
@@ -94,8 +86,39 @@ def read_task(task: dict[str, Any]) -> Iterator[pyarrow.RecordBatch]:
             if not keep.any():
                 continue
             table = table.slice(keep)
-        yield _to_arrow(table, task, schema, pa)
+        yield pa.RecordBatch.from_arrays([build(pa, table, task) for build in builders],
+                                         schema=schema)
         del table
+
+
+def _walk_task(task, path):
+    """(buffer, ``BATCH_DTYPE`` rows) of the batches in the task's byte range, walked by the
+    segment walker (CRCs checked with ``validate_crc``), or None when its segment was deleted
+    after planning and ``failOnDataLoss`` is off."""
+    try:
+        buf, end = _task_buffer(task, path)
+    except (FileNotFoundError, ObjectChangedError) as e:
+        # a local file gone, a remote object gone (planned with its size: no listing here)
+        deleted = isinstance(e, FileNotFoundError) and not isinstance(e, KafkaLogError) or \
+            isinstance(e, ObjectChangedError) and isinstance(e.__cause__, FileNotFoundError)
+        if not deleted:
+            raise
+        # Deleted after planning (retention, a compacted log's swap): its offsets are gone,
+        # which Spark's Kafka source reports as data loss.
+        lost = (f"{task['topic']}-{task['partition']}: segment {task['segment']} was "
+                f"deleted after planning, offsets [{task['start_offset']}, "
+                f"{task['end_offset']}) are no longer in the log")
+        if task["fail_on_data_loss"]:
+            raise OffsetOutOfRangeError(lost) from e
+        log.warning("%s (failOnDataLoss=false: skipped)", lost)
+        return None
+    # Kafka's own iterator stops silently at a torn tail; anything else is data loss (with
+    # failOnDataLoss=false, a WARNING and the batches before it).
+    walk = walk_segment(buf, task["start_pos"], end, validate_crc=task["validate_crc"],
+                        path=path,
+                        policy=ITERATE if task["fail_on_data_loss"] else ITERATE_LENIENT)
+    walk.raise_for_outcome()
+    return buf, walk.batches
 
 
 def _task_buffer(task, path):
@@ -190,33 +213,48 @@ def _binary(pa, type_, data, positions, lengths):
                                  null_count=int(n - valid.sum()))
 
 
-def _to_arrow(table, task, schema, pa):
+def _fixed(pa, type_, values):
+    """An Arrow array over a contiguous numpy array's memory (no copy, no nulls)."""
+    return pa.Array.from_buffers(type_, len(values), [None, pa.py_buffer(values)])
+
+
+def _key(pa, table, task):
     recs = table.records
-    n = len(recs)
-    columns = [
-        _binary(pa, pa.binary(), table.data, recs["key_pos"].copy(), recs["key_len"].copy()),
-        _binary(pa, pa.binary(), table.data, recs["value_pos"].copy(),
-                recs["value_len"].copy()),
-        _repeated_string(pa, task["topic"], n),
-        pa.array(np.full(n, task["partition"], np.int32)),
-        pa.array(recs["offset"].copy()),
-        pa.array(recs["timestamp"] * 1000, pa.timestamp("us", "UTC")),
-        # Kafka's TimestampType id, as Spark's source reports it: -1 for magic 0 records
-        pa.array(table.timestamp_type.astype(np.int32)),
-    ]
-    if task["include_headers"]:
-        columns.append(_headers(pa, table))
-    return pa.RecordBatch.from_arrays(columns, schema=schema)
+    return _binary(pa, pa.binary(), table.data, recs["key_pos"].copy(), recs["key_len"].copy())
 
 
-def _repeated_string(pa, text, n):
-    raw = text.encode("utf-8")
+def _value(pa, table, task):
+    recs = table.records
+    return _binary(pa, pa.binary(), table.data, recs["value_pos"].copy(),
+                   recs["value_len"].copy())
+
+
+def _topic(pa, table, task):
+    raw = task["topic"].encode("utf-8")
+    n = len(table)
     offsets = np.arange(n + 1, dtype=np.int32) * len(raw)
     return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets),
                                                   pa.py_buffer(raw * n)])
 
 
-def _headers(pa, table):
+def _partition(pa, table, task):
+    return _fixed(pa, pa.int32(), np.full(len(table), task["partition"], np.int32))
+
+
+def _offset(pa, table, task):
+    return _fixed(pa, pa.int64(), np.ascontiguousarray(table.records["offset"]))
+
+
+def _timestamp(pa, table, task):
+    return _fixed(pa, pa.timestamp("us", "UTC"), table.records["timestamp"] * 1000)
+
+
+def _timestamp_type(pa, table, task):
+    # Kafka's TimestampType id, as Spark's source reports it: -1 for magic 0 records
+    return _fixed(pa, pa.int32(), table.timestamp_type.astype(np.int32))
+
+
+def _headers(pa, table, task):
     recs = table.records
     counts = recs["header_count"].astype(np.int64)
     starts = recs["header_start"].astype(np.int64)
@@ -236,3 +274,9 @@ def _headers(pa, table):
         pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])),
         len(recs), [validity, pa.py_buffer(list_offsets)], null_count=int((~has).sum()),
         children=[structs])
+
+
+#: How each column of ``schema.COLUMNS`` is built from a decoded ``RecordTable``.
+_BUILDERS = {"key": _key, "value": _value, "topic": _topic, "partition": _partition,
+             "offset": _offset, "timestamp": _timestamp, "timestampType": _timestamp_type,
+             "headers": _headers}
