@@ -11,9 +11,10 @@ from kafkalog import storage
 from kafkalog._typing import StrPath
 from kafkalog.errors import KafkaLogError, LogNotFoundError, PartitionNotFoundError
 from kafkalog.files import (
-    LOG_SUFFIX, KRaftSnapshotId, file_kind, is_file_of, parse_file_name,
-    parse_kraft_snapshot_name, topic_partition_or_none,
+    LOG_SUFFIX, KRaftSnapshotId, is_file_of, parse_file_name, parse_kraft_snapshot_name,
+    topic_partition_or_none,
 )
+from kafkalog.storage_local import file_kind
 
 
 def kraft_snapshot_files(directory: StrPath) -> list[tuple[KRaftSnapshotId, str]]:
