@@ -290,3 +290,62 @@ def test_a_replicated_append_of_interleaved_transactions(tmp_path):
     assert log.last_stable_offset == log.log_end_offset == 90
     log.close()
 
+
+def test_a_zombie_coordinator_is_fenced_after_empty_transactions(tmp_path):
+    # Kafka's UnifiedLogTest.testZombieCoordinatorFencedEmptyTransaction: replicated data and
+    # a marker of coordinator epoch 1, then empty transactions ended by epoch 2.
+    log = Log.open(tmp_path / "t-0")
+    data = build_batch([Record(value=b"%d" % i) for i in range(10)], producer_id=1,
+                       producer_epoch=0, base_sequence=0, transactional=True,
+                       partition_leader_epoch=1)
+    commit = build_control_batch("commit", producer_id=1, producer_epoch=0, coordinator_epoch=1,
+                                 base_offset=10, partition_leader_epoch=1)
+    log.append_as_follower(data + commit)
+    log.append(marker("abort", 1, epoch=0, coordinator_epoch=2))
+    log.append(marker("abort", 1, epoch=0, coordinator_epoch=2))
+    with pytest.raises(TransactionCoordinatorFencedError):
+        log.append(marker("abort", 1, epoch=0, coordinator_epoch=1))
+    assert log.log_end_offset == 13
+    log.close()
+
+
+def test_a_marker_of_an_older_producer_epoch_is_refused(tmp_path):
+    # Kafka's UnifiedLogTest.testEndTxnWithFencedProducerEpoch (transaction version 1)
+    log = Log.open(tmp_path / "t-0")
+    log.append(txn(1, epoch=5))
+    with pytest.raises(InvalidProducerEpochError):
+        log.append(marker("abort", 1, epoch=4, coordinator_epoch=1))
+    log.append(marker("abort", 1, epoch=5, coordinator_epoch=1))
+    log.close()
+
+
+def test_the_last_stable_offset_with_mixed_producer_data(tmp_path):
+    # Kafka's UnifiedLogTest.testLastStableOffsetWithMixedProducerData
+    log = Log.open(tmp_path / "t-0")
+    first = log.append(txn(137, epoch=5, n=3))
+    assert log.last_stable_offset == first.first_offset
+    log.append([Record(value=v) for v in (b"g", b"h", b"i")])
+    second = log.append(txn(983, epoch=5, n=3))
+    assert log.last_stable_offset == first.first_offset
+    log.append(marker("abort", 137, epoch=5))
+    assert log.last_stable_offset == second.first_offset
+    commit = log.append(marker("commit", 983, epoch=5))
+    assert log.last_stable_offset == commit.last_offset + 1 == log.high_watermark
+    log.close()
+
+
+def test_an_aborted_transaction_spanning_segments_is_fetched(tmp_path):
+    # Kafka's UnifiedLogTest.testAbortedTransactionSpanningMultipleSegments
+    first_batch = txn(137, epoch=5, n=3)
+    log = Log.open(tmp_path / "t-0", {"segment.bytes": len(first_batch)})
+    first = log.append(first_batch)
+    assert log.last_stable_offset == first.first_offset
+    log.append(txn(137, seq=3, epoch=5, n=3))
+    assert log.last_stable_offset == first.first_offset
+    assert log.segments.active.base_offset == 3
+    log.append(marker("abort", 137, epoch=5))
+    assert log.last_stable_offset == log.log_end_offset
+    info = log.read(0, 2048, isolation="committed")
+    assert [(t.producer_id, t.first_offset) for t in info.aborted_transactions] == [(137, 0)]
+    log.close()
+
