@@ -1,22 +1,45 @@
 #!/usr/bin/env bash
-# Sets everything up, then runs the whole suite twice: with the compiled kernels, and with the
-# pure-Python reference kernels (KAFKALOG_NO_EXTENSIONS=1).
+# Sets everything up, then runs every check once, printing each stage's wall time and the total:
+# setup, ruff, mypy, the whole test suite (compiled kernels), asv check, the wheel, the Spark
+# cluster example. Arguments are passed to pytest.
+#
+# The pure-Python kernels are proven in the same run by the twin tests, which call both kernel
+# sets on the same inputs. To run the whole suite on the pure-Python kernels instead:
+#   KAFKALOG_NO_EXTENSIONS=1 .venv/bin/python -m pytest -q
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+started=$SECONDS
+times=()
+current=
+report() {  # on exit, also after a failure (the failed stage's time so far)
+  echo "== wall time per stage"
+  if [ ${#times[@]} -gt 0 ]; then printf '%s\n' "${times[@]}"; fi
+  if [ -n "$current" ]; then printf '%-8s %5d s (failed)\n' "$current" $((SECONDS - t0)); fi
+  printf '%-8s %5d s\n' total $((SECONDS - started))
+}
+trap report EXIT
+stage() {  # stage NAME DESCRIPTION COMMAND...: runs COMMAND and records its wall time
+  current=$1 t0=$SECONDS
+  echo "== $1: $2"
+  shift 2
+  "$@"
+  times+=("$(printf '%-8s %5d s' "$current" $((SECONDS - t0)))")
+  current=
+}
+asv_check() {
+  .venv/bin/asv machine --yes > /dev/null
+  .venv/bin/asv check --python=same
+}
+
+stage setup "the venv and the compiled extension" bash scripts/setup.sh
 export PYSPARK_PYTHON="$PWD/.venv/bin/python"
-echo "== ruff: undefined names, unused imports and variables"
-.venv/bin/ruff check --quiet --select F,E9 kafkalog tests bench scripts asv_benchmarks examples
-echo "== mypy: the public API's annotations"
-.venv/bin/mypy kafkalog
-echo "== compiled kernels"
-.venv/bin/python -m pytest -q "$@"
-echo "== pure-Python kernels (KAFKALOG_NO_EXTENSIONS=1)"
-KAFKALOG_NO_EXTENSIONS=1 .venv/bin/python -m pytest -q "$@"
-echo "== asv benchmark suite (discovery and setup checks)"
-.venv/bin/asv machine --yes > /dev/null
-.venv/bin/asv check --python=same
-echo "== the wheel: built, installed in a fresh venv, tested from outside the source tree"
-bash scripts/wheel_check.sh
-echo "== the README's Spark cluster example (local-cluster executors, packed environment)"
-bash scripts/spark_cluster_check.sh
+stage ruff "undefined names, unused imports and variables" \
+  .venv/bin/ruff check --quiet --select F,E9 kafkalog tests bench scripts asv_benchmarks examples
+stage mypy "the public API's annotations" .venv/bin/mypy kafkalog
+stage pytest "the whole suite, compiled kernels (pure-Python ones by their twin tests)" \
+  .venv/bin/python -m pytest -q "$@"
+stage asv "asv benchmark suite (discovery and setup checks)" asv_check
+stage wheel "the wheel: installed in a fresh venv, tested from outside the source tree" \
+  bash scripts/wheel_check.sh
+stage cluster "the README's Spark cluster example (local-cluster executors, packed environment)" \
+  bash scripts/spark_cluster_check.sh

@@ -154,6 +154,34 @@ def pytest_configure(config):
         "('large' for kafka-written-large); skipped when they are absent")
 
 
+# A test's call phase may take this long (wall seconds) unless it is marked
+# ``allow_slow(reason)``: the suite has a budget (scripts/test.sh, all stages, within 15 minutes
+# on 2 cores). The pure-Python kernels are several times slower, so their runs allow more; on
+# a machine busier than its cores (other jobs) the limit grows with the load per core, so that
+# it fails tests that are slow, not a machine that is busy.
+CALL_TIME_LIMIT_S = 120.0 if PURE else 30.0
+
+
+def _call_time_limit():
+    load = os.getloadavg()[0] / (os.cpu_count() or 1)
+    return CALL_TIME_LIMIT_S * max(1.0, load), load
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = (yield).get_result()
+    if not (report.when == "call" and report.passed and report.duration > CALL_TIME_LIMIT_S
+            and item.get_closest_marker("allow_slow") is None):
+        return
+    limit, load = _call_time_limit()
+    if report.duration > limit:
+        report.outcome = "failed"
+        report.longrepr = (f"{item.nodeid} passed but took {report.duration:.1f} s, over the "
+                           f"{limit:.0f} s a test may take ({CALL_TIME_LIMIT_S:.0f} s at a load "
+                           f"of {load:.1f} per core): make it smaller, or mark it "
+                           f"@pytest.mark.allow_slow(reason) if it must be long")
+
+
 def pytest_report_header(config):
     lines = []
     for root in _ROOTS:

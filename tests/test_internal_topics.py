@@ -22,11 +22,14 @@ from kafkalog.internal.decode import hash_set_order
 from kafkalog.internal.schema import Message, uuid_text
 from kafkalog.internal.tables import GROUP_RECORD_TYPES, MESSAGES, METADATA_RECORD_TYPES
 
+import test_spark
 from conftest import SHARED
 
 INTERNAL = SHARED / "fixtures" / "kafka-written-internal"
 DIRS = ["__consumer_offsets-7", "__transaction_state-3", "__cluster_metadata-0"]
 SNAPSHOT = "00000000000000000092-0000000002.checkpoint"
+
+spark = test_spark.spark          # the one session-scoped SparkSession of the suite
 
 needs_internal = pytest.mark.skipif(
     not INTERNAL.is_dir(), reason=f"Kafka-written internal-topic fixtures not found at "
@@ -596,27 +599,17 @@ def test_transactional_commits_replay_as_the_coordinator_does(tmp_path):
 
 
 @needs_internal
-def test_the_answers_as_spark_dataframes():
-    pytest.importorskip("pyspark")
-    import os
-    import sys
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
+def test_the_answers_as_spark_dataframes(spark):
     from kafkalog.spark import internal as spark_internal
-    session = (SparkSession.builder.master("local[1]").appName("kafkalog-internal-tests")
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false").getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
     d = str(INTERNAL)
     key = ("group", "topic", "partition", "offset")
-    assert {tuple(r[k] for k in key) for r in spark_internal.offsets_df(session, d).collect()} \
+    assert {tuple(r[k] for k in key) for r in spark_internal.offsets_df(spark, d).collect()} \
         == {tuple(r[k] for k in key) for r in committed_offsets(d)}
     assert sorted(r["transactional_id"] for r in
-                  spark_internal.transactions_df(session, d).collect()) == \
+                  spark_internal.transactions_df(spark, d).collect()) == \
         [r["transactional_id"] for r in transactions(d)]
-    assert {r["group"] for r in spark_internal.group_members_df(session, d).collect()} == \
+    assert {r["group"] for r in spark_internal.group_members_df(spark, d).collect()} == \
         {g["group"] for g in groups(d)}
     image = cluster_metadata(d)
-    assert spark_internal.metadata_partitions_df(session, d).count() == \
+    assert spark_internal.metadata_partitions_df(spark, d).count() == \
         sum(len(t["partitions"]) for t in image["topics"])
