@@ -11,11 +11,9 @@ one warm-up run each. Prints, for each query, the ratio kafkalog / Parquet:
   (planning, scheduling, the job), the floor under ``last1%``; ``last1%`` is also given above
   that floor, ``(last1% - none) / (count - none)``
 
-for kafkalog through ``spark.read.format("kafkalog")`` (Python data source) and through
-``kafkalog.spark.read`` (both push the filters on topic, partition, offset and timestamp into
-planning) twice: with its default reader (the JVM reader of ``kafkalog-spark.jar``, which the
-session is built with; the row names the reader that ran) and with ``kafkalog.reader=python``
-(mapInArrow); and the peak RSS (VmHWM) of each Python worker of this session, which
+for kafkalog through ``spark.read.format("kafkalog")`` (the Python data source) and through
+``kafkalog.spark.read`` (the same source, whose filters on topic, partition, offset and
+timestamp prune the planning); and the peak RSS (VmHWM) of each Python worker of this session, which
 ``maxBytesPerTask`` bounds (--max-bytes-per-task). The times include kafkalog's planning. --kafka-python adds a plain mapPartitions reader that yields
 one Row per record from kafka-python's decoder.
 
@@ -51,13 +49,6 @@ def kafka_python_partition(paths):
             for r in batch:
                 yield Row(key=r.key, value=r.value, topic=topic, partition=int(partition),
                           offset=r.offset, timestamp=r.timestamp, timestampType=0)
-
-
-def reader_of(df):
-    """Which reader ``kafkalog.spark.read`` chose for ``df``: the JVM reader is a DataSource V2
-    relation, the Python one a mapInArrow."""
-    plan = df._jdf.queryExecution().analyzed().getClass().getSimpleName()
-    return "jvm" if plan == "DataSourceV2Relation" else "python"
 
 
 class WorkerMemory:
@@ -129,13 +120,7 @@ def main():
     import kafkalog.spark as ks
     if not kafkalog.compiled():
         print("warning: kafkalog runs its pure-Python kernels here", file=sys.stderr)
-    builder = SparkSession.builder
-    if ks.jar_path() is None:
-        print("warning: no kafkalog-spark.jar (jvm/build.sh builds it): kafkalog.spark.read "
-              "runs its Python reader", file=sys.stderr)
-    else:
-        builder = builder.config("spark.jars", ks.jar_path())
-    spark = (builder.master("local[2]").config("spark.ui.enabled", "false")
+    spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.session.timeZone", "UTC")
              .config("spark.sql.python.filterPushdown.enabled", "true").getOrCreate())
@@ -161,13 +146,10 @@ def main():
                                               "partition int, offset long, timestamp long, "
                                               "timestampType int")
 
-        python = dict(options, **{"kafkalog.reader": "python"})
         readers = {
             "kafkalog format": lambda: spark.read.format("kafkalog").options(**options)
             .load(path),
-            f"kafkalog.spark.read [{reader_of(ks.read(spark, path, **options))}]":
-                lambda: ks.read(spark, path, **options),
-            "kafkalog.spark.read [python]": lambda: ks.read(spark, path, **python),
+            "kafkalog.spark.read": lambda: ks.read(spark, path, **options),
             "parquet": lambda: spark.read.parquet(parquet),
         }
         if args.kafka_python:

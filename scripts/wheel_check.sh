@@ -1,14 +1,11 @@
 #!/usr/bin/env bash
 # Builds the sdist and the wheel, installs the wheel into a fresh venv and runs the smoke test
 # and the core test modules against it from outside the source tree, with the compiled
-# kernels required (KAFKALOG_EXPECT_INSTALLED=1 makes conftest check both). The wheel ships the
-# JVM reader's jar, built first (javac required).
+# kernels required (KAFKALOG_EXPECT_INSTALLED=1 makes conftest check both).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 .venv/bin/python -m pip install -q build
-command -v javac > /dev/null || { echo "javac not found: the wheel ships kafkalog-spark.jar"; exit 1; }
-bash jvm/build.sh .venv/bin/python > /dev/null
 rm -rf dist
 .venv/bin/python -m build --no-isolation --outdir dist . > /tmp/kafkalog-build.log 2>&1 \
   || { tail -40 /tmp/kafkalog-build.log; exit 1; }
@@ -21,11 +18,12 @@ sdist = tarfile.open(sys.argv[2]).getnames()
 assert any(n.startswith("kafkalog/_core.") and n.endswith(".so") for n in wheel), wheel
 assert not any(n.endswith((".pyx", ".pxi", ".pxd", ".c")) for n in wheel), "sources in the wheel"
 assert "kafkalog/py.typed" in wheel and "kafkalog/_core.pyi" in wheel
-assert "kafkalog/spark/kafkalog-spark.jar" in wheel, "the JVM reader's jar is not in the wheel"
+# PySpark finds the kafkalog data source through this top-level module
+assert "pyspark_kafkalog/__init__.py" in wheel, "pyspark_kafkalog is not in the wheel"
 assert any(n.endswith("kafkalog/_core.pyx") for n in sdist) and \
     any(n.endswith("kafkalog/_core.pxd") for n in sdist) and \
     any(n.endswith("kafkalog/_record.pxi") for n in sdist), "the sdist lacks the Cython sources"
-print(f"wheel: {len(wheel)} files, compiled module and JVM reader jar, no sources; sdist "
+print(f"wheel: {len(wheel)} files, compiled module and pyspark_kafkalog, no sources; sdist "
       f"carries the .pyx/.pxd")
 PY
 rm -rf .venv-wheel
@@ -36,8 +34,6 @@ python3 -m venv .venv-wheel
 work=$(mktemp -d)
 cd "$work"
 "$root/.venv-wheel/bin/python" "$root/tests/smoke.py"
-"$root/.venv-wheel/bin/python" -c "import kafkalog.spark as ks, sys; \
-sys.exit(0 if ks.jar_path() and '.venv-wheel' in ks.jar_path() else 'no installed jar')"
 KAFKALOG_EXPECT_INSTALLED=1 "$root/.venv-wheel/bin/python" -m pytest -q -p no:cacheprovider \
   --rootdir "$root" -c "$root/pyproject.toml" \
   "$root/tests/test_kernels.py" "$root/tests/test_records.py" "$root/tests/test_index.py" \

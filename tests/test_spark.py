@@ -19,10 +19,7 @@ def spark():
     # Spark's Python workers must run this interpreter (it has kafkalog and its dependencies).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
-    builder = SparkSession.builder
-    if ks.jar_path():       # kafkalog.spark.read's JVM reader, seen from every thread
-        builder = builder.config("spark.jars", ks.jar_path())
-    session = (builder.master("local[2]").appName("kafkalog-tests")
+    session = (SparkSession.builder.master("local[2]").appName("kafkalog-tests")
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.session.timeZone", "UTC")

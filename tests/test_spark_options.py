@@ -6,11 +6,6 @@ matched", precedence, isolation, option validation, minPartitions; re-planning o
 Planning tests run without Spark (``kafkalog.spark.plan`` and ``Options``); the Spark tests
 share the session of ``test_spark.py``."""
 import json
-import os
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
 
 import pytest
 
@@ -26,7 +21,6 @@ spark = test_spark.spark          # the one session-scoped SparkSession of the s
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
-REPO = Path(__file__).resolve().parent.parent
 T0 = 1_700_000_000_000           # record timestamps: T0 + offset * 1000
 
 
@@ -319,12 +313,6 @@ def test_spark_min_partitions(spark, three):
     assert ds.count() == 180
 
 
-def test_spark_user_schema_is_refused(spark, three):
-    with pytest.raises(Exception, match="fixed schema"):
-        spark.read.format("kafkalog").schema("key binary, value binary") \
-            .load(str(three)).collect()
-
-
 def test_every_action_plans_again(spark, tmp_path):
     # KafkaRelationSuite "test late binding start offsets": records appended after the
     # DataFrame was made are read by the next action
@@ -348,26 +336,6 @@ def test_every_action_plans_again(spark, tmp_path):
             assert min(r.offset for r in df.select("offset").collect()) == first
     finally:
         log.close()
-
-
-def test_data_source_is_found_without_register(tmp_path):
-    # PySpark 4 looks up `pyspark_*` modules exposing DefaultSource; a fresh session with no
-    # register() call, kafkalog on the Python path, run from elsewhere
-    root = write_topic(tmp_path / "logs", "t", records=7)
-    script = textwrap.dedent(f"""
-        from pyspark.sql import SparkSession
-        spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
-                 .getOrCreate())
-        spark.sparkContext.setLogLevel("ERROR")
-        print("COUNT", spark.read.format("kafkalog").load({str(root)!r}).count())
-        spark.stop()
-    """)
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
-               PYTHONPATH=os.pathsep.join(filter(None, [str(REPO),
-                                                        os.environ.get("PYTHONPATH")])))
-    out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env,
-                         capture_output=True, text=True, timeout=600)
-    assert "COUNT 7" in out.stdout, out.stderr[-3000:]
 
 
 def test_pyspark_kafkalog_exposes_the_data_source():

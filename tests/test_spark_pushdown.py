@@ -12,10 +12,12 @@ import os
 import pytest
 
 import kafkalog
+import kafkalog.spark as ks
 from kafkalog.log import Log
 from kafkalog.scan.pushdown import Pushdown
 from kafkalog.scan.reader import read_task
 from kafkalog.spark import plan
+from kafkalog.spark.options import PRUNE_OPTION
 
 import test_spark
 from conftest import FIXTURES
@@ -314,8 +316,8 @@ def spark_rows(df):
 ])
 def test_spark_filters(pushdown_on, logs, where, keep, pushed):
     spark = pushdown_on
-    options = {"maxBytesPerTask": "1024"}       # several tasks per partition
-    df = spark.read.format("kafkalog").options(**options).load(str(logs))
+    # several tasks per partition; ks.read's DataFrames prune (see kafkalog.spark.datasource)
+    df = ks.read(spark, logs, maxBytesPerTask=1024)
     full = spark_rows(df)
     filtered = df.filter(where)
     assert spark_rows(filtered) == [r for r in full if keep(r)]
@@ -329,7 +331,7 @@ def reader_partitions(path, filters, **options):
     """The partitions the data source's reader plans after ``pushFilters(filters)`` (what
     PySpark's pushdown worker asks), and the filters it returned."""
     from kafkalog.spark.datasource import data_source_class
-    source = data_source_class()({"path": str(path), **options})
+    source = data_source_class()({"path": str(path), PRUNE_OPTION: "true", **options})
     reader = source.reader(source.schema())
     unhandled = list(reader.pushFilters(filters))
     return reader.partitions(), unhandled
@@ -359,9 +361,14 @@ def test_spark_filters_and_starting_offsets(pushdown_on, logs):
 def test_spark_without_pushdown_setting(spark, logs):
     """With ``spark.sql.python.filterPushdown.enabled`` false (PySpark's default) the source
     reads and Spark filters."""
-    assert spark.conf.get("spark.sql.python.filterPushdown.enabled") == "false"
-    df = spark.read.format("kafkalog").load(str(logs))
-    assert df.filter("offset >= 110").count() == 4 * 10
+    key = "spark.sql.python.filterPushdown.enabled"
+    old = spark.conf.get(key)
+    spark.conf.set(key, "false")          # ks.read turns it on for the session
+    try:
+        df = spark.read.format("kafkalog").load(str(logs))
+        assert df.filter("offset >= 110").count() == 4 * 10
+    finally:
+        spark.conf.set(key, old)
 
 
 def test_spark_filter_sees_appended_records(pushdown_on, tmp_path):

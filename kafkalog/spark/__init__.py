@@ -1,19 +1,16 @@
 """Kafka partition directories as Spark DataFrames, with the schema of Spark's Kafka source.
 
-Two entry points: ``kafkalog.spark.read(spark, paths, **options)`` (read by the JVM reader
-of ``kafkalog-spark.jar`` when it can, else by Python workers through ``mapInArrow``) and the
-Python data source ``spark.read.format("kafkalog")`` (found by PySpark through the
-``pyspark_kafkalog`` module; ``kafkalog.spark.register(spark)`` for other setups). Both plan
-again on every action. Build sessions with ``.config("spark.jars",
-kafkalog.spark.jar_path())`` so ``read`` finds the JVM reader from every thread. Rooms:
-``options`` (Spark's Kafka option names), ``jvm`` (the JVM reader's jar and planning
-callback), ``schema``, ``datasource`` (Spark glue); planning and reading are
-``kafkalog.scan``'s.
+One reader: the Python data source ``spark.read.format("kafkalog")`` (found by PySpark through
+the ``pyspark_kafkalog`` module; ``kafkalog.spark.register(spark)`` where it is not), and
+``kafkalog.spark.read(spark, paths, **options)``, a convenience over it that turns filter
+pushdown on. Every action plans again. Rooms: ``options`` (Spark's Kafka option names),
+``schema``, ``datasource`` (batch) and ``streaming`` (the PySpark classes); planning and
+reading are ``kafkalog.scan``'s.
 
 pyspark, pyarrow and pandas come with the ``spark`` extra (``pip install 'kafkalog[spark]'``).
 Importing this package does not need them; calling a function that does without them raises
 ``MissingSparkExtraError`` (an ``ImportError`` and a ``KafkaLogError``) naming what is missing.
-``plan``, ``Options`` and ``jar_path`` need none of them.
+``plan`` and ``Options`` need none of them.
 """
 from __future__ import annotations
 
@@ -25,7 +22,6 @@ from kafkalog.scan import planner as _planner
 from kafkalog.scan import reader as _reader
 from kafkalog.spark import datasource as _datasource
 from kafkalog.spark import schema as _schema
-from kafkalog.spark.jvm import jar_path
 from kafkalog.spark.options import Options
 
 if TYPE_CHECKING:
@@ -51,7 +47,7 @@ def require_spark_extra(function: str = "spark",
     require_extra(MissingSparkExtraError, function, modules)
 
 
-_DRIVER = ("pyspark", "pyarrow", "pandas")   # mapInArrow and Python data sources need all three
+_DRIVER = ("pyspark", "pyarrow", "pandas")   # Python data sources need all three
 
 
 def read(spark: SparkSession, paths: StrPath | Iterable[StrPath], **options: Any) -> DataFrame:
@@ -91,5 +87,5 @@ from kafkalog.spark.internal import (  # noqa: E402
 )
 
 __all__ = ["MissingSparkExtraError", "Options", "arrow_schema", "group_members_df",
-           "jar_path", "kafka_schema", "metadata_partitions_df", "offsets_df", "plan", "read",
+           "kafka_schema", "metadata_partitions_df", "offsets_df", "plan", "read",
            "read_task", "register", "require_spark_extra", "transactions_df"]

@@ -3,26 +3,48 @@ Spark's ``KafkaSourceProvider`` validates a batch read (same cases, same message
 has one). Every failure is an ``InvalidConfigError`` (a ``ValueError``)."""
 from __future__ import annotations
 
+import difflib
 import json
 import logging
+import os
 import re
-from typing import Any, Mapping, Sequence, overload
+import urllib.parse
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence, overload
 
+from kafkalog import storage
 from kafkalog.errors import InvalidConfigError
+
+if TYPE_CHECKING:
+    from kafkalog._typing import StrPath
 
 log = logging.getLogger(__name__)
 
 STRATEGY_OPTIONS = ("subscribe", "subscribePattern", "assign")
 
-_OPTION_NAMES = {
-    "subscribe", "subscribepattern", "assign", "startingoffsets", "endingoffsets",
-    "startingtimestamp", "endingtimestamp", "startingoffsetsbytimestamp",
-    "endingoffsetsbytimestamp", "startingoffsetsbytimestampstrategy", "includeheaders",
-    "minpartitions", "failondataloss", "maxrecordsperpartition",
+# Set by kafkalog.spark.read: every scan of its DataFrame pushes a filter, so pushed filters
+# may prune (kafkalog.spark.datasource explains why others may not).
+PRUNE_OPTION = "kafkalog.pruneByFilters"
+
+# The options' names as written (suggested for a misspelt one), and their lower-case forms.
+_SPELLED = (
+    "subscribe", "subscribePattern", "assign", "startingOffsets", "endingOffsets",
+    "startingTimestamp", "endingTimestamp", "startingOffsetsByTimestamp",
+    "endingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy", "includeHeaders",
+    "minPartitions", "failOnDataLoss", "maxRecordsPerPartition",
     # kafkalog's own
-    "validatecrc", "maxbytespertask", "readabovehighwatermark", "path", "paths",
-    "storageoptions", "rsmkeys", "kafkalog.reader",
-}
+    "validateCrc", "maxBytesPerTask", "readAboveHighWatermark", "path", "paths",
+    "storageOptions", "rsmKeys", PRUNE_OPTION,
+    # streaming
+    "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay",
+    # Spark's, ignored (_IGNORED)
+    "groupIdPrefix", "fetchOffset.numRetries", "fetchOffset.retryIntervalMs",
+    "kafkaConsumer.pollTimeoutMs",
+)
+_OPTION_NAMES = {name.lower() for name in _SPELLED}
+# What Spark's catalog adds to the options of a table (CREATE TABLE ... USING kafkalog): the
+# table's reserved properties (TableCatalog.PROP_*). Accepted and ignored.
+_CATALOG = {"location", "owner", "provider", "comment", "external", "is_managed_location",
+            "collation", "table_type"}
 # Spark's Kafka source options that mean nothing for files at rest: accepted, ignored.
 _IGNORED = {
     "groupidprefix": logging.INFO, "fetchoffset.numretries": logging.INFO,
@@ -73,10 +95,12 @@ class Options:
                  log_ignored: bool = True) -> None:
         self._raw = {str(k).lower(): v for k, v in options.items() if v is not None}
         self.streaming = streaming
-        unknown = sorted(k for k in self._raw if k not in _OPTION_NAMES and k not in _IGNORED
-                         and not k.startswith("kafka."))
+        unknown = sorted(str(k) for k in options if options[k] is not None and
+                         str(k).lower() not in _OPTION_NAMES | _IGNORED.keys() | _CATALOG and
+                         not str(k).lower().startswith(("kafka.", "option.")))
         if unknown:
-            raise InvalidConfigError(f"unknown option(s) {', '.join(unknown)}")
+            raise InvalidConfigError("unknown option(s) " + ", ".join(
+                _suggest(k) for k in unknown))
         self._validate()
         if log_ignored:
             self.log_ignored_options()
@@ -110,7 +134,6 @@ class Options:
         self.read_committed  # noqa: B018  (validates kafka.isolation.level)
         self.timestamp_strategy  # noqa: B018
         self.storage_options  # noqa: B018
-        self.reader  # noqa: B018
 
     def _validate_streaming(self) -> None:
         """Spark's ``validateStreamOptions``: no end for a stream; trigger limits checked."""
@@ -300,24 +323,34 @@ class Options:
         return {str(k): str(x) for k, x in parsed.items()}
 
     @property
-    def reader(self) -> str:
-        """kafkalog's ``kafkalog.reader``, which reader ``kafkalog.spark.read`` uses: ``auto``
-        (default: the JVM reader when its jar is loaded and every partition is local with
-        record batches v2, else the Python one), ``jvm`` or ``python``. The data source
-        ``format("kafkalog")`` always reads in Python."""
-        v = str(self.get("kafkalog.reader", "auto")).strip().lower()
-        if v not in ("auto", "jvm", "python"):
-            raise InvalidConfigError(f"option kafkalog.reader must be auto, jvm or python, "
-                                     f"not {self.get('kafkalog.reader')!r}")
-        return v
-
-    @property
     def read_committed(self) -> bool:
         level = str(self.get("kafka.isolation.level", "read_uncommitted")).strip().lower()
         if level not in ("read_committed", "read_uncommitted"):
             raise InvalidConfigError(f"kafka.isolation.level must be read_committed or "
                                      f"read_uncommitted, not {level!r}")
         return level == "read_committed"
+
+
+def _suggest(name: str) -> str:
+    """``name``, with the option it is closest to (in its spelling), if one is close."""
+    close = difflib.get_close_matches(name.lower(), list(_SPELLED_BY_LOWER), n=1, cutoff=0.75)
+    return f"{name} (did you mean {_SPELLED_BY_LOWER[close[0]]}?)" if close else name
+
+
+_SPELLED_BY_LOWER = {name.lower(): name for name in _SPELLED}
+
+
+def paths_list(paths: StrPath | Iterable[StrPath]) -> list[str]:
+    """Local paths made absolute (executors may start elsewhere), ``file:`` URIs (what Spark's
+    catalog makes of a table's path) as local paths; other URLs as given."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    out = []
+    for p in (os.fspath(x) for x in paths):
+        if p.startswith("file:"):
+            p = urllib.parse.unquote(urllib.parse.urlsplit(p).path)
+        out.append(p if storage.is_remote(p) else os.path.abspath(p))
+    return out
 
 
 def paths_option(opts: dict[str, Any]) -> list[Any]:

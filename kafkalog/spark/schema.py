@@ -1,14 +1,17 @@
 """The schema of Spark's Kafka source, as Spark and as Arrow types."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Iterator
+
+from kafkalog.errors import InvalidConfigError
 
 from kafkalog.scan.schema import arrow_schema
 
 if TYPE_CHECKING:
+    import pyarrow
     from pyspark.sql.types import StructType
 
-__all__ = ["arrow_schema", "kafka_schema"]
+__all__ = ["arrow_schema", "kafka_schema", "projected_columns", "select"]
 
 
 def kafka_schema(include_headers: bool = False) -> StructType:
@@ -27,3 +30,32 @@ def kafka_schema(include_headers: bool = False) -> StructType:
     return StructType(fields)
 
 
+def projected_columns(schema: Any, include_headers: bool) -> list[str] | None:
+    """The columns a schema given to the data source picks (None: all of Spark's Kafka
+    source, in its order). Each field must be a column of ``kafka_schema(include_headers)``
+    with its type (``InvalidConfigError`` naming the first that is not); any subset, in any
+    order."""
+    full = kafka_schema(include_headers)
+    if schema == full:
+        return None
+    types = {f.name: f.dataType for f in full.fields}
+    for field in schema.fields:
+        if field.name not in types:
+            hint = " (with the option includeHeaders=true)" if field.name == "headers" else ""
+            raise InvalidConfigError(
+                f"column {field.name!r} is not a column of Spark's Kafka source{hint}: the "
+                f"schema may pick any of {', '.join(types)}")
+        if field.dataType != types[field.name]:
+            raise InvalidConfigError(
+                f"column {field.name!r} is {types[field.name].simpleString()} in Spark's Kafka "
+                f"source, not {field.dataType.simpleString()}")
+    if not schema.fields:
+        raise InvalidConfigError("the schema picks no column of Spark's Kafka source")
+    return [f.name for f in schema.fields]
+
+
+def select(batches: Iterator[pyarrow.RecordBatch],
+           columns: list[str] | None) -> Iterator[pyarrow.RecordBatch]:
+    """``batches`` with only ``columns`` (None: all)."""
+    for batch in batches:
+        yield batch if columns is None else batch.select(columns)

@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 from kafkalog.errors import InvalidConfigError, OffsetOutOfRangeError
 from kafkalog.scan.planner import partition_offsets, plan_ranges
 from kafkalog.scan.reader import read_task
-from kafkalog.spark.options import Options, paths_option
+from kafkalog.spark.options import Options, paths_list, paths_option
+from kafkalog.spark.schema import select
 
 if TYPE_CHECKING:
     import pyarrow
@@ -273,11 +274,11 @@ def _stream_reader_classes() -> type:
         """``spark.readStream.format("kafkalog")``: Spark's Kafka micro-batch stream over log
         directories (see :mod:`kafkalog.spark.streaming`)."""
 
-        def __init__(self, options: Mapping[str, Any]) -> None:
+        def __init__(self, options: Mapping[str, Any], columns: list[str] | None) -> None:
             opts = dict(options)
-            from kafkalog.spark.datasource import _paths_list
             # Made again on every executor that reads: checks options, touches no file.
-            self.stream = KafkaLogStream(_paths_list(paths_option(opts)), opts)
+            self.stream = KafkaLogStream(paths_list(paths_option(opts)), opts)
+            self.columns = columns
 
         def initialOffset(self) -> dict:
             return self.stream.initial_offset()
@@ -313,7 +314,7 @@ def _stream_reader_classes() -> type:
             task = getattr(partition, "task", None)
             if task is None:           # InputPartition(None): PySpark's stand-in for none
                 return iter(())
-            return read_stream_task(task)
+            return select(read_stream_task(task), self.columns)
 
     return KafkaLogStreamReader
 

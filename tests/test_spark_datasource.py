@@ -1,0 +1,142 @@
+"""The data source as Spark's SQL and DataFrame users meet it: tables and views
+(``CREATE TABLE ... USING kafkalog``), the options Spark's catalog adds, misspelt options,
+columns picked by a schema, filters pushed for one scan only (batch and streaming), and the
+errors a DataFrame's creation raises."""
+import json
+import logging
+
+import pytest
+
+import kafkalog.spark as ks
+from kafkalog.errors import InvalidConfigError
+from kafkalog.spark.options import Options
+
+import test_spark
+from conftest import FIXTURES
+from test_spark_options import write_topic
+
+spark = test_spark.spark          # the one session-scoped SparkSession of the suite
+
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
+
+
+@pytest.fixture(scope="module")
+def three(tmp_path_factory):
+    return write_topic(tmp_path_factory.mktemp("ds") / "logs", "t", partitions=3, records=20)
+
+
+@pytest.fixture
+def pushdown_on(spark):
+    key = "spark.sql.python.filterPushdown.enabled"
+    old = spark.conf.get(key)
+    spark.conf.set(key, "true")
+    yield spark
+    spark.conf.set(key, old)
+
+
+# ------------------------------------------------------------------------------------ SQL
+def test_sql_table_and_temporary_view(spark, three):
+    spark.sql("DROP TABLE IF EXISTS kafkalog_t")
+    spark.sql(f"CREATE TABLE kafkalog_t USING kafkalog OPTIONS (path '{three}', "
+              f"subscribe 't')")
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW kafkalog_v USING kafkalog OPTIONS "
+              f"(path '{three}', startingOffsets 'earliest')")
+    try:
+        for name in ("kafkalog_t", "kafkalog_v"):
+            assert spark.sql(f"SELECT count(*) FROM {name}").first()[0] == 60
+            got = spark.sql(f"SELECT partition, offset FROM {name} "
+                            f"WHERE offset >= 18 AND partition <> 1 ORDER BY 1, 2").collect()
+            assert [tuple(r) for r in got] == [(0, 18), (0, 19), (2, 18), (2, 19)]
+    finally:
+        spark.sql("DROP TABLE IF EXISTS kafkalog_t")
+        spark.sql("DROP VIEW IF EXISTS kafkalog_v")
+
+
+def test_catalog_options_are_ignored_and_typos_named():
+    Options({"location": "file:/x", "owner": "me", "provider": "kafkalog",
+             "comment": "c", "external": "true"})
+    with pytest.raises(InvalidConfigError, match=r"startingoffset \(did you mean "
+                                                 r"startingOffsets\?\)"):
+        Options({"startingoffset": "earliest"})
+    with pytest.raises(InvalidConfigError, match=r"^unknown option\(s\) whatever$"):
+        Options({"whatever": "1"})
+
+
+def test_typo_through_spark_names_the_option(spark, three):
+    with pytest.raises(Exception, match="did you mean startingOffsets"):
+        spark.read.format("kafkalog").option("startingOffset", "earliest").load(str(three))
+    with pytest.raises(InvalidConfigError, match=r"includeHeader \(did you mean "
+                                                 r"includeHeaders\?\)"):
+        ks.read(spark, three, includeHeader=True)
+
+
+# ------------------------------------------------------------------------------ projection
+def test_schema_picks_columns_in_any_order(spark, three):
+    df = spark.read.format("kafkalog").schema("partition INT, offset LONG, timestamp TIMESTAMP") \
+        .load(str(three))
+    assert df.columns == ["partition", "offset", "timestamp"]
+    got = sorted((r.partition, r.offset) for r in df.collect())
+    assert got == [(p, o) for p in range(3) for o in range(20)]
+    one = spark.read.format("kafkalog").schema("value BINARY").load(str(three))
+    assert sorted(bytes(r.value) for r in one.collect())[:2] == [b"t-0-0", b"t-0-1"]
+    headers = spark.read.format("kafkalog").option("includeHeaders", "true") \
+        .schema("headers ARRAY<STRUCT<key: STRING, value: BINARY>>, offset LONG") \
+        .load(str(FIXTURES / "headers-0"))
+    assert headers.count() == 1900 and headers.columns == ["headers", "offset"]
+
+
+@pytest.mark.parametrize("schema,message", [
+    ("offset LONG, partiton INT", "column 'partiton' is not a column"),
+    ("offset INT", "column 'offset' is bigint in Spark's Kafka source, not int"),
+    ("headers ARRAY<STRUCT<key: STRING, value: BINARY>>", "includeHeaders=true"),
+])
+def test_a_bad_schema_names_the_column(spark, three, schema, message):
+    with pytest.raises(Exception, match=message):
+        spark.read.format("kafkalog").schema(schema).load(str(three)).collect()
+
+
+# --------------------------------------------------------------------------------- pushdown
+def test_pushed_filters_belong_to_one_scan(pushdown_on, three):
+    path = str(FIXTURES / "multiseg-0")
+    for df in (ks.read(pushdown_on, path), spark_read(pushdown_on, path)):
+        assert df.filter("offset >= 29000").count() == 1000
+        assert df.count() == 30000
+        assert df.filter("offset < 100").count() == 100
+        assert df.select("offset").distinct().count() == 30000
+    # ks.read's DataFrame prunes: Spark keeps no Filter for what the source handled
+    plan = ks.read(pushdown_on, path).filter("offset >= 29000")._jdf.queryExecution() \
+        .executedPlan().toString()
+    assert "Filter " not in plan, plan
+
+
+def spark_read(spark, path):
+    return spark.read.format("kafkalog").load(path)
+
+
+def test_streaming_queries_of_one_dataframe_do_not_share_filters(spark, three, tmp_path):
+    stream = spark.readStream.format("kafkalog").option("startingOffsets", "earliest") \
+        .load(str(three))
+    for i, (frame, want) in enumerate(((stream.filter("offset >= 15"), 15),
+                                       (stream, 60), (stream.filter("partition = 1"), 20))):
+        name = f"kafkalog_pushdown_{i}"
+        query = frame.writeStream.format("memory").queryName(name) \
+            .option("checkpointLocation", str(tmp_path / name)) \
+            .trigger(availableNow=True).start()
+        query.awaitTermination(120)
+        assert spark.sql(f"SELECT count(*) FROM {name}").first()[0] == want
+
+
+# ----------------------------------------------------------------------------------- errors
+def test_path_errors_are_raised_when_the_dataframe_is_made(spark, three, tmp_path):
+    (tmp_path / "file").write_text("x")
+    for bad in (tmp_path / "missing", tmp_path / "file"):
+        with pytest.raises(Exception, match=str(bad)):
+            spark.read.format("kafkalog").load(str(bad))         # no action
+        with pytest.raises(Exception, match=str(bad)):
+            ks.read(spark, bad)
+
+
+def test_a_selection_matching_nothing_is_empty_with_a_warning(spark, three, caplog):
+    with caplog.at_level(logging.WARNING, logger="kafkalog"):
+        df = ks.read(spark, three, assign=json.dumps({"nosuch": [0]}))
+    assert df.count() == 0
