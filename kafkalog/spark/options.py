@@ -358,7 +358,12 @@ def paths_option(opts: dict[str, Any]) -> list[Any]:
     paths = opts.pop("path", None) or opts.pop("paths", None)
     opts.pop("paths", None)
     if not paths:
-        raise InvalidConfigError("give a path: spark.read.format('kafkalog').load(path)")
+        # PySpark 4.3 creates a catalog table's reader with the query's options, not the
+        # table's: a SELECT from a CREATE TABLE ... USING kafkalog arrives here
+        raise InvalidConfigError(
+            "give a path: spark.read.format('kafkalog').load(path); a SQL table's OPTIONS do "
+            "not reach a Python data source's reader (PySpark 4.3): use CREATE TEMPORARY VIEW "
+            "... USING kafkalog OPTIONS (path '...')")
     if isinstance(paths, str):
         if paths.startswith("["):
             return list(json.loads(paths))
