@@ -4,6 +4,7 @@ columns picked by a schema, filters pushed for one scan only (batch and streamin
 errors a DataFrame's creation raises."""
 import json
 import logging
+import shutil
 
 import pytest
 
@@ -130,11 +131,18 @@ def test_streaming_queries_of_one_dataframe_do_not_share_filters(spark, three, t
 
 # ----------------------------------------------------------------------------------- errors
 def test_path_errors_are_raised_when_the_dataframe_is_made(spark, three, tmp_path):
+    from kafkalog.errors import LogNotFoundError, PartitionNotFoundError
     (tmp_path / "file").write_text("x")
-    for bad in (tmp_path / "missing", tmp_path / "file"):
+    (tmp_path / "empty").mkdir()
+    misnamed = tmp_path / "copy"
+    shutil.copytree(FIXTURES / "plain-0", misnamed)
+    for bad, error in ((tmp_path / "missing", LogNotFoundError),
+                       (tmp_path / "file", PartitionNotFoundError),
+                       (tmp_path / "empty", PartitionNotFoundError),
+                       (misnamed, PartitionNotFoundError)):
         with pytest.raises(Exception, match=str(bad)):
             spark.read.format("kafkalog").load(str(bad))         # no action
-        with pytest.raises(Exception, match=str(bad)):
+        with pytest.raises(error, match=str(bad)):
             ks.read(spark, bad)
 
 
@@ -142,3 +150,5 @@ def test_a_selection_matching_nothing_is_empty_with_a_warning(spark, three, capl
     with caplog.at_level(logging.WARNING, logger="kafkalog"):
         df = ks.read(spark, three, assign=json.dumps({"nosuch": [0]}))
     assert df.count() == 0
+    assert any("matches no partition" in r.getMessage() and "t-0" in r.getMessage()
+               for r in caplog.records), caplog.records
