@@ -1,24 +1,28 @@
 #!/usr/bin/env python3
-"""Spark reads of kafka-written-large/bench-0 (1M records): kafkalog vs Spark's Parquet reader
-over the same records, in one Spark session (local[2]); times are medians of --runs runs after
-one warm-up run each. Prints, for each query, the ratio kafkalog / Parquet:
+"""Spark reads of N copies of kafka-written-large/bench-0 (1M records, 87 MB each) as N
+partitions of one topic, N = 1 and 10 (--n), in one Spark session (local[2]): kafkalog's data
+source (``spark.read.format("kafkalog")``) against two references over the same records.
 
-- ``count``: ``df.count()``
-- ``sum``: ``sum(length(value))``
-- ``last1%``: ``df.filter("offset >= N").count()`` for the last 1% of offsets (kafkalog pushes
-  the filter; also given as a ratio to kafkalog's own full ``count``: target <= 1/3)
-- ``none``: ``df.filter("offset > max").count()``, which reads nothing: what any action costs
-  (planning, scheduling, the job), the floor under ``last1%``; ``last1%`` is also given above
-  that floor, ``(last1% - none) / (count - none)``
+- ``parquet``: Spark's Parquet reader over the records written as Parquet;
+- ``floor``: a trivial Python data source that yields the same records as precomputed Arrow
+  batches (memory-mapped IPC files written beforehand, one per partition, in the batches
+  kafkalog yields): what handing rows from a Python worker to Spark costs by itself, the floor
+  of any Python reader.
 
-for kafkalog through ``spark.read.format("kafkalog")`` (the Python data source) and through
-``kafkalog.spark.read`` (the same source, whose filters on topic, partition, offset and
-timestamp prune the planning); and the peak RSS (VmHWM) of each Python worker of this session, which
-``maxBytesPerTask`` bounds (--max-bytes-per-task). The times include kafkalog's planning. --kafka-python adds a plain mapPartitions reader that yields
-one Row per record from kafka-python's decoder.
+Queries (times are medians of --runs runs after one warm-up; the runs are interleaved: run i of
+every reader and query, then run i + 1):
+
+- ``full``: ``sum(length(value))`` over every record (kafkalog, floor, parquet);
+- ``narrow``: ``.schema("partition INT, offset LONG, timestamp TIMESTAMP")``,
+  ``sum(offset), max(timestamp)`` (kafkalog, floor; parquet reading the same three columns);
+- ``last1%``: ``filter(offset >= cut).count()`` for the last 1% of offsets of each partition,
+  ``spark.sql.python.filterPushdown.enabled`` on (kafkalog, parquet).
+
+Then the peak RSS (VmHWM) of each Python worker of the session. Targets at N = 10: full <= 1.25x
+floor, narrow <= 2.0x parquet, last1% <= 1.5x parquet, worker RSS <= 300 MB.
 
 Run it from outside the checkout (Spark workers put their cwd on sys.path):
-``cd /tmp && python /path/to/bench/spark_compare.py [--runs 5] [--json]``.
+``cd /tmp && python /path/to/bench/spark_compare.py [--n 1 10] [--runs 3] [--json]``.
 """
 import argparse
 import json
@@ -32,23 +36,44 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT = os.path.join(HERE, "..", "..", "shared", "fixtures", "kafka-written-large", "bench-0")
+NARROW = "partition INT, offset LONG, timestamp TIMESTAMP"
 
 
-def kafka_python_partition(paths):
-    from kafka.record.memory_records import MemoryRecords
-    from pyspark.sql import Row
-    for path in paths:
-        with open(path, "rb") as f:
-            records = MemoryRecords(f.read())
-        name = os.path.basename(os.path.dirname(path))
-        topic, _, partition = name.rpartition("-")
-        while True:
-            batch = records.next_batch()
-            if batch is None:
-                break
-            for r in batch:
-                yield Row(key=r.key, value=r.value, topic=topic, partition=int(partition),
-                          offset=r.offset, timestamp=r.timestamp, timestampType=0)
+def floor_source():
+    """The floor: a Python data source whose reader yields the record batches of an Arrow IPC
+    file per partition (option ``path``: the directory of ``.arrow`` files), memory-mapped;
+    with a schema given (``.schema(...)``), only its columns (selected without a copy)."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    class FloorReader(DataSourceReader):
+        def __init__(self, path, columns):
+            self.path = path
+            self.columns = columns
+
+        def partitions(self):
+            return [InputPartition(os.path.join(self.path, n))
+                    for n in sorted(os.listdir(self.path))]
+
+        def read(self, partition):
+            import pyarrow as pa
+            with pa.memory_map(partition.value) as source:
+                batches = pa.ipc.open_file(source)
+                for i in range(batches.num_record_batches):
+                    yield batches.get_batch(i).select(self.columns)
+
+    class FloorSource(DataSource):
+        @classmethod
+        def name(cls):
+            return "kafkalog_floor"
+
+        def schema(self):
+            from kafkalog.spark.schema import kafka_schema
+            return kafka_schema()
+
+        def reader(self, schema):
+            return FloorReader(self.options["path"], schema.fieldNames())
+
+    return FloorSource
 
 
 class WorkerMemory:
@@ -105,13 +130,35 @@ class WorkerMemory:
         self._poll()
 
 
+def make_inputs(spark, source, n, tmp):
+    """(log dir of n copies of ``source`` as partitions 0..n-1 of its topic, Parquet of their
+    records, directory of the floor's IPC files)."""
+    import pyarrow as pa
+
+    import kafkalog
+    topic = os.path.basename(source).rpartition("-")[0]
+    logs = os.path.join(tmp, f"logs-{n}")
+    for p in range(n):
+        shutil.copytree(source, os.path.join(logs, f"{topic}-{p}"))
+    parquet = os.path.join(tmp, f"parquet-{n}")
+    spark.read.format("kafkalog").load(logs).write.parquet(parquet)
+    floor = os.path.join(tmp, f"floor-{n}")
+    os.makedirs(floor)
+    for p in range(n):
+        with kafkalog.record_batch_reader(os.path.join(logs, f"{topic}-{p}")) as reader, \
+                pa.OSFile(os.path.join(floor, f"{p:05d}.arrow"), "wb") as sink, \
+                pa.ipc.new_file(sink, reader.schema) as writer:
+            for batch in reader:
+                writer.write_batch(batch)
+    return logs, parquet, floor
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("path", nargs="?", default=DEFAULT)
-    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("source", nargs="?", default=DEFAULT, help="the partition directory copied")
+    ap.add_argument("--n", type=int, nargs="+", default=[1, 10])
+    ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--max-bytes-per-task", type=int, default=None)
-    ap.add_argument("--kafka-python", action="store_true")
     args = ap.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -126,83 +173,92 @@ def main():
              .config("spark.sql.python.filterPushdown.enabled", "true").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     ks.register(spark)
-    memory = WorkerMemory(spark.sparkContext._gateway.proc.pid)
-    path = os.path.abspath(args.path)
-    options = {} if args.max_bytes_per_task is None else \
-        {"maxBytesPerTask": str(args.max_bytes_per_task)}
-    tmp = tempfile.mkdtemp()
+    spark.dataSource.register(floor_source())
+    source = os.path.abspath(args.source)
+    tmp = tempfile.mkdtemp(prefix="spark_compare-")
+    results = {}
+    memory = None
     try:
-        parquet = os.path.join(tmp, "bench.parquet")
-        ks.read(spark, path).write.parquet(parquet)
-        logs = sorted(os.path.join(path, n) for n in os.listdir(path) if n.endswith(".log"))
-        last = spark.read.parquet(parquet).selectExpr("max(offset)").collect()[0][0]
-        first = spark.read.parquet(parquet).selectExpr("min(offset)").collect()[0][0]
+        inputs = {n: make_inputs(spark, source, n, tmp) for n in args.n}
+        last = spark.read.parquet(inputs[args.n[0]][1]).selectExpr("max(offset)").first()[0]
+        first = spark.read.parquet(inputs[args.n[0]][1]).selectExpr("min(offset)").first()[0]
         cut = last - (last - first + 1) // 100 + 1
-
-        def kafka_python_df():
-            rdd = spark.sparkContext.parallelize(logs, len(logs)).mapPartitions(
-                kafka_python_partition)
-            return spark.createDataFrame(rdd, "key binary, value binary, topic string, "
-                                              "partition int, offset long, timestamp long, "
-                                              "timestampType int")
-
-        readers = {
-            "kafkalog format": lambda: spark.read.format("kafkalog").options(**options)
-            .load(path),
-            "kafkalog.spark.read": lambda: ks.read(spark, path, **options),
-            "parquet": lambda: spark.read.parquet(parquet),
-        }
-        if args.kafka_python:
-            readers["kafka-python mapPartitions"] = kafka_python_df
-        queries = {
-            "count": lambda df: df.count(),
-            "sum": lambda df: df.selectExpr("sum(length(value))").collect()[0][0],
-            "last1%": lambda df: df.filter(f"offset >= {cut}").count(),
-            "none": lambda df: df.filter(f"offset > {last}").count(),
-        }
-        results = {}
-        for query, run in queries.items():
-            for name, make in readers.items():
-                times, answer = [], None
-                for i in range(args.runs + 1):
-                    start = time.perf_counter()
-                    answer = run(make())
-                    if i:
-                        times.append(time.perf_counter() - start)
-                results.setdefault(name, {})[query] = {
-                    "median_s": statistics.median(times), "min_s": min(times),
-                    "max_s": max(times), "answer": answer}
+        cases = {}      # (n, query, reader) -> callable returning the answer
+        for n, (logs, parquet, floor) in inputs.items():
+            kafka = lambda logs=logs: spark.read.format("kafkalog").load(logs)  # noqa: E731
+            pq = lambda parquet=parquet: spark.read.parquet(parquet)            # noqa: E731
+            full = "sum(length(value))"
+            cases[n, "full", "kafkalog"] = lambda k=kafka: k().selectExpr(full).first()[0]
+            cases[n, "full", "floor"] = lambda floor=floor: (
+                spark.read.format("kafkalog_floor").option("path", floor).load()
+                .selectExpr(full).first()[0])
+            cases[n, "full", "parquet"] = lambda p=pq: p().selectExpr(full).first()[0]
+            narrow = ("sum(offset)", "max(timestamp)")
+            cases[n, "narrow", "kafkalog"] = lambda logs=logs: tuple(
+                spark.read.format("kafkalog").schema(NARROW).load(logs)
+                .selectExpr(*narrow).first())
+            cases[n, "narrow", "floor"] = lambda floor=floor: tuple(
+                spark.read.format("kafkalog_floor").schema(NARROW).option("path", floor).load()
+                .selectExpr(*narrow).first())
+            cases[n, "narrow", "parquet"] = lambda p=pq: tuple(
+                p().select("partition", "offset", "timestamp").selectExpr(*narrow).first())
+            cases[n, "last1%", "kafkalog"] = lambda k=kafka: k().filter(
+                f"offset >= {cut}").count()
+            cases[n, "last1%", "parquet"] = lambda p=pq: p().filter(f"offset >= {cut}").count()
+        memory = WorkerMemory(spark.sparkContext._gateway.proc.pid)
+        times = {key: [] for key in cases}
+        answers = {}
+        for i in range(args.runs + 1):
+            for key, run in cases.items():
+                start = time.perf_counter()
+                try:
+                    answers[key] = run()
+                except Exception as e:           # a reader that cannot run this query
+                    answers[key] = f"error: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
+                    continue
+                if i:
+                    times[key].append(time.perf_counter() - start)
         memory.stop()
-        base = results["parquet"]
-        for name, r in results.items():
-            for query, q in r.items():
-                q["x_parquet"] = q["median_s"] / base[query]["median_s"]
-            r["last1%"]["x_own_count"] = r["last1%"]["median_s"] / r["count"]["median_s"]
-            floor = r["none"]["median_s"]
-            r["last1%"]["x_own_count_above_floor"] = \
-                (r["last1%"]["median_s"] - floor) / max(1e-9, r["count"]["median_s"] - floor)
+        for (n, query, reader), ts in times.items():
+            results.setdefault(n, {}).setdefault(query, {})[reader] = {
+                "median_s": statistics.median(ts) if ts else None,
+                "runs_s": ts, "answer": answers.get((n, query, reader))}
+        for n, queries in results.items():
+            for query, readers in queries.items():
+                ours = readers["kafkalog"]["median_s"]
+                for ref in ("parquet", "floor"):
+                    if ref in readers and ours and readers[ref]["median_s"]:
+                        readers["kafkalog"][f"x_{ref}"] = ours / readers[ref]["median_s"]
+                        if ref == "floor":
+                            readers["floor"]["x_parquet"] = \
+                                readers["floor"]["median_s"] / readers["parquet"]["median_s"]
         workers = sorted(((cmd, pid, peak) for (pid, cmd), peak in memory.peaks.items()),
                          key=lambda x: -x[2])
+        load = os.getloadavg()
         if args.json:
-            print(json.dumps({"cut": cut, "results": results, "workers": [
+            print(json.dumps({"cut": cut, "load": load, "results": results, "workers": [
                 {"pid": pid, "module": cmd, "peak_rss_bytes": peak}
-                for cmd, pid, peak in workers]}, indent=1))
+                for cmd, pid, peak in workers]}, indent=1, default=str))
             return
-        print(f"bench: {path}, last1% = offset >= {cut}, options {options}, "
-              f"compiled kernels: {kafkalog.compiled()}")
-        print(f"{'reader':28s} {'query':7s} {'median':>8s} {'min':>8s} {'max':>8s} "
+        print(f"bench: {args.n} copies of {source}; last1% = offset >= {cut}; compiled "
+              f"kernels: {kafkalog.compiled()}; medians of {args.runs}; load average at the "
+              f"end {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
+        print(f"{'N':>3s} {'query':7s} {'reader':9s} {'median':>8s} {'x floor':>8s} "
               f"{'x parquet':>9s}  answer")
-        for name, r in results.items():
-            for query, q in r.items():
-                extra = f"  ({q['x_own_count']:.2f} x own count, " \
-                    f"{q['x_own_count_above_floor']:.2f} above the none floor)" \
-                    if "x_own_count" in q else ""
-                print(f"{name:28s} {query:7s} {q['median_s']:7.2f}s {q['min_s']:7.2f}s "
-                      f"{q['max_s']:7.2f}s {q['x_parquet']:9.2f}  {q['answer']}{extra}")
+        for n, queries in results.items():
+            for query, readers in queries.items():
+                for reader, r in readers.items():
+                    median = "-" if r["median_s"] is None else f"{r['median_s']:7.2f}s"
+                    xf = f"{r['x_floor']:8.2f}" if "x_floor" in r else f"{'':8s}"
+                    xp = f"{r['x_parquet']:9.2f}" if "x_parquet" in r else f"{'':9s}"
+                    print(f"{n:3d} {query:7s} {reader:9s} {median:>8s} {xf} {xp}  "
+                          f"{r['answer']}")
         print("peak RSS of the Python workers of this session (MB):")
         for cmd, pid, peak in workers:
             print(f"  {peak / 2**20:7.1f}  pid {pid}  {cmd}")
     finally:
+        if memory is not None:
+            memory.stop()
         shutil.rmtree(tmp, ignore_errors=True)
         spark.stop()
 

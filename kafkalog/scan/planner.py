@@ -442,25 +442,30 @@ def _segment_tasks(key, replica, lo, hi, aborted):
             "segment": segment.base_offset, "start_pos": start_pos, "end_pos": end_pos,
             "start_offset": lo, "end_offset": hi, "aborted": aborted, "_segment": segment,
             "segment_size": segment.size,
-            "split_positions": positions[inside].tolist(),
-            "split_offsets": offsets[inside].tolist(),
+            "split_positions": positions[inside],
+            "split_offsets": offsets[inside],
         })
     return tasks
 
 
 def _split(task, target_bytes, max_records):
     """Cut a task at offset-index entries so no piece exceeds ``target_bytes`` or (by offset
-    span) ``max_records``."""
+    span) ``max_records``: each cut at the first entry at least that far from the last cut
+    (entries ascend in position and offset)."""
     positions = task.pop("split_positions")
     offsets = task.pop("split_offsets")
     pieces = []
     start, start_offset = task["start_pos"], task["start_offset"]
-    for pos, off in zip(positions, offsets):
-        too_big = pos - start >= target_bytes
-        too_many = max_records is not None and off - start_offset >= max_records
-        if too_big or too_many:
-            pieces.append(dict(task, start_pos=start, end_pos=pos))
-            start, start_offset = pos, off
+    while True:
+        cut = int(np.searchsorted(positions, start + target_bytes, side="left"))
+        if max_records is not None:
+            cut = min(cut, int(np.searchsorted(offsets, start_offset + max_records,
+                                               side="left")))
+        if cut >= len(positions):
+            break
+        pos = int(positions[cut])
+        pieces.append(dict(task, start_pos=start, end_pos=pos))
+        start, start_offset = pos, int(offsets[cut])
     pieces.append(dict(task, start_pos=start))
     return pieces
 
@@ -553,8 +558,8 @@ def _coalesce(tasks):
             out[-1] = dict(last, start_pos=start_pos, end_pos=end_pos,
                            start_offset=min(last["start_offset"], t["start_offset"]),
                            end_offset=max(last["end_offset"], t["end_offset"]),
-                           split_positions=positions[inside].tolist(),
-                           split_offsets=offsets[inside].tolist())
+                           split_positions=positions[inside],
+                           split_offsets=offsets[inside])
         else:
             out.append(t)
     return out

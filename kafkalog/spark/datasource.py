@@ -34,7 +34,7 @@ from kafkalog.scan.planner import (
 from kafkalog.scan.pushdown import Pushdown
 from kafkalog.scan.reader import read_task
 from kafkalog.spark.options import PRUNE_OPTION, Options, paths_list, paths_option
-from kafkalog.spark.schema import kafka_schema, projected_columns, select
+from kafkalog.spark.schema import kafka_schema, projected_columns
 
 if TYPE_CHECKING:
     import pyarrow
@@ -146,7 +146,7 @@ def _datasource_classes() -> type:
                 return
             tasks = plan(self.paths, self.opts, self.pushdown)
             for task in tasks[index::getattr(partition, "count")]:
-                yield from select(read_task(task), self.columns)
+                yield from read_task(task, self.columns)
 
     class KafkaLogPushdownReader(KafkaLogReader):
         def pushFilters(self, filters: list[Any]) -> Iterable[Any]:

@@ -1,17 +1,16 @@
 """The schema of Spark's Kafka source, as Spark and as Arrow types."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 from kafkalog.errors import InvalidConfigError
 
 from kafkalog.scan.schema import arrow_schema
 
 if TYPE_CHECKING:
-    import pyarrow
     from pyspark.sql.types import StructType
 
-__all__ = ["arrow_schema", "kafka_schema", "projected_columns", "select"]
+__all__ = ["arrow_schema", "kafka_schema", "projected_columns"]
 
 
 def kafka_schema(include_headers: bool = False) -> StructType:
@@ -52,10 +51,3 @@ def projected_columns(schema: Any, include_headers: bool) -> list[str] | None:
     if not schema.fields:
         raise InvalidConfigError("the schema picks no column of Spark's Kafka source")
     return [f.name for f in schema.fields]
-
-
-def select(batches: Iterator[pyarrow.RecordBatch],
-           columns: list[str] | None) -> Iterator[pyarrow.RecordBatch]:
-    """``batches`` with only ``columns`` (None: all)."""
-    for batch in batches:
-        yield batch if columns is None else batch.select(columns)

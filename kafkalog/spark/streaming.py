@@ -30,7 +30,6 @@ from kafkalog.errors import InvalidConfigError, OffsetOutOfRangeError
 from kafkalog.scan.planner import partition_offsets, plan_ranges
 from kafkalog.scan.reader import read_task
 from kafkalog.spark.options import Options, paths_list, paths_option
-from kafkalog.spark.schema import select
 
 if TYPE_CHECKING:
     import pyarrow
@@ -239,10 +238,11 @@ class KafkaLogStream:
         return plan_ranges(self.paths, self.opts, ranges) if ranges else []
 
 
-def read_stream_task(task: dict[str, Any]) -> Iterator[pyarrow.RecordBatch]:
-    """``read_task`` for a micro-batch task; a segment deleted (by retention) between planning
-    and reading is data loss, as in :class:`KafkaLogStream`."""
-    batches = read_task(task)
+def read_stream_task(task: dict[str, Any], columns: list[str] | None = None
+                     ) -> Iterator[pyarrow.RecordBatch]:
+    """``read_task`` for a micro-batch task (only ``columns``, None: all); a segment deleted
+    (by retention) between planning and reading is data loss, as in :class:`KafkaLogStream`."""
+    batches = read_task(task, columns)
     try:
         first = next(batches)
     except StopIteration:
@@ -314,7 +314,7 @@ def _stream_reader_classes() -> type:
             task = getattr(partition, "task", None)
             if task is None:           # InputPartition(None): PySpark's stand-in for none
                 return iter(())
-            return select(read_stream_task(task), self.columns)
+            return read_stream_task(task, self.columns)
 
     return KafkaLogStreamReader
 
