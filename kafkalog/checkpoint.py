@@ -188,3 +188,7 @@ class LogDirCheckpoints:
         """Replace one of the offset checkpoint files with ``offsets``."""
         write_offset_checkpoint(os.path.join(self.log_dir, self.NAMES[field]), offsets)
         self.offsets[field] = dict(offsets)
+
+    def write_partition(self, field: str, key: tuple[str, int], offset: int) -> None:
+        """Set one partition's offset in one of the offset checkpoint files."""
+        self.write(field, {**self.offsets[field], key: offset})

@@ -1,5 +1,6 @@
-"""What a read of the log returns: ``FetchDataInfo`` (the records and where the read started,
-a ``LogOffsetMetadata``), as Kafka's classes of those names."""
+"""What the log's operations return, as Kafka's classes of those names: a read's
+``FetchDataInfo`` (the records and where the read started, a ``LogOffsetMetadata``), an
+append's ``LogAppendInfo``, and ``Log.offsets()``'s ``LogOffsetSnapshot``."""
 from __future__ import annotations
 
 import functools
@@ -48,3 +49,28 @@ class FetchDataInfo:
     def __repr__(self) -> str:
         return (f"FetchDataInfo({self.fetch_offset_metadata}, {len(self.records)} bytes, "
                 f"aborted={self.aborted_transactions})")
+
+
+class LogOffsetSnapshot(NamedTuple):
+    """A log's offsets read together under its lock (``Log.offsets()``)."""
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+    last_stable_offset: int
+    recovery_point: int
+
+
+class LogAppendInfo(NamedTuple):
+    """What an append wrote: its offsets, its max timestamp (ms) and the offset holding it,
+    the LogAppendTime applied (-1 for CreateTime), its bytes and records."""
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int
+    valid_bytes: int
+    records_count: int
+
+
+#: ``LogAppendInfo`` from a 7-tuple without the generated ``__new__`` (once per append)
+append_info = functools.partial(tuple.__new__, LogAppendInfo)

@@ -9,10 +9,16 @@ batch (the ABORT marker) takes it out. A range may start inside a transaction (i
 is then already passed at the first batch) or after it (its marker's offset, the entry's last
 offset, is then below the batch: it is over and ignored), so one list serves every task of a
 partition.
+
+``fetched_tables`` is the consumer's side of a read (Kafka's ``CompletedFetch``): the batches of
+each ``FetchDataInfo`` decoded into record tables, control records and aborted transactions left
+out.
 """
 import numpy as np
 
-from kafkalog.records import CONTROL_MASK, TRANSACTIONAL_MASK
+from kafkalog.files import LOG_SUFFIX, file_path
+from kafkalog.records import CONTROL_MASK, TRANSACTIONAL_MASK, decode_batches
+from kafkalog.segment_walker import walk_segment
 
 ISOLATIONS = ("log_end", "high_watermark", "committed")
 
@@ -65,3 +71,40 @@ class AbortedTxnFilter:
             elif attributes[i] & TRANSACTIONAL_MASK and pid in self._active:
                 out[i] = True
         return out
+
+
+def fetched_tables(read, reading, directory, offset, end, isolation, include_control,
+                   max_bytes, validate_crc):
+    """The ``RecordTable`` chunks of [offset, end) of the log in ``directory``, read with
+    ``read(offset, max_bytes, isolation)`` (``Log.read``) and decoded inside ``reading()``
+    (the log's guard that turns a read cut by ``close()`` into LogClosedError)."""
+    aborted = AbortedTxnFilter() if isolation == "committed" else None
+    while offset < end:
+        info = read(offset, max_bytes, isolation)
+        if not info.records:
+            break
+        data = info.records
+        meta = info.fetch_offset_metadata
+        with reading():
+            walk = walk_segment(data, validate_crc=validate_crc,
+                                position_base=meta.relative_position_in_segment,
+                                path=file_path(directory, meta.segment_base_offset,
+                                               LOG_SUFFIX))
+            batches = walk.batches
+            table = decode_batches(data, batches) if len(batches) else None
+        if table is not None:
+            keep = (table.records["offset"] >= offset) & (table.records["offset"] < end)
+            if not include_control:
+                keep &= (batches["attributes"][table.batch] & CONTROL_MASK) == 0
+            if aborted is not None:
+                aborted.add(info.aborted_transactions)
+                keep &= ~aborted.aborted_mask(batches)[table.batch]
+            if keep.all():
+                yield table            # the common case: no copy of its columns
+            elif keep.any():
+                yield table.slice(keep)
+        # the batches before a bad one are returned, none of its records
+        walk.raise_for_outcome()
+        if len(batches) == 0:
+            break
+        offset = int(batches["last_offset"][-1]) + 1

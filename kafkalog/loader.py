@@ -2,8 +2,9 @@
 temporary files dropped and interrupted replacements finished, segments opened, orphan and
 damaged indexes dealt with, recovery from the recovery point after an unclean shutdown, the log
 start offset, producer state and leader epochs. The recovery point, log start offset and
-clean-shutdown state come in as arguments (the manager, or ``Log.open``, reads them from the
-log dir's checkpoint files).
+clean-shutdown state come in as arguments (the manager reads them from the log dir's checkpoint
+files; ``open_partition``, ``Log.open``'s steps, does for a log opened alone, and holds the
+partition's locks).
 """
 import collections
 import logging
@@ -13,19 +14,20 @@ import stat
 
 import numpy as np
 
-from kafkalog import storage
+from kafkalog import checkpoint, storage
 from kafkalog._kernels import walk_batches
 from kafkalog.errors import (
     CorruptIndexError, IndexOffsetOverflowError, InvalidOffsetError, KafkaLogError,
-    LogNotFoundError, NotARegularFileError,
+    LogDirFailureError, LogNotFoundError, NotARegularFileError,
 )
 from kafkalog.files import (
-    CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIXES, LOG_SUFFIX, SNAPSHOT_SUFFIX, SWAP_SUFFIX,
-    TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, file_name, file_path, looks_like_log_file, offsets_of,
-    parse_file_name,
+    CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIXES, LOCK_FILE, LOG_SUFFIX, SNAPSHOT_SUFFIX,
+    SWAP_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, file_name, file_path, looks_like_log_file,
+    offsets_of, parse_file_name, topic_partition_or_none,
 )
 from kafkalog.leader_epoch import LeaderEpochCache
 from kafkalog.local_log import create_cleaned_segment, delete_segments_now, replace_segments
+from kafkalog.locks import FileLock
 from kafkalog.log_segments import LogSegments
 from kafkalog.producer_state import ProducerStateManager
 from kafkalog.records import RecordBatch
@@ -512,3 +514,94 @@ class LogLoader:
             truncated += cut
         return replace_segments(self.directory, pieces, [segment], delete_segments_now,
                                 self._open_segment), truncated
+
+
+# ------------------------------------------------------------------ opening a partition
+def open_partition(path, config, build, *, recovery_point, log_start_offset, clean_shutdown,
+                   high_watermark, replicated, read_only, time_fn, topic_id,
+                   first_dirty_offset, managed, salvage_dir):
+    """Lock, load and hand a partition directory to ``build`` (``Log.open``'s steps).
+
+    ``build(path, loaded, *, high_watermark, first_dirty_offset, read_only, managed, locks,
+    topic_id)`` makes the log of a ``LoadedLog``; the partition's locks are released when it
+    fails. Offsets not given are read from the log dir's checkpoint files. A remote ``path``
+    opens read-only and unlocked; a local load that fails on I/O raises LogDirFailureError.
+    """
+    def load(read_only, topic_id, managed, salvage_dir, locks):
+        known = _from_checkpoints(path, replicated, recovery_point=recovery_point,
+                                  log_start_offset=log_start_offset,
+                                  clean_shutdown=clean_shutdown,
+                                  first_dirty_offset=first_dirty_offset,
+                                  high_watermark=high_watermark)
+        loaded = LogLoader(path, config, recovery_point=known["recovery_point"],
+                           log_start_offset=known["log_start_offset"],
+                           clean_shutdown=known["clean_shutdown"], read_only=read_only,
+                           time_fn=time_fn, salvage_dir=salvage_dir).load()
+        return build(path, loaded, high_watermark=known["high_watermark"],
+                     first_dirty_offset=known["first_dirty_offset"], read_only=read_only,
+                     managed=managed, locks=locks, topic_id=topic_id)
+
+    if storage.is_remote(path):
+        if not read_only or topic_id is not None:
+            storage.check_writable(path)
+        storage.refresh(path)
+        if not storage.isdir(path):
+            raise LogNotFoundError(f"{path}: no such partition directory")
+        return load(True, None, False, None, [])
+    path = os.path.abspath(path)
+    if not os.path.isdir(path) and read_only:
+        raise LogNotFoundError(f"{path}: no such partition directory")
+    try:
+        if not os.path.isdir(path):
+            os.makedirs(path, exist_ok=True)       # a racing writer may make it first
+            checkpoint.fsync_dir(os.path.dirname(path))
+        locks = [] if read_only else lock_partition(path, managed)
+        try:
+            return load(read_only, topic_id, managed, salvage_dir, locks)
+        except BaseException:
+            for lock in locks:
+                lock.release()
+            raise
+    except OSError as e:
+        raise LogDirFailureError(f"loading {path} failed: {e}", errno=e.errno) from e
+
+
+def _from_checkpoints(path, replicated, **known):
+    """``known`` with each None filled from the log dir's checkpoint files (a broker's view:
+    no entry means recover everything from 0; a replicated log's missing high watermark is
+    0)."""
+    if all(v is not None for v in known.values()):
+        return known
+    saved = checkpoint.LogDirCheckpoints(os.path.dirname(path)).for_partition(
+        topic_partition_or_none(os.path.basename(path)))
+    if known["clean_shutdown"] is None:
+        known["clean_shutdown"] = saved.clean_shutdown
+    for name, value in (("recovery_point", saved.recovery_point),
+                        ("log_start_offset", saved.log_start_offset),
+                        ("first_dirty_offset", saved.cleaner_offset)):
+        known[name] = _first_known(known[name], value, 0)
+    if known["high_watermark"] is None:
+        known["high_watermark"] = _first_known(saved.high_watermark, 0) if replicated else \
+            saved.high_watermark
+    return known
+
+
+def lock_partition(path, managed):
+    """The locks a writer holds: the partition directory itself (no file is created), and,
+    shared, the log dir's ``.lock`` when the partition lives in a log dir a ``LogManager``
+    has used (a ``LogManager`` holds that one alone and takes only the partition's)."""
+    holder = "another writer (a Log or a LogManager, in this or another process)"
+    locks = [FileLock(path, holder=holder)]
+    dir_lock = os.path.join(os.path.dirname(path), LOCK_FILE)
+    if not managed and os.path.exists(dir_lock):
+        try:
+            locks.append(FileLock(dir_lock, shared=True,
+                                  holder=f"a LogManager (log dir of {path})"))
+        except BaseException:
+            locks[0].release()
+            raise
+    return locks
+
+
+def _first_known(*values):
+    return next(v for v in values if v is not None)

@@ -9,7 +9,6 @@ one view of a partition every reader uses (the Spark planner, ``verify``, ``dump
 from __future__ import annotations
 
 import contextlib
-import functools
 import itertools
 import logging
 import os
@@ -25,21 +24,21 @@ from kafkalog.cleaner import (
 )
 from kafkalog.config import LogConfig
 from kafkalog.errors import (
-    InvalidOffsetError, KafkaLogError, LogClosedError, LogDirFailureError, LogNotFoundError,
-    OffsetOutOfRangeError,
+    InvalidOffsetError, KafkaLogError, LogClosedError, LogDirFailureError, OffsetOutOfRangeError,
 )
 from kafkalog.files import (
-    LOCK_FILE, LOG_SUFFIX, file_path, parse_topic_partition, topic_partition_or_none,
+    parse_topic_partition, topic_partition_or_none,
 )
-from kafkalog.isolation import ISOLATIONS, AbortedTxnFilter
-from kafkalog.loader import LogLoader, rebuild_producer_state
+from kafkalog.isolation import ISOLATIONS, fetched_tables
+from kafkalog.loader import open_partition, rebuild_producer_state
 from kafkalog.locks import FileLock
 from kafkalog.local_log import LocalLog, create_cleaned_segment
 from kafkalog.log_validator import LogValidator
+from kafkalog.fetch_data_info import LogAppendInfo, LogOffsetSnapshot, append_info
 from kafkalog.builder import build_batch
-from kafkalog.records import CONTROL_MASK, decode_batches
-from kafkalog.segment_walker import walk_segment
-from kafkalog.retention import KAFKA_POLICIES, LogStartOffsetRetention
+from kafkalog.retention import (
+    LogStartOffsetRetention, breached_policies, deletable_segments,
+)
 from kafkalog.scheduler import default_scheduler
 
 if TYPE_CHECKING:
@@ -66,31 +65,6 @@ EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 __all__ = ["Log", "LogAppendInfo", "LogOffsetSnapshot", "ISOLATIONS", "EARLIEST_TIMESTAMP",
            "LATEST_TIMESTAMP"]
-
-class LogOffsetSnapshot(NamedTuple):
-    """A log's offsets read together under its lock (``Log.offsets()``)."""
-    log_start_offset: int
-    log_end_offset: int
-    high_watermark: int
-    last_stable_offset: int
-    recovery_point: int
-
-
-class LogAppendInfo(NamedTuple):
-    """What an append wrote: its offsets, its max timestamp (ms) and the offset holding it,
-    the LogAppendTime applied (-1 for CreateTime), its bytes and records."""
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    offset_of_max_timestamp: int
-    log_append_time: int
-    valid_bytes: int
-    records_count: int
-
-
-# ``LogAppendInfo`` from a 7-tuple without the generated ``__new__`` (once per append)
-_append_info = functools.partial(tuple.__new__, LogAppendInfo)
-
 
 class _AppendSettings(NamedTuple):
     validator: LogValidator
@@ -190,79 +164,19 @@ class Log:
         encrypted segments to RSA private keys (PEM file paths or PEM text).
         """
         config = config if isinstance(config, LogConfig) else LogConfig(config)
-        path = storage.configure(os.fspath(path), storage_options, rsm_keys)
-        if storage.is_remote(path):
-            return cls._open_remote(path, config, recovery_point, log_start_offset,
-                                    clean_shutdown, high_watermark, replicated, read_only,
-                                    scheduler, time_fn, topic_id, first_dirty_offset)
-        path = os.path.abspath(path)
-        if not os.path.isdir(path) and read_only:
-            raise LogNotFoundError(f"{path}: no such partition directory")
-        try:
-            return cls._open(path, config, recovery_point, log_start_offset, clean_shutdown,
-                             high_watermark, replicated, read_only, scheduler, time_fn,
-                             topic_id, first_dirty_offset, managed, salvage_dir)
-        except OSError as e:
-            raise LogDirFailureError(f"loading {path} failed: {e}", errno=e.errno) from e
 
-    @classmethod
-    def _open_remote(cls, path, config, recovery_point, log_start_offset, clean_shutdown,
-                     high_watermark, replicated, read_only, scheduler, time_fn, topic_id,
-                     first_dirty_offset):
-        if not read_only or topic_id is not None:
-            storage.check_writable(path)
-        storage.refresh(path)
-        if not storage.isdir(path):
-            raise LogNotFoundError(f"{path}: no such partition directory")
-        return cls._load(path, config, recovery_point, log_start_offset, clean_shutdown,
-                         high_watermark, replicated, True, scheduler, time_fn, None,
-                         first_dirty_offset, False, None, [])
-
-    @classmethod
-    def _open(cls, path, config, recovery_point, log_start_offset, clean_shutdown,
-              high_watermark, replicated, read_only, scheduler, time_fn, topic_id,
-              first_dirty_offset, managed, salvage_dir):
-        if not os.path.isdir(path):
-            os.makedirs(path, exist_ok=True)       # a racing writer may make it first
-            checkpoint.fsync_dir(os.path.dirname(path))
-        locks = [] if read_only else _lock_partition(path, managed)
-        try:
-            return cls._load(path, config, recovery_point, log_start_offset, clean_shutdown,
-                             high_watermark, replicated, read_only, scheduler, time_fn,
-                             topic_id, first_dirty_offset, managed, salvage_dir, locks)
-        except BaseException:
-            for lock in locks:
-                lock.release()
-            raise
-
-    @classmethod
-    def _load(cls, path, config, recovery_point, log_start_offset, clean_shutdown,
-              high_watermark, replicated, read_only, scheduler, time_fn, topic_id,
-              first_dirty_offset, managed, salvage_dir, locks):
-        known = (recovery_point, log_start_offset, clean_shutdown, first_dirty_offset,
-                 high_watermark)
-        if any(v is None for v in known):
-            saved = checkpoint.LogDirCheckpoints(os.path.dirname(path)).for_partition(
-                topic_partition_or_none(os.path.basename(path)))
-            if clean_shutdown is None:
-                clean_shutdown = saved.clean_shutdown
-            recovery_point = _first_known(recovery_point, saved.recovery_point, 0)
-            log_start_offset = _first_known(log_start_offset, saved.log_start_offset, 0)
-            first_dirty_offset = _first_known(first_dirty_offset, saved.cleaner_offset, 0)
-            if high_watermark is None:
-                high_watermark = _first_known(saved.high_watermark, 0) if replicated else \
-                    saved.high_watermark
-        loaded = LogLoader(path, config, recovery_point=recovery_point,
-                           log_start_offset=log_start_offset, clean_shutdown=clean_shutdown,
-                           read_only=read_only, time_fn=time_fn,
-                           salvage_dir=salvage_dir).load()
-        log_ = cls(path, config, loaded, high_watermark=high_watermark, replicated=replicated,
-                   read_only=read_only, scheduler=scheduler or default_scheduler(),
-                   time_fn=time_fn, first_dirty_offset=first_dirty_offset, managed=managed,
-                   locks=locks)
-        if topic_id is not None:
-            log_.assign_topic_id(topic_id)
-        return log_
+        def build(path, loaded, topic_id, **kwargs):
+            log_ = cls(path, config, loaded, replicated=replicated,
+                       scheduler=scheduler or default_scheduler(), time_fn=time_fn, **kwargs)
+            if topic_id is not None:
+                log_.assign_topic_id(topic_id)
+            return log_
+        return open_partition(
+            storage.configure(os.fspath(path), storage_options, rsm_keys), config, build,
+            recovery_point=recovery_point, log_start_offset=log_start_offset,
+            clean_shutdown=clean_shutdown, high_watermark=high_watermark, replicated=replicated,
+            read_only=read_only, time_fn=time_fn, topic_id=topic_id,
+            first_dirty_offset=first_dirty_offset, managed=managed, salvage_dir=salvage_dir)
 
     # ------------------------------------------------------------------------------ state
     def _now_ms(self):
@@ -498,7 +412,7 @@ class Log:
             if self._unflushed_messages >= settings.flush_messages or \
                     now - self._last_flush_ms >= settings.flush_ms:
                 self.flush()
-            return _append_info((first, last, max_ts, offset_of_max,
+            return append_info((first, last, max_ts, offset_of_max,
                                  now if log_append else -1, size, count))
 
     def _append_settings(self):
@@ -654,36 +568,9 @@ class Log:
         offset = self._log_start_offset if start_offset is None else start_offset
         limit = self._max_offset(isolation)
         end = limit if end_offset is None else min(end_offset, limit)
-        aborted = AbortedTxnFilter() if isolation == "committed" else None
-        while offset < end:
-            info = self.read(offset, max_bytes, isolation)
-            if not info.records:
-                break
-            data = info.records
-            meta = info.fetch_offset_metadata
-            with self._reading():
-                walk = walk_segment(data, validate_crc=validate_crc,
-                                    position_base=meta.relative_position_in_segment,
-                                    path=file_path(self.path, meta.segment_base_offset,
-                                                   LOG_SUFFIX))
-                batches = walk.batches
-                table = decode_batches(data, batches) if len(batches) else None
-            if table is not None:
-                keep = (table.records["offset"] >= offset) & (table.records["offset"] < end)
-                if not include_control:
-                    keep &= (batches["attributes"][table.batch] & CONTROL_MASK) == 0
-                if aborted is not None:
-                    aborted.add(info.aborted_transactions)
-                    keep &= ~aborted.aborted_mask(batches)[table.batch]
-                if keep.all():
-                    yield table            # the common case: no copy of its columns
-                elif keep.any():
-                    yield table.slice(keep)
-            # the batches before a bad one are returned, none of its records
-            walk.raise_for_outcome()
-            if len(batches) == 0:
-                break
-            offset = int(batches["last_offset"][-1]) + 1
+        yield from fetched_tables(self.read, self._reading, self.path, offset, end,
+                                  isolation, include_control, max_bytes,
+                                  validate_crc)
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with a timestamp >= ``timestamp``; -2 gives
@@ -761,17 +648,8 @@ class Log:
             self._check_writable()
             now_ms = self._now_ms() if now_ms is None else now_ms
             with self._io("retention"):
-                deleted = 0
-                for policy in KAFKA_POLICIES + tuple(self._retention_policies):
-                    if getattr(policy, "requires_delete_policy", True) and \
-                            not self.config.delete_enabled:
-                        continue
-                    make = policy.predicate if hasattr(policy, "predicate") else policy
-                    predicate = make(self, now_ms)
-                    if predicate is not None:
-                        deleted += self._delete_by(predicate,
-                                                   getattr(policy, "reason", "retention"))
-                return deleted
+                return sum(self._delete_by(predicate, reason) for predicate, reason in
+                           breached_policies(self, self._retention_policies, now_ms))
 
     def add_retention_policy(self, policy: RetentionPolicyLike) -> None:
         """Add a ``RetentionPolicy`` (or a function ``f(log, now_ms)`` returning a predicate of
@@ -779,22 +657,13 @@ class Log:
         self._retention_policies.append(policy)
 
     def _delete_by(self, predicate, reason):
-        segments = self.segments
-        log_end = self.log_end_offset
-        deletable = []
-        for segment, upper in segments.with_bounds(log_end):
-            nxt = segments.higher(segment.base_offset)
-            last_and_empty = nxt is None and segment.size == 0
-            if self._high_watermark >= upper and not last_and_empty and predicate(segment, nxt):
-                deletable.append(segment)
-            else:
-                break
+        deletable = deletable_segments(self, predicate)
         if not deletable:
             return 0
         log.info("%s: deleting %d segment(s) from base offset %d to %d (%s)", self.path,
                  len(deletable), deletable[0].base_offset, deletable[-1].base_offset, reason)
-        if len(deletable) == len(segments):
-            self._producer_state.take_snapshot(log_end)
+        if len(deletable) == len(self.segments):
+            self._producer_state.take_snapshot(self.log_end_offset)
         self._local.delete_segments(deletable)
         self._log_start_offset = max(self._log_start_offset, self.segments.first.base_offset)
         self._leader_epochs.truncate_from_start(self._log_start_offset)
@@ -823,12 +692,9 @@ class Log:
         """A standalone log's log start offset, recorded in the parent dir's checkpoint (a
         managed log's is written by its LogManager)."""
         key = topic_partition_or_none(self.dir_name)
-        if self._managed or key is None:
-            return
-        saved = checkpoint.LogDirCheckpoints(os.path.dirname(self.path))
-        offsets = dict(saved.offsets["log_start_offset"])
-        offsets[key] = self._log_start_offset
-        saved.write("log_start_offset", offsets)
+        if not self._managed and key is not None:
+            checkpoint.LogDirCheckpoints(os.path.dirname(self.path)).write_partition(
+                "log_start_offset", key, self._log_start_offset)
 
     # ------------------------------------------------------------------------------ compaction
     def cleaning_snapshot(self) -> CleaningSnapshot:
@@ -950,23 +816,3 @@ class Log:
         return (f"Log({self.path!r}, log_start_offset={self._log_start_offset}, "
                 f"log_end_offset={self.log_end_offset}, segments={len(self.segments)})")
 
-
-def _lock_partition(path, managed):
-    """The locks a writer holds: the partition directory itself (no file is created), and,
-    shared, the log dir's ``.lock`` when the partition lives in a log dir a ``LogManager``
-    has used (a ``LogManager`` holds that one alone and takes only the partition's)."""
-    holder = "another writer (a Log or a LogManager, in this or another process)"
-    locks = [FileLock(path, holder=holder)]
-    dir_lock = os.path.join(os.path.dirname(path), LOCK_FILE)
-    if not managed and os.path.exists(dir_lock):
-        try:
-            locks.append(FileLock(dir_lock, shared=True,
-                                  holder=f"a LogManager (log dir of {path})"))
-        except BaseException:
-            locks[0].release()
-            raise
-    return locks
-
-
-def _first_known(*values):
-    return next(v for v in values if v is not None)

@@ -3,7 +3,9 @@
 The log walks its segments from the oldest and stops at the first one a policy does not
 release; a segment is only ever released when the high watermark is at or past its end and
 it is not an empty active segment. Kafka's three policies are implemented through the same
-interface users implement their own with.
+interface users implement their own with. ``breached_policies`` and ``deletable_segments``
+are ``Log.delete_old_segments``' choice of what goes (Kafka's ``UnifiedLog.deleteOldSegments``
+and ``deletableSegments``); the log deletes it and moves its offsets.
 """
 
 
@@ -89,3 +91,31 @@ class SegmentCountRetention(RetentionPolicy):
 
 
 KAFKA_POLICIES = (LogStartOffsetRetention(), SizeRetention(), TimeRetention())
+
+
+def breached_policies(log, policies, now_ms):
+    """(predicate, reason) of each policy that releases something now: Kafka's, then
+    ``policies`` in order; each is asked after the segments of the one before are gone."""
+    for policy in KAFKA_POLICIES + tuple(policies):
+        if getattr(policy, "requires_delete_policy", True) and not log.config.delete_enabled:
+            continue
+        make = policy.predicate if hasattr(policy, "predicate") else policy
+        predicate = make(log, now_ms)
+        if predicate is not None:
+            yield predicate, getattr(policy, "reason", "retention")
+
+
+def deletable_segments(log, predicate):
+    """The oldest segments of ``log`` that ``predicate`` releases, up to the first it keeps,
+    the high watermark has not passed, or that is an empty active segment."""
+    segments = log.segments
+    high_watermark = log.high_watermark
+    deletable = []
+    for segment, upper in segments.with_bounds(log.log_end_offset):
+        nxt = segments.higher(segment.base_offset)
+        last_and_empty = nxt is None and segment.size == 0
+        if high_watermark >= upper and not last_and_empty and predicate(segment, nxt):
+            deletable.append(segment)
+        else:
+            break
+    return deletable
