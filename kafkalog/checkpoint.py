@@ -12,10 +12,11 @@ import os
 from typing import TYPE_CHECKING, Mapping, NamedTuple, Sequence
 
 from kafkalog import storage
-from kafkalog.errors import CorruptCheckpointError, NotARegularFileError
+from kafkalog.errors import CorruptCheckpointError, KafkaLogError, NotARegularFileError
 from kafkalog.files import (
     CLEAN_SHUTDOWN_FILE, CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
     PARTITION_METADATA, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
+    topic_partition_or_none,
 )
 from kafkalog.storage import read_regular_file
 
@@ -136,6 +137,18 @@ def write_partition_metadata(directory: StrPath, topic_id: str) -> None:
                      f"version: 0\ntopic_id: {topic_id}")
 
 
+def assign_topic_id(directory: StrPath, topic_id: str, read_only: bool = False) -> None:
+    """Write ``topic_id`` to a partition's ``partition.metadata`` unless it is there (as Kafka
+    does); a different id there, or a missing one in a read-only log, is a KafkaLogError."""
+    existing = read_partition_metadata(directory)
+    if existing is not None and existing != topic_id:
+        raise KafkaLogError(f"{directory} belongs to topic id {existing}, not {topic_id}")
+    if existing is None:
+        if read_only:
+            raise KafkaLogError(f"log {directory} was opened read-only")
+        write_partition_metadata(directory, topic_id)
+
+
 class PartitionCheckpoints(NamedTuple):
     """What a log dir's checkpoint files say of one partition; an offset is None when no file
     holds it."""
@@ -189,6 +202,11 @@ class LogDirCheckpoints:
         write_offset_checkpoint(os.path.join(self.log_dir, self.NAMES[field]), offsets)
         self.offsets[field] = dict(offsets)
 
-    def write_partition(self, field: str, key: tuple[str, int], offset: int) -> None:
-        """Set one partition's offset in one of the offset checkpoint files."""
-        self.write(field, {**self.offsets[field], key: offset})
+
+def write_log_start_offset(partition_dir: StrPath, offset: int) -> None:
+    """Record a partition's log start offset in its log dir's ``log-start-offset-checkpoint``
+    (nothing for a directory not named like a partition)."""
+    key = topic_partition_or_none(os.path.basename(partition_dir))
+    if key is not None:
+        saved = LogDirCheckpoints(os.path.dirname(partition_dir))
+        saved.write("log_start_offset", {**saved.offsets["log_start_offset"], key: offset})

@@ -19,9 +19,15 @@ timestamp deltas written again); compressed and legacy batches are rebuilt throu
 
 Each group is written as ``.cleaned``, renamed ``.swap`` once whole, and swapped in for the
 old segments; a crash at any step is finished or undone by the next load (``Log.open``).
+
+``clean_log`` runs a pass over a live log the way Kafka's LogCleaner does: the log's
+``CleaningCoordinator`` (Kafka's LogCleanerManager) marks it begun (refused while paused or
+running), the pass reads only the snapshot, each group is swapped in by ``Log.replace_segments``
+under the log's lock, and the coordinator ends it.
 """
 import collections
 import contextlib
+import functools
 import logging
 import threading
 import time
@@ -35,6 +41,7 @@ from kafkalog._kernels import (
 from kafkalog.codecs import CODEC_NAMES
 from kafkalog.errors import CleaningAbortedError
 from kafkalog.isolation import AbortedTxnFilter
+from kafkalog.local_log import create_cleaned_segment
 from kafkalog._kernels import Record
 from kafkalog.builder import build_batch
 from kafkalog.records import (
@@ -62,7 +69,8 @@ log's lock (``Log.cleaning_snapshot``): the cleaner never reads a log's live sta
 
 class CleaningCoordinator:
     """One log's cleaning state, kept as Kafka's ``LogCleanerManager`` keeps it: in progress,
-    aborted, paused. Every method is called with the log's lock held.
+    aborted, paused. Every method is called with the log's lock (``lock``, re-entrant) held;
+    ``check_aborted``, which a running pass calls between segments, takes it itself.
 
     Operations that would invalidate a pass (truncation, ``truncate_fully_and_start_at``,
     ``delete_records``, close) run inside ``paused()``: it marks a running pass aborted and
@@ -71,6 +79,7 @@ class CleaningCoordinator:
     """
 
     def __init__(self, lock):
+        self.lock = lock
         self._cond = threading.Condition(lock)
         self._in_progress = False
         self._aborted = False
@@ -83,8 +92,9 @@ class CleaningCoordinator:
         return True
 
     def check_aborted(self):
-        if self._aborted:
-            raise CleaningAbortedError("log cleaning was aborted")
+        with self.lock:
+            if self._aborted:
+                raise CleaningAbortedError("log cleaning was aborted")
 
     def end(self):
         self._in_progress = self._aborted = False
@@ -248,6 +258,56 @@ def clean(snapshot, now_ms, memory_budget, replace, check_aborted):
                         stats["bytes_written"], stats["records_read"], stats["records_retained"],
                         len(offset_map), offset_map.memory, time.perf_counter() - started,
                         partial, False)
+
+
+def clean_log(target, snapshot, coordinator, now_ms, memory_budget, time_fn, offline):
+    """One cleaner pass over the log ``target`` (``Log.compact``) from ``snapshot``, taken
+    when ``coordinator`` (its ``CleaningCoordinator``) marked the pass begun, or None when it
+    refused; returns ``CleanerStats``, ``aborted`` when a truncation, deletion or close
+    stopped the pass or another was running. ``time_fn`` dates the cleaned segments;
+    ``offline(what, error)`` takes the log offline after an I/O error and returns the
+    LogDirFailureError to raise."""
+    if snapshot is None:
+        return _aborted(target.first_dirty_offset)
+    try:
+        stats = clean(snapshot, now_ms, memory_budget,
+                      functools.partial(_swap_in, target, time_fn), coordinator.check_aborted)
+        with coordinator.lock:
+            target.first_dirty_offset = max(target.first_dirty_offset,
+                                            stats.first_uncleanable_offset)
+        return stats
+    except CleaningAbortedError:
+        log.info("%s: cleaning aborted", target.path)
+        return _aborted(snapshot.first_dirty_offset)
+    except OSError as e:
+        with coordinator.lock:
+            raise offline("compaction", e) from e
+    finally:
+        with coordinator.lock:
+            coordinator.end()
+
+
+def _aborted(first_dirty_offset):
+    return CleanerStats(first_dirty_offset, first_dirty_offset, 0, 0, 0, 0, 0, 0, 0, 0.0, False,
+                        True)
+
+
+def _swap_in(target, time_fn, group, data):
+    """The cleaned bytes of ``group`` (consecutive segments) written as a new segment outside
+    the log's lock, then swapped in under it; when the log refuses (the pass was aborted, the
+    group is no longer in the log) the new files go and the pass stops."""
+    piece, _ = create_cleaned_segment(target.path, group[0].base_offset, data, target.config,
+                                      time_fn)
+    try:
+        piece.txn_index.reset()
+        for old in group:          # the aborted transactions stay known to readers
+            for txn in old.txn_index.all_aborted_txns():
+                piece.txn_index.append(txn)
+        target.replace_segments([piece], group)
+        piece = None
+    finally:
+        if piece is not None:
+            piece.delete_files()
 
 
 def _groups(segments, max_bytes):

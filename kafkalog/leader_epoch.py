@@ -7,6 +7,7 @@ import threading
 
 from kafkalog.checkpoint import read_leader_epoch_checkpoint, write_leader_epoch_checkpoint
 from kafkalog import storage
+from kafkalog._kernels import walk_batches
 from kafkalog.files import LEADER_EPOCH_CHECKPOINT
 
 UNDEFINED_EPOCH = -1
@@ -65,6 +66,20 @@ class LeaderEpochCache:
             self._entries.append(EpochEntry(epoch, start_offset))
             self._write()
             return True
+
+    def assign_from_append(self, epoch, first_offset, data, batches, n_batches):
+        """The cache update of an append whose largest partition leader epoch is ``epoch``
+        (``batches``: its walked batches, or None to walk ``data`` when needed), as Kafka's
+        append does when the epoch is newer than the cache's latest."""
+        latest = self.latest_epoch()
+        if latest is not None and epoch <= latest:
+            return
+        if n_batches == 1:      # the epoch is the batch's, without walking it again
+            self.assign(epoch, first_offset)
+            return
+        if batches is None:
+            batches = walk_batches(data, validate_crc=False)[0]
+        self.assign_from_batches(batches)
 
     def assign_from_batches(self, batches):
         """Assign the epochs of appended v2 batches (``BATCH_DTYPE`` rows) newer than the

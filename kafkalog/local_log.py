@@ -17,10 +17,12 @@ whole (FORMAT.md "Log load"):
 4. the ``.swap`` files are renamed to their final names and the directory fsynced.
 """
 import concurrent.futures
+import contextlib
 import logging
 import os
 
 from kafkalog import checkpoint
+from kafkalog.errors import LogDirFailureError
 from kafkalog.files import CLEANED_SUFFIX, DELETED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, file_path
 from kafkalog.log_segments import LogSegments
 from kafkalog.producer_state import ProducerStateManager
@@ -105,6 +107,25 @@ class LocalLog:
         self.recovery_point = recovery_point
         self._scheduler = scheduler
         self._time_fn = time_fn
+        self.failed = None      # the OSError that took the log offline
+        self.unflushed_messages = 0      # appended since the last flush (the log counts them)
+        self.last_flush_ms = int(time_fn() * 1000)
+
+    @contextlib.contextmanager
+    def io(self, what):
+        """Turn a failed file operation into LogDirFailureError and take the log offline (as
+        Kafka's ``maybeHandleIOException``)."""
+        try:
+            yield
+        except OSError as e:
+            raise self.offline(what, e) from e
+
+    def offline(self, what, e):
+        """Take the log offline after ``e`` (an OSError); returns the LogDirFailureError to
+        raise."""
+        self.failed = e
+        return LogDirFailureError(f"{what} failed for {self.directory}: {e}; the log is "
+                                  f"offline until reopened", errno=e.errno)
 
     @property
     def segments(self):
@@ -181,12 +202,15 @@ class LocalLog:
         else:
             _flush_all(due)
         self.recovery_point = self.log_end_offset
+        self.unflushed_messages = 0
+        self.last_flush_ms = int(self._time_fn() * 1000)
 
     # ------------------------------------------------------------------------------ read
-    def read(self, start_offset, max_bytes, max_offset, min_one_message=True):
+    def read(self, start_offset, max_bytes, max_offset, min_one_message=True,
+             include_aborted_txns=False):
         """Batches from the first holding ``start_offset`` up to ``max_bytes``, nothing at or
-        past ``max_offset``. Returns (FetchDataInfo, the segment read, the segment list read)
-        or (empty FetchDataInfo, None, list)."""
+        past ``max_offset``: a FetchDataInfo, with the aborted transactions of its range when
+        ``include_aborted_txns`` (read_committed)."""
         segments = self._segments
         end = self.log_end_metadata
         if start_offset < max_offset:
@@ -203,10 +227,34 @@ class LocalLog:
                         max_position = found[0]
                 info = segment.read(start_offset, max_bytes, max_position, min_one_message)
                 if info is not None and (info.records or info.first_entry_incomplete):
-                    return info, segment, segments
+                    if include_aborted_txns:
+                        info.aborted_transactions = self._aborted_transactions(
+                            segments, start_offset, segment, info, end[0])
+                    return info
                 segment = nxt
                 nxt = None if nxt is None else segments.higher(nxt.base_offset)
-        return FetchDataInfo(LogOffsetMetadata(start_offset, -1, -1), b""), None, segments
+        return FetchDataInfo(LogOffsetMetadata(start_offset, -1, -1), b"",
+                             aborted_transactions=[] if include_aborted_txns else None)
+
+    @classmethod
+    def _aborted_transactions(cls, segments, start_offset, segment, info, log_end):
+        """Those of a read from ``segment`` (Kafka's ``addAbortedTransactions``): up to the
+        offset after its last batch."""
+        meta = info.fetch_offset_metadata
+        upper = segment.fetch_upper_bound_offset(meta.relative_position_in_segment,
+                                                 len(info.records))
+        if upper is None:
+            upper = segments.next_base(segment, log_end)
+        return cls.collect_aborted_transactions(segments, start_offset, upper, segment)
+
+    def offset_for_timestamp(self, timestamp, log_start_offset):
+        """(offset, timestamp) of the first record at or above ``log_start_offset`` with a
+        timestamp >= ``timestamp``, or None."""
+        for segment in self.segments.by_largest_timestamp(timestamp):
+            found = segment.find_offset_by_timestamp(timestamp, log_start_offset)
+            if found is not None:
+                return (found.offset, found.timestamp)
+        return None
 
     @staticmethod
     def collect_aborted_transactions(segments, start_offset, upper_offset, first=None):
@@ -283,8 +331,14 @@ class LocalLog:
         return [s for s in old_segments if s.base_offset not in kept]
 
     def close(self):
-        for segment in self.segments:
-            segment.close()
+        """Trim the indexes and close every segment; when that fails, release them all
+        without writing (and raise)."""
+        try:
+            for segment in self.segments:
+                segment.close()
+        except OSError:
+            self.close_handlers()
+            raise
 
     def close_handlers(self):
         """Release every file without writing (a log whose dir failed)."""

@@ -2,9 +2,9 @@
 watermark, last stable offset), append validation, producer and leader-epoch state, reads with
 isolation, retention, truncation, and compaction coordinated with all of them.
 
-The files are ``LocalLog``'s (``local_log``), loading is ``LogLoader``'s (``loader``), the log
-dir's checkpoint files are read by ``checkpoint.LogDirCheckpoints``. A read-only ``Log`` is the
-one view of a partition every reader uses (the Spark planner, ``verify``, ``dump``).
+The files and their I/O failures are ``LocalLog``'s (``local_log``), opening and loading
+``loader``'s, the choice of what retention deletes ``retention``'s, a compaction pass
+``cleaner``'s. A read-only ``Log`` is the one view of a partition every reader uses.
 """
 from __future__ import annotations
 
@@ -14,31 +14,26 @@ import logging
 import os
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
 from kafkalog import checkpoint, storage
 from kafkalog._kernels import APPEND_HAS_PRODUCER, walk_batches
 from kafkalog.cleaner import (
     DEFAULT_MAP_MEMORY, CleanerStats, CleaningAbortedError, CleaningCoordinator,
-    CleaningSnapshot, clean,
+    CleaningSnapshot, clean_log,
 )
 from kafkalog.config import LogConfig
 from kafkalog.errors import (
-    InvalidOffsetError, KafkaLogError, LogClosedError, LogDirFailureError, OffsetOutOfRangeError,
+    InvalidOffsetError, KafkaLogError, LogClosedError, OffsetOutOfRangeError,
 )
-from kafkalog.files import (
-    parse_topic_partition, topic_partition_or_none,
-)
+from kafkalog.files import parse_topic_partition
 from kafkalog.isolation import ISOLATIONS, fetched_tables
 from kafkalog.loader import open_partition, rebuild_producer_state
-from kafkalog.locks import FileLock
-from kafkalog.local_log import LocalLog, create_cleaned_segment
-from kafkalog.log_validator import LogValidator
+from kafkalog.local_log import LocalLog
+from kafkalog.log_validator import AppendSettings
 from kafkalog.fetch_data_info import LogAppendInfo, LogOffsetSnapshot, append_info
 from kafkalog.builder import build_batch
-from kafkalog.retention import (
-    LogStartOffsetRetention, breached_policies, deletable_segments,
-)
+from kafkalog.retention import LogStartOffsetRetention, breached_policies, deletable_segments
 from kafkalog.scheduler import default_scheduler
 
 if TYPE_CHECKING:
@@ -47,17 +42,13 @@ if TYPE_CHECKING:
     from kafkalog.builder import RecordLike
     from kafkalog.index import AbortedTxn
     from kafkalog.leader_epoch import LeaderEpochCache
+    from kafkalog.locks import FileLock
     from kafkalog.log_segments import LogSegments
     from kafkalog.records import RecordTable
-    from kafkalog.retention import RetentionPolicy
+    from kafkalog.retention import RetentionPolicyLike
     from kafkalog.scheduler import Scheduler
     from kafkalog.fetch_data_info import FetchDataInfo
     from kafkalog.segment import LogSegment
-
-    #: A retention policy, or a function ``f(log, now_ms)`` returning a predicate of
-    #: ``(segment, next_segment)`` or None.
-    SegmentPredicate = Callable[[LogSegment, "LogSegment | None"], bool]
-    RetentionPolicyLike = Union[RetentionPolicy, Callable[["Log", int], "SegmentPredicate | None"]]
 
 log = logging.getLogger(__name__)
 
@@ -65,19 +56,6 @@ EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 __all__ = ["Log", "LogAppendInfo", "LogOffsetSnapshot", "ISOLATIONS", "EARLIEST_TIMESTAMP",
            "LATEST_TIMESTAMP"]
-
-class _AppendSettings(NamedTuple):
-    validator: LogValidator
-    segment_ms: int
-    segment_bytes: int
-    flush_messages: int
-    flush_ms: int
-
-    @classmethod
-    def of(cls, path: str, config: LogConfig) -> _AppendSettings:
-        return cls(LogValidator(path, config), config["segment.ms"], config["segment.bytes"],
-                   config["flush.messages"], config["flush.ms"])
-
 
 class Log:
     """A partition directory as Kafka's storage engine sees it.
@@ -115,11 +93,8 @@ class Log:
         self._high_watermark = log_end if high_watermark is None else \
             min(max(high_watermark, loaded.log_start_offset), log_end)
         self._producer_state.on_high_watermark_updated(self._high_watermark)
-        self._unflushed_messages = 0
-        self._last_flush_ms = self._now_ms()
         self._closed = False
-        self._failed: OSError | None = None
-        self._settings: tuple[LogConfig, _AppendSettings] | None = None
+        self._settings: tuple[LogConfig, AppendSettings] | None = None
 
     # ------------------------------------------------------------------------------ open
     @classmethod
@@ -185,7 +160,7 @@ class Log:
     @property
     def failed(self) -> OSError | None:
         """The OSError that took the log offline, or None."""
-        return self._failed
+        return self._local.failed
 
     @property
     def closed(self) -> bool:
@@ -194,7 +169,7 @@ class Log:
     @property
     def usable(self) -> bool:
         """Open, writable and not offline: background tasks may work on it."""
-        return not self._closed and self._failed is None and not self.read_only
+        return not self._closed and self._local.failed is None and not self.read_only
 
     @property
     def segments(self) -> LogSegments:
@@ -256,13 +231,7 @@ class Log:
 
     def assign_topic_id(self, topic_id: str) -> None:
         """Write ``partition.metadata`` (as Kafka does); a different id there is an error."""
-        existing = checkpoint.read_partition_metadata(self.path)
-        if existing is not None and existing != topic_id:
-            raise KafkaLogError(f"{self.path} belongs to topic id {existing}, not {topic_id}")
-        if existing is None:
-            if self.read_only:
-                raise KafkaLogError(f"log {self.path} was opened read-only")
-            checkpoint.write_partition_metadata(self.path, topic_id)
+        checkpoint.assign_topic_id(self.path, topic_id, self.read_only)
 
     def update_high_watermark(self, offset: int) -> None:
         """Set the high watermark (clamped to [log start offset, log end offset])."""
@@ -287,29 +256,15 @@ class Log:
         with self._lock:
             yield self
 
-    @contextlib.contextmanager
-    def _io(self, what):
-        """Turn a failed file operation into LogDirFailureError and take the log offline."""
-        try:
-            yield
-        except OSError as e:
-            raise self._offline(what, e) from e
-
-    def _offline(self, what, e):
-        """Take the log offline after ``e`` (an OSError); returns the LogDirFailureError to
-        raise."""
-        self._failed = e
-        return LogDirFailureError(f"{what} failed for {self.path}: {e}; the log is offline "
-                                  f"until reopened", errno=e.errno)
-
     def _check_writable(self):
         if self._closed:
             raise LogClosedError(f"log {self.path} is closed")
         if self.read_only:
             raise KafkaLogError(f"log {self.path} was opened read-only")
-        if self._failed is not None:
+        failed = self._local.failed
+        if failed is not None:
             raise KafkaLogError(f"log {self.path} is offline after an I/O error "
-                                f"({self._failed}); reopen it") from self._failed
+                                f"({failed}); reopen it") from failed
 
     # ------------------------------------------------------------------------------ append
     def append(self,
@@ -365,13 +320,13 @@ class Log:
         non-idempotent batch), one write, the settings read once per config, no context
         manager (this is the path whose Python cost bounds the rate of one-record appends)."""
         with self._lock:
-            if self._closed or self.read_only or self._failed is not None:
+            local = self._local
+            if self._closed or self.read_only or local.failed is not None:
                 self._check_writable()
             now = int(self._time_fn() * 1000)
             cached = self._settings
             settings = cached[1] if cached is not None and cached[0] is self.config else \
                 self._append_settings()
-            local = self._local
             log_end = local.log_end_metadata[0]
             validator = settings.validator
             log_append = validator.log_append_time
@@ -399,25 +354,24 @@ class Log:
                     self._producer_state.apply_batches(data, batches,
                                                        txn_index=segment.txn_index)
                 if epoch >= 0:
-                    latest = self._leader_epochs.latest_epoch()
-                    if latest is None or epoch > latest:
-                        self._assign_leader_epochs(data, batches, n_batches, first, epoch)
+                    self._leader_epochs.assign_from_append(epoch, first, data, batches,
+                                                           n_batches)
             except OSError as e:
-                raise self._offline("append", e) from e
+                raise local.offline("append", e) from e
             if not self._replicated:
                 self._high_watermark = last + 1
                 if flags & APPEND_HAS_PRODUCER:
                     self._producer_state.on_high_watermark_updated(last + 1)
-            self._unflushed_messages += count
-            if self._unflushed_messages >= settings.flush_messages or \
-                    now - self._last_flush_ms >= settings.flush_ms:
+            local.unflushed_messages += count
+            if local.unflushed_messages >= settings.flush_messages or \
+                    now - local.last_flush_ms >= settings.flush_ms:
                 self.flush()
             return append_info((first, last, max_ts, offset_of_max,
                                  now if log_append else -1, size, count))
 
     def _append_settings(self):
         """The settings every append reads, taken from ``self.config`` once per config."""
-        cached = self._settings = (self.config, _AppendSettings.of(self.path, self.config))
+        cached = self._settings = (self.config, AppendSettings.of(self.path, self.config))
         return cached[1]
 
     def remove_expired_producers(self, expiration_ms: int = 86_400_000,
@@ -428,21 +382,11 @@ class Log:
             self._producer_state.remove_expired_producers(
                 self._now_ms() if now_ms is None else now_ms, expiration_ms)
 
-    def _assign_leader_epochs(self, data, batches, n_batches, first, epoch):
-        """Kafka's leader-epoch cache update of an append whose largest partition leader
-        epoch, ``epoch``, is newer than the cache's latest."""
-        if n_batches == 1:      # the epoch is the batch's, without walking it again
-            self._leader_epochs.assign(epoch, first)
-            return
-        if batches is None:
-            batches = walk_batches(data, validate_crc=False)[0]
-        self._leader_epochs.assign_from_batches(batches)
-
     def roll(self) -> LogSegment:
         """Start a new active segment at the log end offset; returns it."""
         with self._lock:
             self._check_writable()
-            with self._io("roll"):
+            with self._local.io("roll"):
                 return self._roll(self.log_end_offset)
 
     def _roll(self, new_offset):
@@ -456,7 +400,7 @@ class Log:
         flush task)."""
         now_ms = self._now_ms() if now_ms is None else now_ms
         with self._lock:
-            if self.usable and now_ms - self._last_flush_ms >= self.config["flush.ms"]:
+            if self.usable and now_ms - self._local.last_flush_ms >= self.config["flush.ms"]:
                 self.flush()
 
     def flush(self) -> None:
@@ -466,10 +410,8 @@ class Log:
             if self.read_only or self._closed:
                 return
             self._check_writable()
-            with self._io("flush"):
+            with self._local.io("flush"):
                 self._local.flush()
-            self._unflushed_messages = 0
-            self._last_flush_ms = self._now_ms()
 
     # ------------------------------------------------------------------------------ read
     def _max_offset(self, isolation):
@@ -501,15 +443,11 @@ class Log:
                 f"offset {start_offset} is out of range for {self.dir_name}: log start offset "
                 f"{self._log_start_offset}, log end offset {log_end}")
         try:
-            info, segment, segments = local.read(start_offset, max_bytes, max_offset,
-                                                 min_one_message)
-            if isolation == "committed":
-                info.aborted_transactions = [] if segment is None else \
-                    self._aborted_transactions(start_offset, segment, info, segments, log_end)
+            return local.read(start_offset, max_bytes, max_offset, min_one_message,
+                              isolation == "committed")
         except (ValueError, OSError) as e:
             self._raise_if_closed(e)
             raise
-        return info
 
     @contextlib.contextmanager
     def _reading(self):
@@ -528,14 +466,6 @@ class Log:
         it (a released view, a closed descriptor)."""
         if self._closed:
             raise LogClosedError(f"log {self.path} was closed during the read") from e
-
-    def _aborted_transactions(self, start_offset, segment, info, segments, log_end):
-        meta = info.fetch_offset_metadata
-        upper = segment.fetch_upper_bound_offset(meta.relative_position_in_segment,
-                                                 len(info.records))
-        if upper is None:
-            upper = segments.next_base(segment, log_end)
-        return LocalLog.collect_aborted_transactions(segments, start_offset, upper, segment)
 
     def aborted_transactions(self, start_offset: int, end_offset: int) -> list[AbortedTxn]:
         """The ``AbortedTxn`` entries that a read_committed read of [start_offset,
@@ -582,14 +512,10 @@ class Log:
         if self._closed:
             raise LogClosedError(f"log {self.path} is closed")
         try:      # _reading()'s checks without its context manager (~1 us of a ~8 us call)
-            for segment in self._local.segments.by_largest_timestamp(timestamp):
-                found = segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
-                if found is not None:
-                    return (found.offset, found.timestamp)
+            return self._local.offset_for_timestamp(timestamp, self._log_start_offset)
         except (ValueError, OSError) as e:
             self._raise_if_closed(e)
             raise
-        return None
 
     # ------------------------------------------------------------------------------ truncate
     def truncate_to(self, offset: int) -> bool:
@@ -608,7 +534,7 @@ class Log:
                         offset <= self.segments.first.base_offset:  # type: ignore[union-attr]
                     self._truncate_fully_and_start_at(offset)
                     return True
-                with self._io("truncate"):
+                with self._local.io("truncate"):
                     self._local.truncate_to(offset)
                     self._after_truncation()
             return True
@@ -621,7 +547,7 @@ class Log:
                 self._truncate_fully_and_start_at(new_offset)
 
     def _truncate_fully_and_start_at(self, new_offset):
-        with self._io("truncate"):
+        with self._local.io("truncate"):
             self._local.truncate_fully_and_start_at(new_offset)
             self._log_start_offset = new_offset
             self._leader_epochs.clear()
@@ -647,7 +573,7 @@ class Log:
         with self._lock:
             self._check_writable()
             now_ms = self._now_ms() if now_ms is None else now_ms
-            with self._io("retention"):
+            with self._local.io("retention"):
                 return sum(self._delete_by(predicate, reason) for predicate, reason in
                            breached_policies(self, self._retention_policies, now_ms))
 
@@ -682,19 +608,12 @@ class Log:
             with self._cleaning.paused():
                 self._log_start_offset = max(self._log_start_offset, before_offset)
                 self._leader_epochs.truncate_from_start(self._log_start_offset)
-                with self._io("retention"):
+                with self._local.io("retention"):
                     retention = LogStartOffsetRetention()
                     self._delete_by(retention.predicate(self, 0), retention.reason)
-                    self._checkpoint_log_start_offset()
+                    if not self._managed:       # a LogManager writes a managed log's
+                        checkpoint.write_log_start_offset(self.path, self._log_start_offset)
             return self._log_start_offset
-
-    def _checkpoint_log_start_offset(self):
-        """A standalone log's log start offset, recorded in the parent dir's checkpoint (a
-        managed log's is written by its LogManager)."""
-        key = topic_partition_or_none(self.dir_name)
-        if not self._managed and key is not None:
-            checkpoint.LogDirCheckpoints(os.path.dirname(self.path)).write_partition(
-                "log_start_offset", key, self._log_start_offset)
 
     # ------------------------------------------------------------------------------ compaction
     def cleaning_snapshot(self) -> CleaningSnapshot:
@@ -717,58 +636,23 @@ class Log:
         now_ms = self._now_ms() if now_ms is None else now_ms
         with self._lock:
             self._check_writable()
-            if not self._cleaning.try_begin():
-                return CleanerStats(self.first_dirty_offset, self.first_dirty_offset, 0, 0, 0,
-                                    0, 0, 0, 0, 0.0, False, True)
-            snapshot = self.cleaning_snapshot()
-        try:
-            stats = clean(snapshot, now_ms, memory_budget or DEFAULT_MAP_MEMORY,
-                          self._replace_cleaned, self._check_cleaning)
-            with self._lock:
-                self.first_dirty_offset = max(self.first_dirty_offset,
-                                              stats.first_uncleanable_offset)
-            return stats
-        except CleaningAbortedError:
-            log.info("%s: cleaning aborted", self.path)
-            return CleanerStats(snapshot.first_dirty_offset, snapshot.first_dirty_offset,
-                                0, 0, 0, 0, 0, 0, 0, 0.0, False, True)
-        except OSError as e:
-            with self._lock:
-                with self._io("compaction"):
-                    raise e
-        finally:
-            with self._lock:
-                self._cleaning.end()
+            snapshot = self.cleaning_snapshot() if self._cleaning.try_begin() else None
+        return clean_log(self, snapshot, self._cleaning, now_ms,
+                         memory_budget or DEFAULT_MAP_MEMORY, self._time_fn, self._local.offline)
 
-    def _check_cleaning(self):
+    def replace_segments(self, new_segments: list[LogSegment],
+                         old_segments: list[LogSegment]) -> None:
+        """Swap cleaned ``new_segments`` in for ``old_segments`` under the lock (Kafka's
+        ``replaceSegments``); CleaningAbortedError when the pass was aborted or they are no
+        longer all in the log."""
         with self._lock:
             self._cleaning.check_aborted()
-
-    def _replace_cleaned(self, group, data):
-        """Swap the cleaned bytes of ``group`` (consecutive segments) in. The new segment is
-        written outside the lock; the swap happens under it, unless the pass was aborted or
-        the group is no longer in the log (retention took a segment): then the new files go
-        and the pass stops."""
-        base = group[0].base_offset
-        piece, _ = create_cleaned_segment(self.path, base, data, self.config, self._time_fn)
-        try:
-            piece.txn_index.reset()
-            for old in group:          # the aborted transactions stay known to readers
-                for txn in old.txn_index.all_aborted_txns():
-                    piece.txn_index.append(txn)
-            with self._lock:
-                self._cleaning.check_aborted()
-                if self._closed or self._failed is not None or \
-                        not all(s in self.segments for s in group):
-                    raise CleaningAbortedError(f"segments of {self.path} changed during "
-                                               f"cleaning")
-                with self._io("compaction"):
-                    for gone in self._local.replace_segments([piece], group):
-                        self._producer_state.delete_snapshot(gone.base_offset)
-                piece = None
-        finally:
-            if piece is not None:
-                piece.delete_files()
+            if self._closed or self._local.failed is not None or \
+                    not all(s in self.segments for s in old_segments):
+                raise CleaningAbortedError(f"segments of {self.path} changed during cleaning")
+            with self._local.io("compaction"):
+                for gone in self._local.replace_segments(new_segments, old_segments):
+                    self._producer_state.delete_snapshot(gone.base_offset)
 
     # ------------------------------------------------------------------------------ close
     def close(self) -> None:
@@ -779,32 +663,24 @@ class Log:
                 return
             try:
                 with self._cleaning.paused():
-                    if not self.read_only and self._failed is None:
+                    if not self.read_only and self._local.failed is None:
                         self.flush()
-                        with self._io("close"):
+                        with self._local.io("close"):
                             self._producer_state.take_snapshot(self.log_end_offset)
             finally:
                 # Whatever failed above, the files are closed and the partition is free
                 # for the next writer (the failure is raised; nothing flushed is lost).
                 self._closed = True
                 try:
-                    self._close_files()
+                    # trimming indexes while the dir works, only releasing them once failed
+                    if self._local.failed is None:
+                        with self._local.io("close"):
+                            self._local.close()
+                    else:
+                        self._local.close_handlers()
                 finally:
                     for lock in self._locks:
                         lock.release()
-
-    def _close_files(self):
-        """Close the segments: trimming their indexes while the dir works, only releasing
-        them once it has failed (or when trimming fails: then the log is offline)."""
-        if self._failed is None:
-            try:
-                with self._io("close"):
-                    self._local.close()
-                return
-            except LogDirFailureError:
-                self._local.close_handlers()
-                raise
-        self._local.close_handlers()
 
     def __enter__(self) -> Log:
         return self

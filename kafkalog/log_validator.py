@@ -8,7 +8,7 @@ log end offset, the time and its producer state, and writes what it accepts.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -101,3 +101,18 @@ class LogValidator:
                 f"[{now} - message.timestamp.before.max.ms ({before}), {now} + "
                 f"message.timestamp.after.max.ms ({after})]")
         return batches
+
+
+class AppendSettings(NamedTuple):
+    """What every append reads of a config, made once per config: its ``LogValidator`` and
+    the roll and flush bounds."""
+    validator: LogValidator
+    segment_ms: int
+    segment_bytes: int
+    flush_messages: int
+    flush_ms: int
+
+    @classmethod
+    def of(cls, path: str, config: LogConfig) -> AppendSettings:
+        return cls(LogValidator(path, config), config["segment.ms"], config["segment.bytes"],
+                   config["flush.messages"], config["flush.ms"])
