@@ -1,6 +1,6 @@
 """``LazyIndex``: a segment's offset or time index, opened on first use (Kafka's
-``LazyIndex``), checked against the segment's log when opened, and rewritten whole when it is
-rebuilt from the log.
+``LazyIndex``), checked against the segment's log when opened, distrusted when a read finds the
+offset index lying, and rewritten whole when it is rebuilt from the log.
 
 Loading a log of many segments touches only directory entries; an index is mapped by the first
 lookup or append, and dropped again when its segment gives its handles back (the descriptor
@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import stat
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Iterable, TypeVar
 
 import numpy as np
 
@@ -22,6 +22,7 @@ from kafkalog.index import OffsetIndex, TimeIndex
 from kafkalog.storage_local import file_kind, open_regular, open_regular_stat
 
 if TYPE_CHECKING:
+    from kafkalog.index import OffsetPosition
     from kafkalog.segment import LogSegment
 
 log = logging.getLogger(__name__)
@@ -37,15 +38,19 @@ class LazyIndex(Generic[_I]):
     writable segment is rebuilt from the log, a read-only segment reads without it. The
     segment's side of the contract: ``scan_lock`` and ``index_lock``, ``recovering``,
     ``rebuild_indexes()``, ``batch_starts_at()``, ``read_next_offset()``, ``batches()``,
-    ``learn_largest_timestamp()`` and its public facts (paths, size, config, ``report``).
+    ``learn_largest_timestamp()``, ``offset_index`` and its public facts (paths, size, config,
+    ``report``).
     """
-    __slots__ = ("_segment", "_cls", "index")
+    __slots__ = ("_segment", "_cls", "index", "distrusted")
 
     def __init__(self, segment: LogSegment, cls: type[_I]) -> None:
         self._segment = segment
         self._cls: type[_I] = cls
         #: the open index, or None until it is first used (again, after a drop)
         self.index: _I | None = None
+        #: an offset index found lying (``distrust``): scans start at the segment's start
+        #: until it is rebuilt
+        self.distrusted = False
 
     @property
     def path(self) -> str:
@@ -162,6 +167,32 @@ class LazyIndex(Generic[_I]):
             segment.learn_largest_timestamp(segment.batches(0)[0])
         return self._cls(path, segment.base_offset, empty=True)
 
+    def scan_view(self) -> Any:
+        """The offset index's view for the ``segment_read`` kernel, None while it is
+        distrusted (scans start at the segment's start)."""
+        if self.distrusted:
+            return None
+        index = self.index     # the caller's buffer() touched the segment
+        return (index if index is not None else self._segment.offset_index).view
+
+    def distrust(self, mapping: OffsetPosition) -> bool:
+        """The offset index lies: its entry ``mapping`` points where no batch holding its
+        offset starts (an index trusted after a clean shutdown). Scans start at the
+        segment's start from now on; logged and reported once. Returns whether this is news
+        (the segment then rebuilds the index when it may)."""
+        segment = self._segment
+        with segment.index_lock:
+            if self.distrusted:
+                return False
+            self.distrusted = True
+        reason = (f"its entry for offset {mapping.offset} points at position "
+                  f"{mapping.position}, where no batch holding it starts")
+        log.warning("offset index %s does not match its log: %s; reading %s from its start "
+                    "and rebuilding the index", self.path, reason, segment.log_path)
+        if segment.report is not None:
+            segment.report("rebuilt_index", self.path, segment.base_offset, reason=reason)
+        return True
+
     def flush(self) -> None:
         if self.index is not None:
             self.index.flush()
@@ -231,6 +262,27 @@ class LazyIndex(Generic[_I]):
             os.close(fd)
         os.replace(temp, path)
         return before
+
+
+def replace_index_files(segment: LogSegment, contents: Iterable[tuple[LazyIndex, bytes]]
+                        ) -> list[tuple[str, int | None, int]]:
+    """Make each index file of ``segment`` hold exactly its bytes (``contents``: (LazyIndex,
+    bytes) pairs, ``recovery_summary``'s), in one write each; a file that holds them already is
+    left alone. The open index objects are dropped first (reopened lazily: the loader then
+    holds no descriptor for a recovered segment). Returns, for each file changed, (path,
+    entries before or None when it was missing, entries after)."""
+    contents = list(contents)
+    with segment.index_lock:
+        # Dropped, not closed: a reader still holding one keeps its mapping (of the old
+        # file: a changed index is written to a new file renamed over the old).
+        for lazy, _ in contents:
+            lazy.index = None
+    rebuilt = []
+    for lazy, data in contents:
+        before = lazy.replace_file(data)
+        if before != -1:
+            rebuilt.append((lazy.path, before, len(data) // lazy.entry_size))
+    return rebuilt
 
 
 def _entries_before_zero_tail(fd, size, entry_size):

@@ -1,5 +1,5 @@
 """``LogSegment``: one ``.log`` file (``FileRecords``) with its offset and time indexes (each
-a ``LazyIndex``) and its transaction index."""
+a ``LazyIndex``) and its transaction index; its recovery's body is in ``segment_recovery``."""
 from __future__ import annotations
 
 import logging
@@ -13,9 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 import numpy as np
 
 from kafkalog import storage
-from kafkalog._kernels import (
-    batch_header_plausible, recovery_summary, segment_read, walk_batches,
-)
+from kafkalog._kernels import batch_header_plausible, segment_read, walk_batches
 from kafkalog._layout import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD
 from kafkalog.descriptor_cache import OPEN_SEGMENTS
 from kafkalog.errors import (
@@ -25,10 +23,9 @@ from kafkalog.fetch_data_info import FetchDataInfo
 from kafkalog.file_records import FileRecords
 from kafkalog.files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, file_path
 from kafkalog.index import OffsetIndex, TimeIndex, TimestampOffset, TransactionIndex
-from kafkalog.lazy_index import LazyIndex
+from kafkalog.lazy_index import LazyIndex, replace_index_files
 from kafkalog.producer_state import ProducerStateManager
-from kafkalog.records import validate_batches
-from kafkalog.segment_walker import RECOVER, walk_segment
+from kafkalog.segment_recovery import rebuild_index_files, recover_segment
 
 if TYPE_CHECKING:
     from kafkalog._typing import StrPath
@@ -56,9 +53,8 @@ class LogSegment:
     # past 30 attributes CPython gives every instance a dict of its own (~2 KB).
     __slots__ = (
         "directory", "_remote", "base_offset", "_stem", "config", "file_suffix", "read_only",
-        "_time_fn", "_file", "index_lock", "pins", "evictable",
-        "report", "rebuilt_indexes", "_index_distrusted", "_final_time_entry", "_active",
-        "scan_lock", "_lazy_offset_index", "_lazy_time_index",
+        "_time_fn", "_file", "index_lock", "pins", "evictable", "report", "rebuilt_indexes",
+        "_final_time_entry", "_active", "scan_lock", "_lazy_offset_index", "_lazy_time_index",
         "recovering", "deleted", "txn_index", "rolling_based_timestamp",
         "_max_timestamp_and_offset", "bytes_since_last_index_entry", "created_ms",
         "roll_jitter_ms", "_append_pinned", "_index_interval_bytes", "_indexes_with_room",
@@ -89,7 +85,6 @@ class LogSegment:
         #: Set by ``recover``: [(index path, entries before or None when missing, entries
         #: after)] for each index whose contents it changed.
         self.rebuilt_indexes: list[tuple[str, int | None, int]] = []
-        self._index_distrusted = False
         self._final_time_entry: TimestampOffset | None = None  # written by recovery
         self._active = False       # set by LocalLog for the segment appends go to
         # ``size`` may come from the loader's directory scan.
@@ -348,26 +343,18 @@ class LogSegment:
     def _translate(self, buf, offset, starting_position):
         """``translate_offset`` of a local segment over its mapping ``buf`` (the caller holds
         the scan lock): (position, size), position -1 when no batch holds ``offset``."""
-        position, size, _, _, lies = segment_read(self._index_view(), buf, offset,
-                                                  starting_position, 0, 0, False)
+        position, size, _, _, lies = segment_read(self._lazy_offset_index.scan_view(), buf,
+                                                  offset, starting_position, 0, 0, False)
         if lies:
             self._index_lies(self.offset_index.lookup(offset))
         return position, size
-
-    def _index_view(self):
-        """The offset index's view for ``segment_read``, None while the index is distrusted
-        (scans start at the segment's start)."""
-        if self._index_distrusted:
-            return None
-        index = self._lazy_offset_index.index   # the caller's buffer() touched the segment
-        return (index if index is not None else self.offset_index).view
 
     def _translate_remote(self, offset, starting_position):
         """``translate_offset`` fetching only the blocks the index entry and the walk from
         it touch."""
         with self.scan_lock:
             start = starting_position
-            if not self._index_distrusted:
+            if not self._lazy_offset_index.distrusted:
                 mapping = self.offset_index.lookup(offset)
                 if mapping.position > starting_position:
                     if self.batch_starts_at(mapping.position, mapping.offset):
@@ -378,48 +365,25 @@ class LogSegment:
         return None if position < 0 else (position, size)
 
     def _index_lies(self, mapping):
-        """An offset index entry points where no batch holding its offset starts (a lying
-        index trusted after a clean shutdown): scans start at the segment's start from now
-        on, and the index is rebuilt from the log (for the segment being appended to, at its
-        roll: the appender owns its index)."""
-        with self.index_lock:
-            if self._index_distrusted:
-                return
-            self._index_distrusted = True
-        reason = (f"its entry for offset {mapping.offset} points at position "
-                  f"{mapping.position}, where no batch holding it starts")
-        log.warning("offset index %s does not match its log: %s; reading %s from its start "
-                    "and rebuilding the index", self.index_path, reason, self.log_path)
-        if self.report is not None:
-            self.report("rebuilt_index", self.index_path, self.base_offset, reason=reason)
-        if not self.read_only and not self._active and not self.deleted:
+        """The offset index lies (``LazyIndex.distrust``): it is rebuilt from the log now
+        (for the segment being appended to, at its roll: the appender owns its index)."""
+        if self._lazy_offset_index.distrust(mapping) and not self.read_only and \
+                not self._active and not self.deleted:
             self.rebuild_indexes()
 
     def rebuild_indexes(self) -> None:
         """Rewrite the offset and time indexes from the batches of the ``.log`` (nothing is
         cut from the log; see ``recover`` for that)."""
         with self.scan_lock, OPEN_SEGMENTS.pinned(self):
-            batches = walk_batches(self._file.buffer(), 0, validate_crc=False)[0]
-            _, _, offset_index, time_index, max_ts, max_ts_offset, _, _, _ = recovery_summary(
-                batches, self.base_offset, self.config["index.interval.bytes"])
-            self._write_indexes(offset_index, time_index, max_ts, max_ts_offset)
-            self._index_distrusted = False
+            rebuild_index_files(self, self._file)
+            self._lazy_offset_index.distrusted = False
 
-    def _write_indexes(self, offset_index, time_index, max_ts, max_ts_offset):
-        """Replace the index files with exactly these bytes (``recovery_summary``'s), in one
-        write each; an index whose file already holds them is left alone. The segment's index
-        objects are dropped (reopened lazily: the loader then holds no descriptor for a
-        recovered segment). Records in ``rebuilt_indexes`` what changed."""
-        with self.index_lock:
-            # Dropped, not closed: a reader still holding one keeps its mapping (of the old
-            # file: a changed index is written to a new file renamed over the old).
-            self._lazy_offset_index.index = self._lazy_time_index.index = None
-        self.rebuilt_indexes = []
-        for lazy, data in ((self._lazy_offset_index, offset_index),
-                           (self._lazy_time_index, time_index)):
-            before = lazy.replace_file(data)
-            if before != -1:
-                self.rebuilt_indexes.append((lazy.path, before, len(data) // lazy.entry_size))
+    def write_indexes(self, offset_index: bytes, time_index: bytes, max_ts: int,
+                      max_ts_offset: int) -> None:
+        """The index files replaced with exactly these bytes (``replace_index_files``; what
+        changed in ``rebuilt_indexes``), and the largest timestamp they end with."""
+        self.rebuilt_indexes = replace_index_files(
+            self, ((self._lazy_offset_index, offset_index), (self._lazy_time_index, time_index)))
         self._max_timestamp_and_offset = TimestampOffset(max_ts, max_ts_offset)
         self._final_time_entry = self._max_timestamp_and_offset
 
@@ -443,8 +407,8 @@ class LogSegment:
             if not self._remote:
                 buf = self._file.buffer()
                 position, _, data, incomplete, lies = segment_read(
-                    self._index_view(), buf, start_offset, 0, max_size, max_position,
-                    min_one_message)
+                    self._lazy_offset_index.scan_view(), buf, start_offset, 0, max_size,
+                    max_position, min_one_message)
                 if lies:
                     self._index_lies(self.offset_index.lookup(start_offset))
                 if position < 0:
@@ -484,7 +448,7 @@ class LogSegment:
     def read_next_offset(self) -> int:
         """The offset after the last batch (the base offset when the segment is empty)."""
         index = self.offset_index
-        start = 0 if self._index_distrusted else \
+        start = 0 if self._lazy_offset_index.distrusted else \
             self._checked_position(index.lookup(index.last_offset).position)
         batches, _, stop, _ = self.batches(start)
         if start > 0 and (len(batches) == 0 or stop < self._file.size):
@@ -564,7 +528,7 @@ class LogSegment:
             self.offset_index.trim_to_valid_size()
             self.time_index.trim_to_valid_size()
         self._active = False
-        if self._index_distrusted and not self.read_only:
+        if self._lazy_offset_index.distrusted and not self.read_only:
             self.rebuild_indexes()
 
     # ------------------------------------------------------------------------------ recovery
@@ -594,52 +558,11 @@ class LogSegment:
         with self.scan_lock, OPEN_SEGMENTS.pinned(self):
             self.recovering = True
             try:
-                return self._recover(producer_state, leader_epochs, before_truncate,
-                                     txn_index_exists, last_segment)
+                return recover_segment(self, self._file, producer_state, leader_epochs,
+                                       before_truncate, txn_index_exists, last_segment)
             finally:
                 self.recovering = False
-                self._index_distrusted = False
-
-    def _recover(self, producer_state, leader_epochs, before_truncate, txn_index_exists,
-                 last_segment):
-        if txn_index_exists is not False:
-            self.txn_index.reset()
-        buf = self._file.recovery_buffer()
-        walk = walk_segment(buf, policy=RECOVER, path=self.log_path, last_segment=last_segment)
-        batches = walk.batches
-        reason = walk.events[0].message if walk.events else None
-        n_valid, invalid = validate_batches(buf, batches, self.log_path)
-        if n_valid < len(batches):
-            reason = f"invalid batch structure: {invalid}"
-            batches = batches[:n_valid]
-        # One kernel call for the checks and the index bytes; it also says whether the
-        # producer state and the epoch cache have anything to learn (mostly not).
-        (bad, valid_bytes, offset_index, time_index, max_ts, max_ts_offset, last_entry,
-         producer_batches, max_epoch) = recovery_summary(
-            batches, self.base_offset, self.config["index.interval.bytes"])
-        if bad >= 0:
-            raise IndexOffsetOverflowError(
-                f"segment {self.log_path} holds offset {int(batches['last_offset'][bad])} "
-                f"that does not fit its base offset {self.base_offset}")
-        if producer_batches:
-            producer_state.apply_batches(buf, batches, self.log_path, self.txn_index)
-        if leader_epochs is not None and max_epoch >= 0:
-            latest = leader_epochs.latest_epoch()
-            if latest is None or max_epoch > latest:
-                leader_epochs.assign_from_batches(batches)
-        truncated = self._file.size - valid_bytes
-        if truncated > 0:
-            if before_truncate is not None:
-                before_truncate(self, valid_bytes, reason or "an incomplete batch at the "
-                                "end of the file (a torn write)")
-            self._file.truncate_to(valid_bytes)
-        # One write per index file, at its final size (no preallocation, remap or msync per
-        # segment); unchanged files are not rewritten.
-        self._write_indexes(offset_index, time_index, max_ts, max_ts_offset)
-        # Appends go on indexing where recovery stopped, so the next recovery of this segment
-        # finds the entries it would write itself (no "rebuilt index" for a sound segment).
-        self.bytes_since_last_index_entry = valid_bytes - last_entry
-        return truncated
+                self._lazy_offset_index.distrusted = False
 
     # ------------------------------------------------------------------------------ truncate
     def truncate_to(self, offset: int) -> int:
@@ -699,7 +622,7 @@ class LogSegment:
 
     def close(self) -> None:
         """Append the final time index entry, trim the indexes, release the files."""
-        if self._index_distrusted and not self.read_only and not self.deleted:
+        if self._lazy_offset_index.distrusted and not self.read_only and not self.deleted:
             self.rebuild_indexes()       # a read found it lying; it goes with the log now
         OPEN_SEGMENTS.forget(self)
         self.evictable = False
