@@ -226,7 +226,7 @@ def clean(snapshot, now_ms, memory_budget, replace, check_aborted):
     ``replace(group, data)`` swaps the rewritten bytes of a group of segments in (``Log``
     does it under its lock, raising CleaningAbortedError when the pass was aborted or the
     group changed); ``check_aborted()`` raises CleaningAbortedError between segments. Called
-    by ``Log.compact``.
+    by ``clean_log``.
     """
     started = time.perf_counter()
     first_dirty, uncleanable = cleanable_range(snapshot, now_ms)
