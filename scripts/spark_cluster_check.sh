@@ -24,6 +24,8 @@ cd "$work"
 python3 -m venv pack-env
 pack-env/bin/pip install -q "$(echo dist/kafkalog-*.whl)[s3]" pyarrow "pandas<3" venv-pack
 pack-env/bin/venv-pack -q -p pack-env -o kafkalog-env.tar.gz
+# the driver plans the data source's scans in Python workers of the same PYSPARK_PYTHON
+mkdir -p environment && tar -xzf kafkalog-env.tar.gz -C environment
 export PYSPARK_DRIVER_PYTHON="$root/.venv/bin/python"
 submit() {  # submit OUTPUT PATH [spark-submit options...]: the README's command
   local out=$1 path=$2; shift 2
