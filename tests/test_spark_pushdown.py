@@ -300,6 +300,12 @@ def spark_rows(df):
                                          "value").collect())
 
 
+@pytest.fixture(scope="module")
+def full_rows(spark, logs):
+    """The unfiltered rows of ``logs`` (read once for the filters compared with them)."""
+    return spark_rows(spark.read.format("kafkalog").load(str(logs)))
+
+
 @pytest.mark.parametrize("where,keep,pushed", [
     ("offset >= 110", lambda r: r[OFF] >= 110, True),
     ("offset BETWEEN 30 AND 40 AND partition IN (0, 2)",
@@ -314,11 +320,11 @@ def spark_rows(df):
     ("offset > 100 AND value LIKE '%-1-%'", lambda r: r[OFF] > 100 and b"-1-" in r[VALUE],
      False),
 ])
-def test_spark_filters(pushdown_on, logs, where, keep, pushed):
+def test_spark_filters(pushdown_on, logs, full_rows, where, keep, pushed):
     spark = pushdown_on
     # several tasks per partition; ks.read's DataFrames prune (see kafkalog.spark.datasource)
     df = ks.read(spark, logs, maxBytesPerTask=1024)
-    full = spark_rows(df)
+    full = full_rows
     filtered = df.filter(where)
     assert spark_rows(filtered) == [r for r in full if keep(r)]
     assert filtered.count() == len([r for r in full if keep(r)])
