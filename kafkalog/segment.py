@@ -78,9 +78,8 @@ class LogSegment:
         self._time_fn = time_fn
         self.index_lock = threading.RLock()
         self.pins = 0
-        self.evictable = True
-        #: ``report(action, file, offset, reason=...)``: where a repair found after loading
-        #: (an index that lies) is recorded; the loader passes its RecoveryReport's ``add``.
+        self.evictable = False  # until built: creating the file touches the descriptor cache
+        #: where a repair found after loading goes (the loader's RecoveryReport.add)
         self.report: Callable[..., None] | None = None
         #: Set by ``recover``: [(index path, entries before or None when missing, entries
         #: after)] for each index whose contents it changed.
@@ -113,6 +112,7 @@ class LogSegment:
         #: both index files are known to exist (``sanity_check`` saw them): ``close`` need
         #: not look (two stats a segment, at every close of a log of many segments)
         self._index_files_exist = False
+        self.evictable = True
 
     def set_active(self, active: bool) -> None:
         """Mark the segment appends go to (its log's last); set by ``LocalLog``. A writable

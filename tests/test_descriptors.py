@@ -182,3 +182,16 @@ def test_twenty_thousand_segments_open_under_a_low_file_limit(tmp_path):
                          timeout=600, env={**os.environ, "PYTHONWARNINGS": "ignore"})
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.strip().endswith("ok")
+
+
+def test_a_new_segment_is_not_evicted_while_it_is_built(tmp_path):
+    """With every listed segment pinned (the active segments of logs left open), creating a
+    segment's file touches the cache: the half-built segment must not be the one evicted."""
+    old = set_max_open_segments(1)
+    try:
+        with Log.open(tmp_path / "a-0") as a, Log.open(tmp_path / "b-0") as b:
+            a.append([Record(value=b"a")])
+            b.append([Record(value=b"b")])
+            assert [r.value for r in b.records()] == [b"b"]
+    finally:
+        set_max_open_segments(old)
