@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
+from kafkalog._extras import require_extra
+from kafkalog.errors import MissingSparkExtraError
 from kafkalog.internal.cluster import METADATA_TOPIC, cluster_metadata
 from kafkalog.internal.groups import OFFSETS_TOPIC, committed_offsets, groups
 from kafkalog.internal.replay import internal_partitions
@@ -41,8 +43,7 @@ METADATA_PARTITIONS_SCHEMA = ("topic string, topic_id string, `partition` int, l
 
 
 def _require() -> None:
-    from kafkalog.spark import require_spark_extra
-    require_spark_extra("internal", ("pyspark",))
+    require_extra(MissingSparkExtraError, "internal", ("pyspark",))
 
 
 def _columns(schema: str) -> list[str]:
