@@ -1,17 +1,40 @@
 #!/usr/bin/env bash
-# Creates .venv (if missing), installs the build and test dependencies and builds kafkalog's
-# Cython extension in place (editable install). Safe to run again.
+# Creates .venv (if missing) with the build, test and benchmark dependencies and builds kafkalog
+# once: the sdist and, from it, the wheel (dist/; the one compile of the Cython extension).
+# Installs that wheel in .venv (a regular install: PySpark's scan for pyspark_* modules finds
+# pyspark_kafkalog in site-packages) and puts its compiled module beside the sources, so that
+# code run from the checkout (the tests, the scripts, Spark's Python workers, which put their
+# working directory first on sys.path) imports the checkout's kafkalog, compiled.
+# scripts/wheel_check.sh and scripts/spark_cluster_check.sh install the same wheel. Safe to run
+# again; run it again after changing a .pyx/.pxi/.pxd (code run elsewhere sees kafkalog as of
+# the last run: the install is not editable).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+root=$PWD
 PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-.venv/bin/python -m pip install -q --upgrade pip "setuptools>=77" wheel
+.venv/bin/python -m pip install -q --upgrade pip "setuptools>=77" wheel build
 .venv/bin/python -m pip install -q "Cython>=3,<4" "numpy>=1.23"
-# compat: the checkout goes on sys.path (a .pth file), where PySpark's scan for modules named
-# pyspark_* (pkgutil.iter_modules) finds pyspark_kafkalog; the default editable mode's import
-# hook is invisible to that scan, and spark.read.format("kafkalog") would not be found.
-.venv/bin/python -m pip install -q --no-build-isolation -e ".[test,bench]" \
-  --config-settings editable_mode=compat
-.venv/bin/python -c "import kafkalog, sys; sys.exit(0 if kafkalog.compiled() else 'compiled kernels did not load')"
+rm -rf dist
+log=$(mktemp)
+.venv/bin/python -m build --no-isolation --outdir dist . > "$log" 2>&1 || { tail -40 "$log"; exit 1; }
+rm -f "$log"
+wheel=$(ls dist/kafkalog-*.whl)
+# Uninstalled first: pip keeps an installed kafkalog of the same version (an older build, or an
+# editable install) instead of this wheel.
+.venv/bin/python -m pip uninstall -q -y kafkalog 2> /dev/null || true
+.venv/bin/python -m pip install -q "$wheel[test,bench]"
+.venv/bin/python - "$wheel" <<'PY'
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as wheel:
+    for name in wheel.namelist():
+        if name.startswith("kafkalog/") and name.endswith(".so"):
+            wheel.extract(name, ".")
+PY
+# The checkout's kafkalog (the working directory is first on sys.path) and the installed one
+.venv/bin/python -c "import kafkalog, sys; sys.exit(0 if kafkalog.compiled() and '/.venv/' \
+not in kafkalog.__file__ else 'the compiled kernels did not load from the checkout')"
+(cd / && "$root/.venv/bin/python" -c "import kafkalog, sys; sys.exit(0 if kafkalog.compiled() \
+and '/.venv/' in kafkalog.__file__ else 'the compiled kernels did not load from .venv')")

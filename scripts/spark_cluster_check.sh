@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Follows the README's "On a cluster" section literally: build the wheel, pack an environment
-# with venv-pack, and run a Spark application whose executors (separate processes of a
-# local-cluster master) use the packed environment from --archives. Checks the records read
-# and that the executors' Python and kafkalog came from the archive. Then runs the same example
-# on a bucket (README, "Reading from object storage"): a moto S3 server on 127.0.0.1 holds a
-# copy of the data, the driver and executors get the standard AWS_* environment, and the
-# executors read their byte ranges from the bucket; the result must equal the local run's.
+# Follows the README's "On a cluster" section literally: install the wheel (the one
+# scripts/setup.sh built in dist/) into an environment, pack it with venv-pack, and run a Spark
+# application whose executors (separate processes of a local-cluster master) use the packed
+# environment from --archives. Checks the records read and that the executors' Python and
+# kafkalog came from the archive. Then runs the same example on a bucket (README, "Reading from
+# object storage"): a moto S3 server on 127.0.0.1 holds a copy of the data, the driver and
+# executors get the standard AWS_* environment, and the executors read their byte ranges from
+# the bucket; the result must equal the local run's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -19,10 +20,11 @@ cleanup() {
 }
 trap cleanup EXIT
 data="$root/../shared/fixtures/kafka-written/multiseg-0"
-.venv/bin/python -m pip wheel -q --no-deps --no-build-isolation -w "$work/dist" .
+wheel=$(ls "$root"/dist/kafkalog-*.whl 2> /dev/null) \
+  || { echo "no wheel in dist/: run scripts/setup.sh first"; exit 1; }
 cd "$work"
 python3 -m venv pack-env
-pack-env/bin/pip install -q "$(echo dist/kafkalog-*.whl)[s3]" pyarrow "pandas<3" venv-pack
+pack-env/bin/pip install -q "$wheel[s3]" pyarrow "pandas<3" venv-pack
 pack-env/bin/venv-pack -q -p pack-env -o kafkalog-env.tar.gz
 # the driver plans the data source's scans in Python workers of the same PYSPARK_PYTHON
 mkdir -p environment && tar -xzf kafkalog-env.tar.gz -C environment

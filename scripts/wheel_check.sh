@@ -1,16 +1,13 @@
 #!/usr/bin/env bash
-# Builds the sdist and the wheel, installs the wheel into a fresh venv and runs the smoke test
-# and the core test modules against it from outside the source tree, with the compiled
-# kernels required (KAFKALOG_EXPECT_INSTALLED=1 makes conftest check both).
+# Checks the sdist and the wheel scripts/setup.sh built (dist/), installs the wheel into a fresh
+# venv and runs the smoke test and the core test modules against it from outside the source
+# tree, with the compiled kernels required (KAFKALOG_EXPECT_INSTALLED=1 makes conftest check
+# both).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-.venv/bin/python -m pip install -q build
-rm -rf dist
-.venv/bin/python -m build --no-isolation --outdir dist . > /tmp/kafkalog-build.log 2>&1 \
-  || { tail -40 /tmp/kafkalog-build.log; exit 1; }
-wheel=$(ls dist/kafkalog-*.whl)
-sdist=$(ls dist/kafkalog-*.tar.gz)
+wheel=$(ls dist/kafkalog-*.whl 2> /dev/null) && sdist=$(ls dist/kafkalog-*.tar.gz 2> /dev/null) \
+  || { echo "no wheel and sdist in dist/: run scripts/setup.sh first"; exit 1; }
 .venv/bin/python - "$wheel" "$sdist" <<'PY'
 import sys, tarfile, zipfile
 wheel = zipfile.ZipFile(sys.argv[1]).namelist()
@@ -32,6 +29,7 @@ python3 -m venv .venv-wheel
 .venv-wheel/bin/python -m pip install -q "$wheel" pytest hypothesis kafka-python aiokafka lz4 \
   zstandard python-snappy
 work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
 cd "$work"
 "$root/.venv-wheel/bin/python" "$root/tests/smoke.py"
 KAFKALOG_EXPECT_INSTALLED=1 "$root/.venv-wheel/bin/python" -m pytest -q -p no:cacheprovider \
