@@ -201,6 +201,8 @@ KERNEL_FILES = {"segment_walker.py", "_kernels.py"}
 # bytes whose outcome is already known, so they judge nothing. Allowed in these files only.
 HEADER_READS = {
     "log.py": "the producer's batches of an append, validated whole before they are read",
+    "leader_epoch.py": "the producer's batches of an append, validated whole before their "
+                       "leader epochs are read",
     "log_validator.py": "the producer's batches of an append: LogValidator reads their "
                         "headers to validate them (prepare_append refuses a torn or bad one)",
     "loader.py": "recovered segments (recovery judged them through the walker): producer "

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from kafkalog import tiered
 from kafkalog.scan.planner import (
-    DEFAULT_MAX_BYTES_PER_TASK, batch_limits, partition_offsets, plan,
+    DEFAULT_MAX_BYTES_PER_TASK, partition_offsets, plan,
 )
 from kafkalog.scan.pushdown import Pushdown
 from kafkalog.scan.reader import read_task
@@ -95,9 +95,10 @@ def read(spark: SparkSession, paths: StrPath | Iterable[StrPath], **options: Any
     # The errors of the options and paths, raised here as kafkalog's (the data source raises
     # them too, inside Spark's), and the options a batch query ignores, logged once.
     opts = Options(options)
-    batch_limits(opts)
     path_list = paths_list(paths)
-    partition_offsets(path_list, opts)
+    # A whole plan, as an action makes it: a start past the end (Spark's "resolved start
+    # offset ... greater than the resolved end offset") is refused here, not mid-action.
+    plan(path_list, opts)
     spark.conf.set(PUSHDOWN_SETTING, "true")
     if spark not in _REGISTERED:
         register(spark)
