@@ -210,6 +210,8 @@ HEADER_READS = {
     "cleaner.py": "a segment below the first dirty offset, recovered before it is cleaned",
     "segment.py": "the segment's own recovered bytes: index entries, the largest timestamp, "
                   "the roll time",
+    "segment_recovery.py": "a sound segment's indexes rebuilt from its own bytes "
+                           "(rebuild_index_files: recovery judged them)",
     "file_records.py": "the segment's own recovered bytes: the batch found for a timestamp "
                        "(FileRecords.search_for_timestamp)",
     "records.py": "RecordBatch.is_valid: the CRC of one batch at a known place",
