@@ -119,6 +119,9 @@ def _salvage(args):
         print(f"kafkalog salvage: {e}", file=sys.stderr)
         return 1
     single = len(dirs) == 1 and os.path.samefile(dirs[0], args.path)
+    config = _config(args, "salvage")
+    if config is None:
+        return 1
     status, docs = 0, []
     for d in dirs:
         out = None
@@ -126,7 +129,7 @@ def _salvage(args):
             out = args.out if single else os.path.join(args.out, os.path.basename(d))
         try:
             found = salvage_partition(d)
-            written = write_partition(found, out) if out else None
+            written = write_partition(found, out, config) if out else None
         except (KafkaLogError, OSError) as e:
             print(f"kafkalog salvage: {d}: {e}", file=sys.stderr)
             status = 1
@@ -156,8 +159,21 @@ def _salvage(args):
     return status
 
 
+def _config(args, command):
+    """The topic settings of ``--config`` (a ``LogConfig``), or None after saying why not."""
+    from kafkalog.config import LogConfig
+    try:
+        return LogConfig.of(args.config)
+    except KafkaLogError as e:
+        print(f"kafkalog {command}: {e}", file=sys.stderr)
+        return None
+
+
 def _recover(args):
     from kafkalog.recovery import recover_partition
+    config = _config(args, "recover")
+    if config is None:
+        return 1
     dirs, errors = _partitions(args.paths)
     progress = _Progress(len(dirs), "recovering", args.progress or sys.stderr.isatty())
     status = 1 if errors else 0
@@ -167,7 +183,7 @@ def _recover(args):
     for d in dirs:
         keep = os.path.join(args.keep, os.path.basename(d)) if args.keep else None
         try:
-            result = recover_partition(d, dry_run=args.dry_run, keep=keep)
+            result = recover_partition(d, dry_run=args.dry_run, keep=keep, config=config)
         except (KafkaLogError, OSError) as e:
             print(f"ERROR {d}: {e}", file=sys.stderr)
             status = 1
@@ -245,6 +261,13 @@ def _add_rsm_key(parser):
                              "tiered-storage segments (Aiven's format); repeatable")
 
 
+def _add_config(parser):
+    parser.add_argument("--config", metavar="FILE.properties",
+                        help="the topic's settings (a Kafka .properties file, as "
+                             "kafka-configs describes them): rebuilt indexes follow its "
+                             "index.interval.bytes")
+
+
 def build_parser():
     parser = argparse.ArgumentParser(
         prog="kafkalog", description="Read, verify and repair Kafka log directories.")
@@ -301,6 +324,7 @@ def build_parser():
                          help="write the intact batches (bytes unchanged, indexes rebuilt) "
                               "into DIR, a new partition directory (for a log dir: a new log "
                               "dir, one partition directory each); without it, only report")
+    _add_config(salvage)
     salvage.add_argument("--json", action="store_true", help="print the report as JSON")
     salvage.add_argument("path", metavar="PATH", help="partition directory or log dir")
     salvage.set_defaults(func=_salvage)
@@ -311,6 +335,7 @@ def build_parser():
     recover.add_argument("--keep", metavar="DIR",
                          help="move what recovery would delete (bytes cut from a segment, "
                               "segments after a truncated one) into DIR/<partition> instead")
+    _add_config(recover)
     recover.add_argument("--json", action="store_true", help="print the reports as JSON")
     recover.add_argument("--progress", action="store_true", help="show a progress bar")
     recover.add_argument("paths", nargs="+", metavar="PATH",

@@ -286,6 +286,16 @@ class LogConfig:
         except InvalidConfigError as e:
             raise InvalidConfigError(f"{path}: {e}") from None
 
+    @classmethod
+    def of(cls, config: LogConfig | Mapping[str, Any] | StrPath | None) -> LogConfig:
+        """A ``LogConfig`` from what ``Log.open`` takes: one, a mapping of settings, the path
+        of a ``.properties`` file (``from_properties``) or None (the defaults)."""
+        if isinstance(config, LogConfig):
+            return config
+        if config is None or isinstance(config, Mapping):
+            return cls(config)
+        return cls.from_properties(config)
+
     def with_overrides(self, values: Mapping[str, Any] | None) -> LogConfig:
         merged = dict(self._values)
         merged.update(values or {})

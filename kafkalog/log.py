@@ -98,8 +98,8 @@ class Log:
 
     # ------------------------------------------------------------------------------ open
     @classmethod
-    def open(cls, path: StrPath, config: LogConfig | Mapping[str, Any] | None = None, *,
-             recovery_point: int | None = None, log_start_offset: int | None = None,
+    def open(cls, path: StrPath, config: LogConfig | Mapping[str, Any] | StrPath | None = None,
+             *, recovery_point: int | None = None, log_start_offset: int | None = None,
              clean_shutdown: bool | None = None, high_watermark: int | None = None,
              replicated: bool = False, read_only: bool = False,
              scheduler: Scheduler | None = None, time_fn: Callable[[], float] = time.time,
@@ -108,6 +108,9 @@ class Log:
              storage_options: Mapping[str, Any] | None = None,
              rsm_keys: Mapping[str, Any] | None = None) -> Log:
         """Load a partition directory (created when missing) as Kafka's LogLoader does.
+
+        ``config``: the topic's settings (``LogConfig.of``: a ``LogConfig``, a mapping, or the
+        path of a ``.properties`` file; None for the defaults).
 
         Where not given, the recovery point, log start offset, high watermark, cleaner offset
         and whether the broker shut down cleanly are read from the parent log dir's checkpoint
@@ -138,7 +141,7 @@ class Log:
         local or a URL; see ``kafkalog.tiered``): ``rsm_keys`` maps the key-pair ids of
         encrypted segments to RSA private keys (PEM file paths or PEM text).
         """
-        config = config if isinstance(config, LogConfig) else LogConfig(config)
+        config = LogConfig.of(config)
 
         def build(path, loaded, topic_id, **kwargs):
             log_ = cls(path, config, loaded, replicated=replicated,

@@ -12,29 +12,37 @@ import tempfile
 from typing import TYPE_CHECKING, Any
 
 from kafkalog import checkpoint
+from kafkalog.config import LogConfig
 from kafkalog.errors import KafkaLogError
 from kafkalog.files import topic_partition_or_none
 from kafkalog.log import Log
 
 if TYPE_CHECKING:
+    from typing import Mapping
+
     from kafkalog._typing import StrPath
 
 
-def recover_partition(path: StrPath, dry_run: bool = False,
-                      keep: StrPath | None = None) -> dict[str, Any]:
+def recover_partition(path: StrPath, dry_run: bool = False, keep: StrPath | None = None,
+                      config: LogConfig | Mapping[str, Any] | StrPath | None = None
+                      ) -> dict[str, Any]:
     """Recover a partition directory as Kafka does after an unclean shutdown (every segment
     from offset 0). Returns ``{"dir", "dry_run", "log_start_offset", "log_end_offset",
     "actions"}`` (``actions``: the ``RecoveryReport`` entries).
 
     ``keep``: a directory where what recovery would delete (bytes cut from a segment, segments
     after a truncated one) is moved instead. ``dry_run``: recover a scratch copy (in the
-    system's temporary directory) and leave the partition untouched.
+    system's temporary directory) and leave the partition untouched. ``config``: the topic's
+    settings, as ``Log.open`` takes them (a ``LogConfig``, a mapping or the path of a
+    ``.properties`` file): the indexes it rebuilds follow its ``index.interval.bytes``, and an
+    intact segment's indexes written with it are left as they are.
     """
     path = os.path.abspath(os.fspath(path))
+    config = LogConfig.of(config)
     saved = checkpoint.LogDirCheckpoints(os.path.dirname(path)).for_partition(
         topic_partition_or_none(os.path.basename(path)))
     if not dry_run:
-        return _recover(path, saved.log_start_offset or 0, keep, path)
+        return _recover(path, config, saved.log_start_offset or 0, keep, path)
     with tempfile.TemporaryDirectory(prefix="kafkalog-recover-") as scratch:
         copy = os.path.join(scratch, os.path.basename(path))
         try:
@@ -43,7 +51,7 @@ def recover_partition(path: StrPath, dry_run: bool = False,
             raise KafkaLogError(f"dry run of {path}: cannot copy it to the scratch directory "
                                 f"{scratch}: {e}") from e
         salvage = os.path.join(scratch, "kept") if keep is not None else None
-        result = _recover(copy, saved.log_start_offset or 0, salvage, path)
+        result = _recover(copy, config, saved.log_start_offset or 0, salvage, path)
     if keep is not None:
         for action in result["actions"]:
             if action["reason"]:
@@ -51,8 +59,8 @@ def recover_partition(path: StrPath, dry_run: bool = False,
     return result
 
 
-def _recover(path, log_start_offset, salvage_dir, shown_as):
-    log = Log.open(path, recovery_point=0, clean_shutdown=False, managed=True,
+def _recover(path, config, log_start_offset, salvage_dir, shown_as):
+    log = Log.open(path, config, recovery_point=0, clean_shutdown=False, managed=True,
                    log_start_offset=log_start_offset, salvage_dir=salvage_dir)
     try:
         return {"dir": shown_as, "dry_run": path != shown_as,

@@ -24,6 +24,7 @@ import numpy.typing as npt
 from kafkalog import checkpoint, codecs
 from kafkalog._kernels import decode_v2_records
 from kafkalog._layout import V2_HEADER_SIZE
+from kafkalog.config import LogConfig
 from kafkalog.errors import CorruptRecordError, KafkaLogError
 from kafkalog.files import (
     LOG_SUFFIX, PARTITION_METADATA, file_name, file_path, offsets_of, topic_partition_or_none,
@@ -34,7 +35,6 @@ from kafkalog.segment_walker import SALVAGE, WalkEvent, walk_segment
 if TYPE_CHECKING:
     from kafkalog._core import Record
     from kafkalog._typing import StrPath
-    from kafkalog.config import LogConfig
     from kafkalog.records import RecordTable
 
 log = logging.getLogger(__name__)
@@ -473,7 +473,8 @@ def salvage_partition(path: StrPath, chunk_bytes: int = DECODE_CHUNK_BYTES) -> P
 
 # ------------------------------------------------------------------------------ writing
 def write_partition(salvage: PartitionSalvage, out: StrPath,
-                    config: LogConfig | Mapping[str, Any] | None = None) -> dict[str, Any]:
+                    config: LogConfig | Mapping[str, Any] | StrPath | None = None
+                    ) -> dict[str, Any]:
     """Write the intact batches of a ``PartitionSalvage`` into a new partition directory.
 
     Batches are copied whole, bytes unchanged, into ``.log`` files named after their first
@@ -481,6 +482,8 @@ def write_partition(salvage: PartitionSalvage, out: StrPath,
     ``partition.metadata`` is copied. Then the directory is opened as a ``Log`` after an
     unclean shutdown, so recovery writes the indexes, the producer snapshot and the leader
     epoch checkpoint as Kafka's would, and closed. ``out`` must not exist or be empty.
+    ``config``: the topic's settings, as ``Log.open`` takes them (a ``LogConfig``, a mapping
+    or the path of a ``.properties`` file); the indexes follow its ``index.interval.bytes``.
 
     The log start offset is the first salvaged offset, or the source's (from its log dir's
     ``log-start-offset-checkpoint``) when that is higher.
@@ -490,6 +493,7 @@ def write_partition(salvage: PartitionSalvage, out: StrPath,
     ``out`` is not empty.
     """
     from kafkalog.log import Log
+    config = LogConfig.of(config)      # a bad config fails before anything is written
     out = os.path.abspath(os.fspath(out))
     first, last = salvage.first_offset, salvage.last_offset
     if first is None or last is None:      # both or neither

@@ -3,12 +3,20 @@
 is done to copies of the Kafka-written fixtures."""
 import json
 import logging
+import time
 
 import pytest
 
 from kafkalog import Log, iter_batches
+from kafkalog._kernels import walk_batches
 from kafkalog.cli import main
+from kafkalog.config import LogConfig
+from kafkalog.errors import InvalidConfigError
+from kafkalog.records import open_buffer
 from kafkalog.recovery import recover_partition
+from kafkalog.segment import LogSegment
+
+from conftest import FIXTURES
 
 
 
@@ -182,3 +190,77 @@ def test_recovery_of_a_short_middle_segment_says_data_is_missing(fixture_copy):
         [cut] = [a for a in log.recovery_report if a["action"] == "truncated"]
     assert cut["file"] == torn.name
     assert "not the last segment" in cut["reason"] and "(a torn write)" not in cut["reason"]
+
+
+# The topic config: an interval other than the default, so a rebuild with the default differs.
+INTERVAL = {"index.interval.bytes": 1000}
+
+
+def kafka_indexed(name, d, settings):
+    """``d``: the segments of fixture ``name`` with the indexes Kafka writes for ``settings``
+    (its batches re-appended one by one, as test_segment reproduces Kafka's indexes)."""
+    d.mkdir()
+    for src in sorted((FIXTURES / name).glob("*.log")):
+        seg = LogSegment(d, int(src.name[:20]), LogConfig(settings))
+        buf = open_buffer(src)
+        for b in walk_batches(buf)[0]:
+            p, size = int(b["position"]), int(b["size"])
+            seg.append(int(b["last_offset"]), int(b["max_timestamp"]), int(b["last_offset"]),
+                       buf[p:p + size])
+        seg.close()
+    return d
+
+
+def index_files(d):
+    return {p.name: (p.read_bytes(), p.stat().st_mtime_ns)
+            for p in sorted(d.iterdir()) if p.suffix in (".index", ".timeindex")}
+
+
+def test_recover_with_the_topic_config_leaves_intact_indexes_alone(tmp_path):
+    d = kafka_indexed("multiseg-0", tmp_path / "multiseg-0", INTERVAL)
+    before = index_files(d)
+    assert len({len(b) for b, _ in before.values()}) == 2    # indexed at the config's interval
+    time.sleep(0.01)
+    result = recover_partition(d, config=INTERVAL)
+    assert result["actions"] == [] and result["log_end_offset"] == 30000
+    after = index_files(d)
+    assert {n: b for n, (b, _) in after.items()} == {n: b for n, (b, _) in before.items()}
+    # Untouched; but the last segment's, which the loader grows for appends (as Kafka's
+    # LogLoader resizes the active segment's indexes) and closing trims back.
+    active = max(int(n[:20]) for n in after)
+    assert [n for n in after if after[n][1] != before[n][1] and int(n[:20]) != active] == []
+    # Without the config the same segments' indexes are "wrong" and rewritten.
+    rebuilt = [a for a in recover_partition(d)["actions"] if a["action"] == "rebuilt_index"]
+    assert len(rebuilt) == len(before)
+
+
+def test_recover_rebuilds_at_the_config_interval(tmp_path, capfd):
+    expected = index_files(kafka_indexed("multiseg-0", tmp_path / "kafka", INTERVAL))
+    d = kafka_indexed("multiseg-0", tmp_path / "multiseg-0", INTERVAL)
+    base = sorted(expected)[4][:20]
+    (d / f"{base}.index").unlink()
+    (d / f"{base}.timeindex").write_bytes(b"\0" * 120)
+    properties = tmp_path / "topic.properties"
+    properties.write_text("# the topic's settings\nindex.interval.bytes=1000\n")
+    assert main(["recover", "--config", str(properties), "--json", str(d)]) == 0
+    (result,) = json.loads(capfd.readouterr().out)["partitions"]
+    assert sorted(a["file"] for a in result["actions"]) == \
+        [f"{base}.index", f"{base}.timeindex"]
+    assert {n: b for n, (b, _) in index_files(d).items()} == \
+        {n: b for n, (b, _) in expected.items()}
+    # The Python entry point takes the same file, a LogConfig or a mapping.
+    for config in (properties, str(properties), LogConfig(INTERVAL)):
+        assert recover_partition(d, config=config)["actions"] == []
+
+
+def test_recover_with_an_unreadable_config_is_an_error(tmp_path, fixture_copy, capfd):
+    d = fixture_copy("plain-0")
+    bad = tmp_path / "bad.properties"
+    bad.write_text("index.interval.bytes=-1\n")
+    assert main(["recover", "--config", str(bad), str(d)]) == 1
+    err = capfd.readouterr().err
+    assert err.startswith("kafkalog recover: ") and "index.interval.bytes" in err
+    assert main(["recover", "--config", str(tmp_path / "missing.properties"), str(d)]) == 1
+    assert "cannot read topic settings" in capfd.readouterr().err
+    with pytest.raises(InvalidConfigError):
+        recover_partition(d, config={"no.such.setting": 1})

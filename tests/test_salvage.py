@@ -20,6 +20,7 @@ from kafkalog.verify import verify_partition
 
 from conftest import FIXTURES, KERNELS, expected
 from test_kernels import PAD, both, sample_batches
+from test_recover import INTERVAL, index_files, kafka_indexed
 
 LOG0 = "00000000000000000000.log"
 
@@ -350,3 +351,33 @@ def test_salvage_of_a_preallocated_zero_tail(fixture_copy):
     found = salvage_partition(d)
     assert salvaged(found) == expected_records("plain-0")
     assert [(g.code, g.bytes) for g in found.gaps] == [("log_zero_tail", 4096)]
+
+
+def test_salvage_writes_indexes_at_the_topic_config_interval(tmp_path, capfd):
+    expected = index_files(kafka_indexed("multiseg-0", tmp_path / "kafka", INTERVAL))
+    d = kafka_indexed("multiseg-0", tmp_path / "multiseg-0", INTERVAL)
+    damaged = sorted(d.glob("*.log"))[2]
+    insert(damaged, batches_of(damaged)[5]["position"], garbage(700))
+    found = salvage_partition(d)
+    assert len(found.gaps) == 1 and found.record_count == 30000
+
+    def indexes(out):
+        return {n: b for n, (b, _) in index_files(out).items()}
+    write_partition(found, tmp_path / "py-0", INTERVAL)
+    assert indexes(tmp_path / "py-0") == {n: b for n, (b, _) in expected.items()}
+    properties = tmp_path / "topic.properties"
+    properties.write_text("index.interval.bytes = 1000\n")
+    assert main(["salvage", "--config", str(properties), "--out", str(tmp_path / "cli-0"),
+                 str(d)]) == 0
+    assert indexes(tmp_path / "cli-0") == indexes(tmp_path / "py-0")
+    write_partition(found, tmp_path / "default-0")    # the default interval: fewer entries
+    assert all(len(b) < len(expected[n][0]) for n, b in indexes(tmp_path / "default-0").items())
+    bad = tmp_path / "bad.properties"
+    bad.write_text("index.interval.bytes=x\n")
+    capfd.readouterr()
+    assert main(["salvage", "--config", str(bad), "--out", str(tmp_path / "bad-0"), str(d)]) == 1
+    assert capfd.readouterr().err.startswith("kafkalog salvage: ")
+    assert not (tmp_path / "bad-0").exists()
+    with pytest.raises(KafkaLogError):       # before anything is written
+        write_partition(found, tmp_path / "bad-1", str(bad))
+    assert not (tmp_path / "bad-1").exists()
