@@ -35,7 +35,8 @@ def _dump(args):
                 raise
             except (KafkaLogError, OSError) as e:
                 out.flush()
-                print(f"kafkalog dump: {path}: {e}", file=sys.stderr)
+                named = str(e) if isinstance(e, KafkaLogError) else f"{path}: {e}"
+                print(f"kafkalog dump: {named}", file=sys.stderr)
                 status = 1
         out.flush()
     except BrokenPipeError:
@@ -74,7 +75,7 @@ def _partitions(paths):
         try:
             found.extend(partition_dirs(path))
         except (KafkaLogError, OSError) as e:
-            errors.append(f"{path}: {e}")
+            errors.append(str(e) if isinstance(e, KafkaLogError) else f"{path}: {e}")
     return found, errors
 
 

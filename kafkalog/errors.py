@@ -134,6 +134,16 @@ class PartitionNotFoundError(LogNotFoundError):
     partition. The message names the path and what was found there."""
 
 
+class NotAPartitionDirectoryError(PartitionNotFoundError, NotADirectoryError):
+    """A file (or other non-directory) given where a partition directory or a log dir is
+    expected. The message names the path and what it is."""
+
+
+class NotASegmentFileError(KafkaLogError, IsADirectoryError):
+    """A directory given where a segment file is expected. The message names the path and
+    what it holds."""
+
+
 class MissingExtraError(KafkaLogError, ImportError):
     """A function was called without the optional packages of its extra installed.
 
@@ -300,6 +310,9 @@ __all__ = [
     "InvalidConfigError",
     "CleaningAbortedError",
     "LogNotFoundError",
+    "PartitionNotFoundError",
+    "NotAPartitionDirectoryError",
+    "NotASegmentFileError",
     "MissingExtraError",
     "MissingSparkExtraError",
     "MissingArrowExtraError",

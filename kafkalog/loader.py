@@ -28,6 +28,7 @@ from kafkalog.files import (
 from kafkalog.leader_epoch import LeaderEpochCache
 from kafkalog.local_log import create_cleaned_segment, delete_segments_now, replace_segments
 from kafkalog.locks import FileLock
+from kafkalog.log_dirs import check_partition_dir
 from kafkalog.log_segments import LogSegments
 from kafkalog.producer_state import ProducerStateManager
 from kafkalog.records import RecordBatch
@@ -549,8 +550,8 @@ def open_partition(path, config, build, *, recovery_point, log_start_offset, cle
             raise LogNotFoundError(f"{path}: no such partition directory")
         return load(True, None, False, None, [])
     path = os.path.abspath(path)
-    if not os.path.isdir(path) and read_only:
-        raise LogNotFoundError(f"{path}: no such partition directory")
+    if read_only or os.path.lexists(path):
+        check_partition_dir(path, read_only=read_only)
     try:
         if not os.path.isdir(path):
             os.makedirs(path, exist_ok=True)       # a racing writer may make it first
@@ -563,6 +564,8 @@ def open_partition(path, config, build, *, recovery_point, log_start_offset, cle
                 lock.release()
             raise
     except OSError as e:
+        if isinstance(e, KafkaLogError):        # e.g. LogNotFoundError: not an I/O failure
+            raise
         raise LogDirFailureError(f"loading {path} failed: {e}", errno=e.errno) from e
 
 

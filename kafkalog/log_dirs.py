@@ -9,7 +9,9 @@ import os
 
 from kafkalog import storage
 from kafkalog._typing import StrPath
-from kafkalog.errors import KafkaLogError, LogNotFoundError, PartitionNotFoundError
+from kafkalog.errors import (
+    KafkaLogError, LogNotFoundError, NotAPartitionDirectoryError, PartitionNotFoundError,
+)
 from kafkalog.files import (
     LOG_SUFFIX, KRaftSnapshotId, is_file_of, parse_file_name, parse_kraft_snapshot_name,
     topic_partition_or_none,
@@ -36,8 +38,8 @@ def partition_dirs(path: StrPath, *, named: bool = False, recursive: bool = Fals
     ``<topic>-<partition>``; nothing below one is looked at. ``path``: a local path or a URL
     (``file://`` is local).
 
-    Raises ``LogNotFoundError`` when ``path`` does not exist, ``PartitionNotFoundError`` when
-    it is a file, or (``required``) a directory with no partition directory below it; the
+    Raises ``LogNotFoundError`` when ``path`` does not exist, ``NotAPartitionDirectoryError``
+    (a ``PartitionNotFoundError``) when it is a file, or (``required``) a directory with no partition directory below it; the
     message names the path and what was found there."""
     path = str(storage.abspath(storage.normalize(os.fspath(path))))
     entries = _entries(path)
@@ -50,6 +52,27 @@ def partition_dirs(path: StrPath, *, named: bool = False, recursive: bool = Fals
             f"{path}: neither a partition directory nor a log dir holding any "
             f"({_what_is_in(path, entries)})")
     return found
+
+
+def check_partition_dir(path: StrPath, *, read_only: bool) -> None:
+    """Raise unless ``path`` may be opened as one partition's log: ``PartitionNotFoundError``
+    when it is a log dir (partition directories below it, a few named) or, ``read_only``, a
+    directory holding no segment; the errors of ``partition_dirs`` when it is missing or a
+    file. The message names the path and what was found there."""
+    path = str(storage.abspath(storage.normalize(os.fspath(path))))
+    found = partition_dirs(path)
+    if found == [path]:
+        return
+    if found:
+        shown = ", ".join(os.path.basename(d) for d in found[:5]) + \
+            (", ..." if len(found) > 5 else "")
+        raise PartitionNotFoundError(
+            f"{path}: a log dir holding {len(found)} partition "
+            f"director{'y' if len(found) == 1 else 'ies'} ({shown}), where one partition "
+            "directory is expected: open one of them, or the log dir with LogManager")
+    if read_only:
+        raise PartitionNotFoundError(f"{path}: {_what_is_in(path, storage.list_dir(path))}, "
+                                     "where a partition directory is expected")
 
 
 def _is_partition_dir(path, entries, named):
@@ -92,8 +115,8 @@ def _entries(path):
             what = file_kind(os.stat(path).st_mode)
         except OSError:
             what = "not a directory"
-    raise PartitionNotFoundError(f"{path}: {what}, where a partition directory or a log dir "
-                                 "is expected")
+    raise NotAPartitionDirectoryError(f"{path}: {what}, where a partition directory or a log "
+                                      "dir is expected")
 
 
 def _what_is_in(path, entries):

@@ -180,7 +180,8 @@ class LogManager:
         for d in self.log_dirs:
             saved = checkpoint.LogDirCheckpoints(d)
             self._checkpoints[d] = saved
-            for entry in storage.list_dir(d):
+            entries, before = storage.list_dir(d), len(jobs)
+            for entry in entries:
                 if not entry.is_dir:
                     continue
                 name = entry.name
@@ -196,6 +197,10 @@ class LogManager:
                     continue                          # -future, -stray: never loaded as live
                 key = (parsed.topic, parsed.partition)
                 jobs.append((d, path, key, saved.for_partition(key)))
+            if len(jobs) == before:     # normal for a new broker's log dir, as in Kafka: INFO
+                log.info("%s: no partition directory to load (%d entr%s: %s)", d, len(entries),
+                         "y" if len(entries) == 1 else "ies",
+                         ", ".join(sorted(e.name for e in entries)[:6]) or "empty")
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
             futures = {pool.submit(self._open_log, *job): job for job in jobs}
         # Every load has finished: a failure closes the logs the others opened (and their

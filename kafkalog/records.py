@@ -26,7 +26,9 @@ from kafkalog._layout import BATCH_DTYPE, RECORD_DTYPE, HEADER_DTYPE, V2_HEADER_
 from kafkalog.control_records import (  # noqa: F401
     ControlType, check_control_keys, parse_control_record,
 )
-from kafkalog.errors import CorruptRecordError, KafkaLogError, UnknownCodecError
+from kafkalog.errors import (
+    CorruptRecordError, KafkaLogError, LogNotFoundError, NotASegmentFileError, UnknownCodecError,
+)
 from kafkalog.segment_walker import ITERATE, ITERATE_STRICT, walk_segment
 
 if TYPE_CHECKING:
@@ -244,7 +246,16 @@ def iter_batches(buffer_or_path: BufferOrPath, validate_crc: bool = True,
         if configured != os.fspath(buffer_or_path):     # a URL or a tiered-storage view
             buffer_or_path = configured                 # (else errors name the path given)
     path = buffer_or_path if isinstance(buffer_or_path, (str, os.PathLike)) else None
-    buf = open_buffer(buffer_or_path)
+    try:        # a reader's wrong path, typed (internal readers see the OS's errors)
+        buf = open_buffer(buffer_or_path)
+    except FileNotFoundError as e:
+        if isinstance(e, KafkaLogError):
+            raise
+        raise LogNotFoundError(f"{path}: no such file, where a segment file is expected") \
+            from None
+    except IsADirectoryError:
+        raise NotASegmentFileError(f"{path}: a directory, where a segment file is expected "
+                                   "(open a directory with Log.open)") from None
     walk = walk_segment(buf, policy=ITERATE_STRICT if strict else ITERATE,
                         validate_crc=validate_crc, path=path)
     for row in walk.batches:

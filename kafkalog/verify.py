@@ -134,9 +134,11 @@ def verify_partition(path: StrPath, deep: bool = True,
     offsets, high watermark, last stable offset), or None when it cannot be opened.
     ``path`` may be an fsspec URL (``s3://...``), with the filesystem's ``storage_options``,
     or a tiered-storage partition prefix (every chunk and index of every segment decoded;
-    ``rsm_keys`` as ``Log.open`` takes them).
+    ``rsm_keys`` as ``Log.open`` takes them). Raises ``LogNotFoundError`` for a missing
+    path, ``PartitionNotFoundError`` for a file or a log dir.
     """
     path = storage.abspath(storage.configure(os.fspath(path), storage_options, rsm_keys))
+    log_dirs.check_partition_dir(path, read_only=False)   # missing, a file or a log dir
     report: dict[str, Any] = {"dir": path, "deep": bool(deep), "offsets": None, "segments": [],
                               "problems": []}
     problems = report["problems"]

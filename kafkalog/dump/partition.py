@@ -174,9 +174,9 @@ def file_sizes(path, names):
 # What a path names
 
 def dirs_to_dump(path):
-    """The partition directories a dump of ``path`` covers (a directory that is none, e.g. an
-    empty one, is dumped as itself)."""
-    return partition_dirs(path, named=True) or [storage.abspath(path)]
+    """The partition directories a dump of ``path`` covers; ``PartitionNotFoundError`` (naming
+    what is there) when it holds none, not even an empty one named ``<topic>-<partition>``."""
+    return partition_dirs(path, named=True, required=True)
 
 
 KRAFT_SNAPSHOT = "kraft-snapshot"
