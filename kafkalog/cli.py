@@ -35,8 +35,7 @@ def _dump(args):
                 raise
             except (KafkaLogError, OSError) as e:
                 out.flush()
-                named = str(e) if isinstance(e, KafkaLogError) else f"{path}: {e}"
-                print(f"kafkalog dump: {named}", file=sys.stderr)
+                print(f"kafkalog dump: {_about(path, e)}", file=sys.stderr)
                 status = 1
         out.flush()
     except BrokenPipeError:
@@ -68,6 +67,14 @@ class _Progress:
             sys.stderr.flush()
 
 
+def _about(path, e):
+    """``e``'s message naming ``path`` once: prefixed with it unless it starts with it (as the
+    typed errors about a path do)."""
+    text = str(e)
+    return text if text.startswith((os.fspath(path), os.path.abspath(path))) else \
+        f"{path}: {text}"
+
+
 def _partitions(paths):
     from kafkalog.verify import partition_dirs
     found, errors = [], []
@@ -75,7 +82,7 @@ def _partitions(paths):
         try:
             found.extend(partition_dirs(path))
         except (KafkaLogError, OSError) as e:
-            errors.append(str(e) if isinstance(e, KafkaLogError) else f"{path}: {e}")
+            errors.append(_about(path, e))
     return found, errors
 
 
@@ -132,7 +139,7 @@ def _salvage(args):
             found = salvage_partition(d)
             written = write_partition(found, out, config) if out else None
         except (KafkaLogError, OSError) as e:
-            print(f"kafkalog salvage: {d}: {e}", file=sys.stderr)
+            print(f"kafkalog salvage: {_about(d, e)}", file=sys.stderr)
             status = 1
             continue
         doc = {"dir": d, "batches": found.batch_count, "records": found.record_count,
@@ -186,7 +193,7 @@ def _recover(args):
         try:
             result = recover_partition(d, dry_run=args.dry_run, keep=keep, config=config)
         except (KafkaLogError, OSError) as e:
-            print(f"ERROR {d}: {e}", file=sys.stderr)
+            print(f"ERROR {_about(d, e)}", file=sys.stderr)
             status = 1
             progress.step(d)
             continue
@@ -224,7 +231,7 @@ def _internal(args):
         try:
             results.append(answer[0](path))
         except (KafkaLogError, OSError) as e:
-            print(f"kafkalog {args.command}: {path}: {e}", file=sys.stderr)
+            print(f"kafkalog {args.command}: {_about(path, e)}", file=sys.stderr)
             status = 1
     if args.command == "metadata":
         out = results[0] if len(results) == 1 else results

@@ -128,7 +128,7 @@ def test_cli_dump_of_an_empty_directory(tmp_path, capfd):
 def test_cli_dump_of_a_missing_path(tmp_path, capfd):
     path = tmp_path / "nothing"
     assert main(["dump", str(path)]) == 1
-    names_once(capfd.readouterr().err, path, "not a partition directory")
+    names_once(capfd.readouterr().err, path, "no such file or directory")
 
 
 def test_cli_verify_of_a_file(fixture_copy, capfd):
@@ -160,3 +160,18 @@ def test_log_manager_of_an_empty_log_dir_says_so(tmp_path, caplog):
     said = [r for r in caplog.records if r.name.startswith("kafkalog")
             and str(tmp_path) in r.getMessage() and "no partition" in r.getMessage()]
     assert said and said[0].levelno == logging.INFO
+
+
+@pytest.mark.parametrize("command", ["dump", "verify", "recover", "salvage", "offsets"])
+def test_cli_names_a_missing_path_once(tmp_path, capfd, command):
+    path = tmp_path / "nothing"
+    assert main([command, str(path)]) == 1
+    captured = capfd.readouterr()
+    said = captured.out if command == "verify" else captured.err    # verify's report: stdout
+    names_once(said, path, "no such file or directory")
+
+
+def test_cli_dump_of_a_missing_segment_file(tmp_path, capfd):
+    path = tmp_path / LOG0
+    assert main(["dump", str(path)]) == 1
+    names_once(capfd.readouterr().err, path, "no such file or directory")

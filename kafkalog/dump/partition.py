@@ -13,7 +13,7 @@ import numpy as np
 
 from kafkalog import storage
 from kafkalog.checkpoint import read_leader_epoch_checkpoint
-from kafkalog.errors import KafkaLogError
+from kafkalog.errors import KafkaLogError, LogNotFoundError, NotARegularFileError
 from kafkalog.files import (
     INDEX_SUFFIXES, LEADER_EPOCH_CHECKPOINT, LOG_SUFFIX, SNAPSHOT_SUFFIX,
     parse_file_name, parse_kraft_snapshot_name,
@@ -184,6 +184,8 @@ KRAFT_SNAPSHOT = "kraft-snapshot"
 
 def file_kind(path):
     """(kind, base offset) of a single file dump's path; raises KafkaLogError for others."""
+    if not storage.exists(path):
+        raise LogNotFoundError(f"{path}: no such file or directory")
     name = os.path.basename(path)
     parsed = parse_file_name(name)
     kind = parsed[1] if parsed is not None and not parsed[2] else None
@@ -195,7 +197,7 @@ def file_kind(path):
         raise KafkaLogError(f"{path}: not a partition directory or a Kafka segment, index, "
                             f"snapshot, KRaft snapshot or checkpoint file")
     if not storage.isfile(path):
-        raise FileNotFoundError(f"{path}: no such file")
+        raise NotARegularFileError(f"{path}: not a regular file")
     return kind, parsed[0] if parsed else None
 
 

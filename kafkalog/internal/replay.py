@@ -74,6 +74,8 @@ def internal_partitions(path: StrPath, topic: str) -> list[str]:
     try:
         dirs = partition_dirs(path, named=True)
     except OSError as e:
+        if isinstance(e, KafkaLogError):            # typed, naming the path already
+            raise
         raise KafkaLogError(f"{path}: {e}") from None
     found = [d for d in dirs if (topic_partition_or_none(os.path.basename(d)) or ("",))[0]
              == topic]
