@@ -125,7 +125,8 @@ class CorruptSnapshotError(KafkaLogError):
 
 
 class LogNotFoundError(KafkaLogError, FileNotFoundError):
-    """A read-only open of a partition directory that does not exist (or holds no segment)."""
+    """A path that does not exist where a partition directory, a log dir or a segment file is
+    expected, or a read-only open of a directory that holds no segment."""
 
 
 class PartitionNotFoundError(LogNotFoundError):

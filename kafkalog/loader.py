@@ -527,6 +527,8 @@ def open_partition(path, config, build, *, recovery_point, log_start_offset, cle
     topic_id)`` makes the log of a ``LoadedLog``; the partition's locks are released when it
     fails. Offsets not given are read from the log dir's checkpoint files. A remote ``path``
     opens read-only and unlocked; a local load that fails on I/O raises LogDirFailureError.
+    A local ``path`` that is a file, a log dir or (``read_only``) missing or holding no segment
+    raises a ``LogNotFoundError`` naming what is there (``log_dirs.check_partition_dir``).
     """
     def load(read_only, topic_id, managed, salvage_dir, locks):
         known = _from_checkpoints(path, replicated, recovery_point=recovery_point,
