@@ -8,15 +8,14 @@ import time
 import pytest
 
 from kafkalog import Log, iter_batches
-from kafkalog._kernels import walk_batches
 from kafkalog.cli import main
 from kafkalog.config import LogConfig
 from kafkalog.errors import InvalidConfigError
-from kafkalog.records import open_buffer
 from kafkalog.recovery import recover_partition
 from kafkalog.segment import LogSegment
 
 from conftest import FIXTURES
+from test_segment import reappend_batches
 
 
 
@@ -201,13 +200,7 @@ def kafka_indexed(name, d, settings):
     (its batches re-appended one by one, as test_segment reproduces Kafka's indexes)."""
     d.mkdir()
     for src in sorted((FIXTURES / name).glob("*.log")):
-        seg = LogSegment(d, int(src.name[:20]), LogConfig(settings))
-        buf = open_buffer(src)
-        for b in walk_batches(buf)[0]:
-            p, size = int(b["position"]), int(b["size"])
-            seg.append(int(b["last_offset"]), int(b["max_timestamp"]), int(b["last_offset"]),
-                       buf[p:p + size])
-        seg.close()
+        reappend_batches(src, LogSegment(d, int(src.name[:20]), LogConfig(settings)))
     return d
 
 

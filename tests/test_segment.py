@@ -243,17 +243,22 @@ def _v2_fixture_segments():
     return out
 
 
-@pytest.mark.parametrize("name,log_name", _v2_fixture_segments())
-def test_reappending_fixture_batches_reproduces_kafkas_indexes(tmp_path, name, log_name):
-    src = FIXTURES / name / log_name
-    base = int(log_name[:20])
-    seg = LogSegment(tmp_path, base, LogConfig())
+def reappend_batches(src, seg):
+    """Append the batches of segment file ``src`` to ``seg`` one by one, as Kafka's leader
+    appends them (so ``seg`` gets the indexes Kafka writes for its config), and close it."""
     buf = open_buffer(src)
     for b in walk_batches(buf)[0]:
         p, size = int(b["position"]), int(b["size"])
         seg.append(int(b["last_offset"]), int(b["max_timestamp"]), int(b["last_offset"]),
                    buf[p:p + size])
     seg.close()
+
+
+@pytest.mark.parametrize("name,log_name", _v2_fixture_segments())
+def test_reappending_fixture_batches_reproduces_kafkas_indexes(tmp_path, name, log_name):
+    src = FIXTURES / name / log_name
+    base = int(log_name[:20])
+    reappend_batches(src, LogSegment(tmp_path, base, LogConfig()))
     for suffix in (".log", ".index", ".timeindex"):
         ours = (tmp_path / (log_name[:20] + suffix)).read_bytes()
         assert ours == (FIXTURES / name / (log_name[:20] + suffix)).read_bytes(), suffix

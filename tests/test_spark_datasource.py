@@ -15,8 +15,10 @@ from kafkalog.spark.options import Options
 import test_spark
 from conftest import FIXTURES
 from test_spark_options import write_topic
+import test_spark_pushdown
 
 spark = test_spark.spark          # the one session-scoped SparkSession of the suite
+pushdown_on = test_spark_pushdown.pushdown_on
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
@@ -24,15 +26,6 @@ pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 @pytest.fixture(scope="module")
 def three(tmp_path_factory):
     return write_topic(tmp_path_factory.mktemp("ds") / "logs", "t", partitions=3, records=20)
-
-
-@pytest.fixture
-def pushdown_on(spark):
-    key = "spark.sql.python.filterPushdown.enabled"
-    old = spark.conf.get(key)
-    spark.conf.set(key, "true")
-    yield spark
-    spark.conf.set(key, old)
 
 
 # ------------------------------------------------------------------------------------ SQL
