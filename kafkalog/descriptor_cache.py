@@ -10,10 +10,15 @@ from __future__ import annotations
 import collections
 import os
 import threading
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from kafkalog.segment import LogSegment
+
+class CacheMember(Protocol):
+    """What the cache needs of a member (a ``LogSegment``): it knows nothing else of one."""
+    pins: int
+    evictable: bool
+
+    def drop_handles(self) -> None: ...
 
 DEFAULT_MAX_OPEN_SEGMENTS = 256
 
@@ -57,12 +62,12 @@ class DescriptorCache:
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self._lock = threading.Lock()
-        self._lru: collections.OrderedDict[LogSegment, None] = collections.OrderedDict()
+        self._lru: collections.OrderedDict[CacheMember, None] = collections.OrderedDict()
         #: ``move_to_end(segment)``: ``touch``'s fast path for a listed segment, one C call
         #: (KeyError for one not listed)
         self.move_to_end = self._lru.move_to_end
 
-    def touch(self, segment: LogSegment) -> None:
+    def touch(self, segment: CacheMember) -> None:
         """``segment`` was used: make it the most recent; evict beyond the limit."""
         lru = self._lru
         try:
@@ -93,20 +98,20 @@ class DescriptorCache:
             del self._lru[s]
             s.drop_handles()
 
-    def pin(self, segment: LogSegment) -> None:
+    def pin(self, segment: CacheMember) -> None:
         with self._lock:
             segment.pins += 1
 
-    def unpin(self, segment: LogSegment) -> None:
+    def unpin(self, segment: CacheMember) -> None:
         with self._lock:
             segment.pins -= 1
 
-    def pinned(self, segment: LogSegment) -> Pinned:
+    def pinned(self, segment: CacheMember) -> Pinned:
         """``with cache.pinned(segment):`` no eviction of it while a multi-step operation
         runs."""
         return Pinned(self, segment)
 
-    def forget(self, segment: LogSegment) -> None:
+    def forget(self, segment: CacheMember) -> None:
         with self._lock:
             self._lru.pop(segment, None)
 
@@ -127,7 +132,7 @@ class Pinned:
     """``with cache.pinned(segment):`` no eviction while a multi-step operation runs."""
     __slots__ = ("cache", "segment")
 
-    def __init__(self, cache: DescriptorCache, segment: LogSegment) -> None:
+    def __init__(self, cache: DescriptorCache, segment: CacheMember) -> None:
         self.cache = cache
         self.segment = segment
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import mmap
 import os
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -18,13 +18,10 @@ from kafkalog import storage
 from kafkalog._kernels import (
     FIND_TS_DECODE, FIND_TS_FOUND, FIND_TS_MORE, find_batch, find_timestamp, walk_batches,
 )
-from kafkalog.descriptor_cache import OPEN_SEGMENTS, Descriptor
+from kafkalog.descriptor_cache import OPEN_SEGMENTS, CacheMember, Descriptor
 from kafkalog.index import TimestampOffset
 from kafkalog.records import decode_batches
 from kafkalog.storage_local import open_regular, open_regular_stat
-
-if TYPE_CHECKING:
-    from kafkalog.segment import LogSegment
 
 # Recovery reads a .log up to this size with one pread instead of mapping it.
 _READ_WHOLE_BYTES = 1 << 20
@@ -38,7 +35,7 @@ class FileRecords:
     __slots__ = ("path", "owner", "remote", "read_only", "size", "_desc", "_fd_lock", "_map",
                  "_map_lock")
 
-    def __init__(self, path: str, owner: LogSegment, *, remote: bool, read_only: bool,
+    def __init__(self, path: str, owner: CacheMember, *, remote: bool, read_only: bool,
                  size: int | None = None) -> None:
         self.path = path
         self.owner = owner

@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 import os
 import stat
-from typing import TYPE_CHECKING, Any, Generic, Iterable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Generic, Iterable, Protocol, \
+    TypeVar
 
 import numpy as np
 
@@ -23,11 +24,42 @@ from kafkalog.storage_local import file_kind, open_regular, open_regular_stat
 
 if TYPE_CHECKING:
     from kafkalog.index import OffsetPosition
-    from kafkalog.segment import LogSegment
+    from kafkalog.config import LogConfig
 
 log = logging.getLogger(__name__)
 
 _I = TypeVar("_I", OffsetIndex, TimeIndex)
+
+
+class IndexedSegment(Protocol):
+    """The segment's side of the contract (a ``LogSegment``): what a lazy index reads of the
+    segment it belongs to, declared here so this module knows nothing else of one."""
+    base_offset: int
+    config: LogConfig
+    read_only: bool
+    recovering: bool
+    report: Callable[..., None] | None
+
+    @property
+    def scan_lock(self) -> ContextManager[Any]: ...
+    @property
+    def index_lock(self) -> ContextManager[Any]: ...
+    @property
+    def index_path(self) -> str: ...
+    @property
+    def time_index_path(self) -> str: ...
+    @property
+    def log_path(self) -> str: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def offset_index(self) -> OffsetIndex: ...
+    def batch_starts_at(self, position: int, offset: int) -> bool: ...
+    def batches(self, start_position: int = 0, validate_crc: bool = False
+                ) -> tuple[np.ndarray, int, int, str | None]: ...
+    def read_next_offset(self) -> int: ...
+    def rebuild_indexes(self) -> None: ...
+    def learn_largest_timestamp(self, batches: np.ndarray) -> None: ...
 
 
 class LazyIndex(Generic[_I]):
@@ -43,7 +75,7 @@ class LazyIndex(Generic[_I]):
     """
     __slots__ = ("_segment", "_cls", "index", "distrusted")
 
-    def __init__(self, segment: LogSegment, cls: type[_I]) -> None:
+    def __init__(self, segment: IndexedSegment, cls: type[_I]) -> None:
         self._segment = segment
         self._cls: type[_I] = cls
         #: the open index, or None until it is first used (again, after a drop)
@@ -264,7 +296,7 @@ class LazyIndex(Generic[_I]):
         return before
 
 
-def replace_index_files(segment: LogSegment, contents: Iterable[tuple[LazyIndex, bytes]]
+def replace_index_files(segment: IndexedSegment, contents: Iterable[tuple[LazyIndex, bytes]]
                         ) -> list[tuple[str, int | None, int]]:
     """Make each index file of ``segment`` hold exactly its bytes (``contents``: (LazyIndex,
     bytes) pairs, ``recovery_summary``'s), in one write each; a file that holds them already is

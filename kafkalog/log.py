@@ -45,10 +45,13 @@ if TYPE_CHECKING:
     from kafkalog.locks import FileLock
     from kafkalog.log_segments import LogSegments
     from kafkalog.records import RecordTable
-    from kafkalog.retention import RetentionPolicyLike
+    from kafkalog.retention import RetentionPolicy
     from kafkalog.scheduler import Scheduler
     from kafkalog.fetch_data_info import FetchDataInfo
     from kafkalog.segment import LogSegment
+    #: a policy, or ``f(log, now_ms)`` returning a predicate of (segment, next) or None
+    RetentionPolicyLike = RetentionPolicy | Callable[
+        ["Log", int], "Callable[[LogSegment, LogSegment | None], bool] | None"]
 
 log = logging.getLogger(__name__)
 

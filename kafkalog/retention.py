@@ -9,18 +9,6 @@ and ``deletableSegments``); the log deletes it and moves its offsets.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Union
-
-if TYPE_CHECKING:
-    from kafkalog.log import Log
-    from kafkalog.segment import LogSegment
-
-    #: A retention policy, or a function ``f(log, now_ms)`` returning a predicate of
-    #: ``(segment, next_segment)`` or None.
-    SegmentPredicate = Callable[[LogSegment, "LogSegment | None"], bool]
-    RetentionPolicyLike = Union["RetentionPolicy", Callable[[Log, int], "SegmentPredicate | None"]]
-
-
 
 class RetentionPolicy:
     """A retention policy: ``predicate(log, now_ms)`` returns a function of

@@ -5,7 +5,7 @@ of ``LogSegment.rebuild_indexes``: the indexes alone rebuilt from the bytes, not
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Protocol, TypeVar
 
 from kafkalog._kernels import recovery_summary, walk_batches
 from kafkalog.errors import IndexOffsetOverflowError
@@ -16,13 +16,31 @@ if TYPE_CHECKING:
     from kafkalog.file_records import FileRecords
     from kafkalog.leader_epoch import LeaderEpochCache
     from kafkalog.producer_state import ProducerStateManager
-    from kafkalog.segment import LogSegment
+    from kafkalog.config import LogConfig
+    from kafkalog.transaction_index import TransactionIndex
 
 
-def recover_segment(segment: LogSegment, file: FileRecords,
+class RecoveredSegment(Protocol):
+    """What recovery reads and sets of the segment it recovers (a ``LogSegment``), declared
+    here so this module knows nothing else of one."""
+    base_offset: int
+    config: LogConfig
+    txn_index: TransactionIndex
+    bytes_since_last_index_entry: int
+
+    @property
+    def log_path(self) -> str: ...
+    def write_indexes(self, offset_index: bytes, time_index: bytes, max_ts: int,
+                      max_ts_offset: int) -> None: ...
+
+
+_S = TypeVar("_S", bound=RecoveredSegment)
+
+
+def recover_segment(segment: _S, file: FileRecords,
                     producer_state: ProducerStateManager,
                     leader_epochs: LeaderEpochCache | None,
-                    before_truncate: Callable[[LogSegment, int, str], None] | None,
+                    before_truncate: Callable[[_S, int, str], None] | None,
                     txn_index_exists: bool | None, last_segment: bool) -> int:
     """Recover ``segment`` (its ``.log`` is ``file``) under its scan lock, as
     ``LogSegment.recover`` documents; returns the bytes truncated."""
@@ -67,7 +85,7 @@ def recover_segment(segment: LogSegment, file: FileRecords,
     return truncated
 
 
-def rebuild_index_files(segment: LogSegment, file: FileRecords) -> None:
+def rebuild_index_files(segment: RecoveredSegment, file: FileRecords) -> None:
     """Rewrite the offset and time indexes of ``segment`` (its ``.log`` is ``file``) from its
     batches, under its scan lock; the log is not cut (a reader may map it)."""
     batches = walk_batches(file.buffer(), 0, validate_crc=False)[0]

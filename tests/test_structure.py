@@ -4,8 +4,9 @@ no module over 700 lines.
 An import counts wherever it stands: at module level, inside a function (a deferred import only
 hides a circle until the function runs), a constant ``importlib.import_module("kafkalog.x")``
 call, and the Python imports of the Cython module (``_core.pyx`` and its ``.pxi`` sections, read
-line by line). Not counted: imports under ``if TYPE_CHECKING:`` (never executed) and the implicit import of
-a package's ``__init__`` when one of its submodules is imported (every module would otherwise
+line by line), and imports under ``if TYPE_CHECKING:`` (a module typed against its owner is
+tied to it all the same: it declares the contract it needs instead). Not counted: the implicit
+import of a package's ``__init__`` when one of its submodules is imported (every module would otherwise
 form a circle with its package's face).
 """
 from __future__ import annotations
@@ -40,19 +41,11 @@ def _modules() -> dict[str, pathlib.Path]:
     return found
 
 
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
-        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-
-
 def _import_nodes(tree: ast.AST):
-    """Every import statement and constant ``import_module`` call, outside TYPE_CHECKING."""
+    """Every import statement and constant ``import_module`` call."""
     stack = [tree]
     while stack:
         node = stack.pop()
-        if isinstance(node, ast.If) and _is_type_checking(node.test):
-            stack.extend(node.orelse)
-            continue
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             yield node
         elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(
