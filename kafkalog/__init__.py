@@ -20,6 +20,7 @@ from kafkalog.fetch_data_info import FetchDataInfo  # noqa: E402
 from kafkalog.segment import LogSegment  # noqa: E402
 from kafkalog.log import Log, LogAppendInfo, LogOffsetSnapshot  # noqa: E402
 from kafkalog.manager import LogManager  # noqa: E402
+from kafkalog.log07 import Log07, Message07  # noqa: E402
 
 if TYPE_CHECKING:
     from kafkalog import arrow
@@ -48,6 +49,6 @@ __all__ = [
     "TimestampType", "ControlType", "build_batch", "build_control_batch", "iter_batches",
     "decode_batches", "OffsetIndex", "TimeIndex", "TransactionIndex", "AbortedTxn",
     "OffsetPosition", "TimestampOffset", "LogConfig", "LogSegment", "FetchDataInfo", "Log",
-    "LogAppendInfo", "LogOffsetSnapshot", "LogManager", "arrow", "read_arrow", "read_pandas",
+    "LogAppendInfo", "LogOffsetSnapshot", "LogManager", "Log07", "Message07", "arrow", "read_arrow", "read_pandas",
     "record_batch_reader",
 ]

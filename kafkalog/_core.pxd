@@ -32,6 +32,17 @@ ctypedef struct RecordInfo:
     int32_t header_count
     int8_t attributes
 
+ctypedef struct Log07Entry:
+    int64_t position
+    int64_t payload_position
+    int32_t size
+    int32_t payload_size
+    uint32_t crc
+    int8_t magic
+    int8_t attributes
+    int8_t codec
+    int8_t crc_valid
+
 ctypedef struct HeaderInfo:
     int64_t key_pos
     int64_t value_pos

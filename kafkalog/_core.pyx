@@ -25,14 +25,14 @@ import zlib
 
 from crc32c import crc32c as _crc32c
 
-from kafkalog._layout import BATCH_DTYPE, RECORD_DTYPE, HEADER_DTYPE
+from kafkalog._layout import BATCH_DTYPE, RECORD_DTYPE, HEADER_DTYPE, LOG07_ENTRY_DTYPE
 from kafkalog.errors import CorruptRecordError, RecordTooLargeError
 
 cnp.import_array()
 
 # sizeof of the C structs, so tests can check them against the numpy dtypes in _layout.
 STRUCT_SIZES = {"batch": sizeof(BatchInfo), "record": sizeof(RecordInfo),
-                "header": sizeof(HeaderInfo)}
+                "header": sizeof(HeaderInfo), "log07": sizeof(Log07Entry)}
 
 cdef extern from *:
     """
@@ -172,3 +172,4 @@ include "_views.pxi"
 include "_record.pxi"
 include "_read.pxi"
 include "_compact.pxi"
+include "_log07.pxi"

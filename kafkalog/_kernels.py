@@ -14,7 +14,7 @@ KERNEL_NAMES = (
     "index_entries_for", "recovery_summary", "prepare_append", "gather_spans", "IndexView", "index_lookup_many",
     "Record", "make_records", "batch_records", "span_bytes", "next_valid_batch", "check_batches",
     "crc32c", "key_hash", "offset_map_put", "offset_map_get", "compact_batches",
-    "batch_header_plausible", "segment_read", "find_timestamp", "table_records",
+    "batch_header_plausible", "segment_read", "find_timestamp", "table_records", "walk_log07",
 )
 
 COMPILED = False
@@ -72,6 +72,7 @@ batch_header_plausible = _module.batch_header_plausible
 segment_read = _module.segment_read
 find_timestamp = _module.find_timestamp
 table_records = _module.table_records
+walk_log07 = _module.walk_log07
 FIND_TS_FOUND = _module.FIND_TS_FOUND
 FIND_TS_MORE = _module.FIND_TS_MORE
 FIND_TS_DECODE = _module.FIND_TS_DECODE

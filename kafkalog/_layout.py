@@ -21,6 +21,16 @@ Record batch, magic 2 (all big-endian):
 Legacy entry, magic 0/1: offset int64, size int32, crc uint32 (CRC32 of [16, end)), magic int8,
 attributes int8, timestamp int64 (v1 only), key int32-prefixed, value int32-prefixed.
 
+Kafka 0.7 entry (a ``.kafka`` file is a sequence of them; no offset field: an entry's offset
+is its byte position in the partition's stream, the file's base offset + its position):
+
+    at    field        type
+    0     length N     int32   bytes after this field
+    4     magic        int8    0 or 1
+    5     attributes   int8    magic 1 only; bits 0-1: codec of a wrapper (0, 1 gzip, 2 snappy)
+    5/6   crc          uint32  CRC32 (zlib's, not CRC32C) of the payload
+    9/10  payload              a wrapper's: a compressed sequence of entries
+
 The struct dtypes below mirror the C structs in ``_core.pxd`` field for field (aligned, widest
 first, so neither side has hidden padding in the middle).
 """
@@ -79,6 +89,23 @@ RECORD_DTYPE = np.dtype([
     ("value_len", "<i4"),         # -1 for a null value
     ("header_count", "<i4"),
     ("attributes", "i1"),
+], align=True)
+
+LOG07_LENGTH_SIZE = 4        # the length field in front of every 0.7 entry
+LOG07_MIN_SIZE_V0 = 5        # magic, crc
+LOG07_MIN_SIZE_V1 = 6        # magic, attributes, crc
+LOG07_CODEC_MASK = 3
+
+LOG07_ENTRY_DTYPE = np.dtype([
+    ("position", "<i8"),          # of the length field, in the buffer walked
+    ("payload_position", "<i8"),
+    ("size", "<i4"),              # the whole entry, length field included
+    ("payload_size", "<i4"),
+    ("crc", "<u4"),               # as stored
+    ("magic", "i1"),
+    ("attributes", "i1"),         # 0 for magic 0
+    ("codec", "i1"),              # attributes & LOG07_CODEC_MASK
+    ("crc_valid", "i1"),          # 1/0, -1 when not checked
 ], align=True)
 
 HEADER_DTYPE = np.dtype([

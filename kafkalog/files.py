@@ -6,6 +6,10 @@ A segment's files are ``<20-digit base offset><suffix>`` (``.log``, ``.index``, 
 more suffix while it changes state (``.deleted``, ``.cleaned``, ``.swap``). A partition
 directory is ``<topic>-<partition>``; a deleted, future (alter-log-dirs) or stray one is
 ``<topic>-<partition>.<unique id>-delete`` / ``-future`` / ``-stray``.
+
+Kafka 0.7 logs: a partition directory of ``<byte offset>.kafka`` files (20 digits as 0.7 wrote
+them, fewer from some tools), named ``<topic>-<partition>`` or, as 0.7's documentation shows,
+``<topic>_<partition>``.
 """
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ SNAPSHOT_SUFFIX = ".snapshot"
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
+LOG07_SUFFIX = ".kafka"      # a Kafka 0.7 log file
 INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 # Files of a log dir (beside its partition directories).
@@ -47,6 +52,7 @@ _DIR_SUFFIXES = {DELETE_DIR_SUFFIX: "delete", FUTURE_DIR_SUFFIX: "future",
                  STRAY_DIR_SUFFIX: "stray"}
 
 _OFFSET_NAME = re.compile(r"^(\d{20})(\.[a-z]+)((?:\.[a-z]+)?)$")
+_LOG07_NAME = re.compile(r"^(\d{1,20})\.kafka$")
 _TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 _MAX_OFFSET = 2**63 - 1
 _LOG_FILE_ENDING = re.compile(r"\.(log|index|timeindex|txnindex|snapshot)"
@@ -104,6 +110,27 @@ def offsets_of(names: Iterable[str], suffix: str, state: str = "") -> list[int]:
     """Sorted offsets of the names that are ``<20 digits><suffix><state>``."""
     return sorted(p[0] for p in map(parse_file_name, names)
                   if p is not None and p[1] == suffix and p[2] == state)
+
+
+def log07_file_name(offset: int) -> str:
+    """``<20-digit byte offset>.kafka``, the name Kafka 0.7 gave a log file."""
+    return file_name(offset, LOG07_SUFFIX)
+
+
+def parse_log07_file_name(name: str) -> int | None:
+    """The byte offset of a Kafka 0.7 log file name (``<1 to 20 digits>.kafka``: 0.7 parsed
+    whatever digits precede the suffix), or None for any other name."""
+    m = _LOG07_NAME.match(name)
+    if m is None:
+        return None
+    offset = int(m.group(1))
+    return offset if offset <= _MAX_OFFSET else None
+
+
+def log07_files(names: Iterable[str]) -> list[tuple[int, str]]:
+    """(byte offset, name) of the Kafka 0.7 log files among ``names``, by offset."""
+    return sorted((o, n) for o, n in ((parse_log07_file_name(n), n) for n in names)
+                  if o is not None)
 
 
 class KRaftSnapshotId(NamedTuple):
@@ -173,6 +200,19 @@ def parse_topic_partition(name: str) -> tuple[str, int]:
     if parsed.state:
         raise KafkaLogError(f"{name!r} is a {parsed.state} partition directory, not a live one")
     return parsed.topic, parsed.partition
+
+
+def log07_topic_partition(name: str) -> tuple[str, int] | None:
+    """(topic, partition) of a Kafka 0.7 partition directory name: ``<topic>-<partition>``,
+    else ``<topic>_<partition>`` (the spelling 0.7's documentation shows); None for another
+    name."""
+    found = topic_partition_or_none(name)
+    if found is not None:
+        return found
+    topic, sep, partition = name.rpartition("_")
+    if sep and topic and partition.isdigit() and _TOPIC.match(topic):
+        return topic, int(partition)
+    return None
 
 
 def topic_partition_or_none(name: str) -> tuple[str, int] | None:

@@ -68,10 +68,10 @@ def sample_batches(n=5, seed=1, compression="none"):
 
 
 def test_struct_layouts_match_numpy():
-    from kafkalog._layout import RECORD_DTYPE, HEADER_DTYPE
+    from kafkalog._layout import RECORD_DTYPE, HEADER_DTYPE, LOG07_ENTRY_DTYPE
     sizes = {"batch": BATCH_DTYPE.itemsize, "record": RECORD_DTYPE.itemsize,
-             "header": HEADER_DTYPE.itemsize}
-    assert sizes == {"batch": 80, "record": 64, "header": 24}
+             "header": HEADER_DTYPE.itemsize, "log07": LOG07_ENTRY_DTYPE.itemsize}
+    assert sizes == {"batch": 80, "record": 64, "header": 24, "log07": 32}
     if "compiled" in KERNELS:
         assert KERNELS["compiled"].STRUCT_SIZES == sizes
 

@@ -594,3 +594,47 @@ def test_fuzz_cases(seed):
         same(lambda k: k.next_valid_batch(at(buf), len(PAD) + 1), f"fuzz {seed}/{i} resync")
         ts = int(rows["max_timestamp"][len(rows) // 2]) if len(rows) else 0
         same(lambda k: k.find_timestamp(at(buf), len(PAD), -1, ts, 0), f"fuzz {seed}/{i} ts")
+
+
+# --- Kafka 0.7 entries ------------------------------------------------------------------------
+
+def log07_cases():
+    """(name, buffer) of Kafka 0.7 entries: magic 0 and 1, wrappers, empty payloads, and every
+    way a walk stops (torn length, torn entry, size below the header, unknown magic, bad
+    CRC32, zeros)."""
+    from kafkalog.log07.format import encode_entry, encode_message_set
+    rng = random.Random(31)
+    good = b"".join([encode_entry(b"", magic=0), encode_entry(b"m0" * 9, magic=0),
+                     encode_entry(b""), encode_entry(rng.randbytes(300)),
+                     encode_message_set([b"a", b"bb"], 1)[0],
+                     encode_message_set([rng.randbytes(40)] * 3, 2)[0],
+                     encode_entry(rng.randbytes(8), codec=3)])
+    bad_crc = bytearray(encode_entry(b"payload"))
+    bad_crc[-1] ^= 1
+    cases = [("empty", b""), ("good", good), ("torn length", good + b"\0\0\0"),
+             ("torn entry", good + encode_entry(b"lost")[:-2]),
+             ("size below header", good + struct.pack(">ib", 4, 0) + b"\0" * 8),
+             ("v1 below header", good + struct.pack(">ib", 5, 1) + b"\0" * 8),
+             ("unknown magic", good + struct.pack(">ib", 9, 2) + b"\0" * 9),
+             ("bad crc then zeros", good + bytes(bad_crc) + b"\0" * 40),
+             ("negative size", good + struct.pack(">i", -7) + b"\0" * 20)]
+    for i in range(20):
+        damaged = bytearray(good)
+        for _ in range(rng.randint(1, 4)):
+            damaged[rng.randrange(len(damaged))] = rng.randrange(256)
+        cases.append((f"random damage {i}", bytes(damaged[:rng.randint(0, len(damaged))])))
+    return cases
+
+
+@covers("walk_log07")
+def test_walk_log07():
+    for what, buf in log07_cases():
+        for crc in (True, False):
+            for most in (-1, 0, 1, 3):
+                same(lambda k: k.walk_log07(at(buf), 0, -1, crc, most), f"{what} {crc} {most}")
+        rows = compiled_module().walk_log07(buf, 0, -1, False)[0]
+        for start in rows["position"][1:3].tolist():
+            same(lambda k: k.walk_log07(at(buf), start, len(buf) - 1), f"{what} from {start}")
+        same(lambda k: k.walk_log07(bytearray(buf)), f"{what} of a bytearray")
+    same(lambda k: k.walk_log07(b"abc", 4), "start past the end")
+    same(lambda k: k.walk_log07(b"abc", -1), "negative start")
