@@ -20,8 +20,7 @@ import random
 
 import pytest
 
-from kafkalog import build_batch, build_control_batch
-from kafkalog._kernels import walk_batches
+from kafkalog import _kernels, build_batch, build_control_batch
 from kafkalog.config import LogConfig
 from kafkalog.errors import IndexOffsetOverflowError
 from kafkalog.fetch_data_info import LogOffsetMetadata
@@ -73,7 +72,7 @@ def records_of(offset, *values, magic=1, timestamp=None):
 
 
 def record_offsets(data):
-    batches = walk_batches(data)[0]
+    batches = _kernels.walk_batches(data)[0]
     return [(int(b["base_offset"]), int(b["last_offset"])) for b in batches]
 
 
