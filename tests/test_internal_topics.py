@@ -613,3 +613,117 @@ def test_the_answers_as_spark_dataframes(spark):
     image = cluster_metadata(d)
     assert spark_internal.metadata_partitions_df(spark, d).count() == \
         sum(len(t["partitions"]) for t in image["topics"])
+
+
+# ----------------------------------------------------------------------------------------------
+# Records the fixtures lack, built from a Kafka-written one: the tagged classic member metadata
+# (its sessionTimeoutMs) and share-group records, whose layout is unstable upstream
+
+def _compact_str(text):
+    return _uvarint(len(text) + 1) + text.encode()
+
+
+def _kafka_member_value():
+    """A Kafka-written ConsumerGroupMemberMetadataValue v0 of the fixture, and its JSON."""
+    for r in _expected("__consumer_offsets-7")["records"]:
+        if not r["is_control"] and r["decoded"]["key"]["type"] == "5" and r["value_b64"]:
+            return _b(r["key_b64"]), _b(r["value_b64"]), r["decoded"]["payload"]["data"]
+    raise AssertionError("the fixture has no consumer group member record")
+
+
+def _with_classic_metadata(value, session_timeout_ms, protocol, metadata):
+    # the value ends with its (empty) tagged fields: replace them by tag 0, a nullable struct
+    # (an unsigned varint 1 before it when present): sessionTimeoutMs, supportedProtocols
+    assert value[-1] == 0
+    body = (b"\x01" + struct.pack(">i", session_timeout_ms) + _uvarint(2)
+            + _compact_str(protocol) + _uvarint(len(metadata) + 1) + metadata + b"\x00"
+            + b"\x00")
+    return value[:-1] + _uvarint(1) + _uvarint(0) + _uvarint(len(body)) + body
+
+
+@needs_internal
+def test_classic_member_metadata_reads_its_session_timeout():
+    key, value, data = _kafka_member_value()
+    out = decode_record("offsets", key, _with_classic_metadata(value, 45000, "range", b"\x01"))
+    assert out.decoded["payload"]["data"] == {**data, "classicMemberMetadata": {
+        "sessionTimeoutMs": 45000,
+        "supportedProtocols": [{"name": "range", "metadata": "AQ=="}]}}
+    assert out.payload_text.endswith(
+        ',"classicMemberMetadata":{"sessionTimeoutMs":45000,'
+        '"supportedProtocols":[{"name":"range","metadata":"AQ=="}]}}}')
+
+
+def _share_state_key():
+    return struct.pack(">h", 15) + struct.pack(">h", 1) + b"g"
+
+
+def _share_state_value(layouts):
+    """ShareGroupStatePartitionMetadataValue v0 with its arrays of topics: each a list of
+    (uuid, name, partitions or None for the TopicInfo struct)."""
+    out = struct.pack(">h", 0)
+    for topics in layouts:
+        out += _uvarint(len(topics) + 1)
+        for uid, name, partitions in topics:
+            out += uid + _compact_str(name)
+            if partitions is not None:
+                out += _uvarint(len(partitions) + 1) + b"".join(
+                    struct.pack(">i", p) for p in partitions)
+            out += b"\x00"
+    return out + b"\x00"
+
+
+UID = bytes(range(16))
+
+
+def test_unstable_share_group_records_in_another_layout_are_raw_with_a_warning(caplog):
+    # as the checked Kafka writes it: initializedTopics, deletingTopics
+    value = _share_state_value([[(UID, "t", [0, 1])], [(UID, "old", None)]])
+    out = decode_record("offsets", _share_state_key(), value)
+    assert out.decoded["payload"]["data"] == {
+        "initializedTopics": [{"topicId": uuid_text(UID), "topicName": "t",
+                               "partitions": [0, 1]}],
+        "deletingTopics": [{"topicId": uuid_text(UID), "topicName": "old"}]}
+    assert not caplog.records
+    # a later Kafka added initializingTopics first, without a version bump
+    later = _share_state_value([[(UID, "t", [0])], [], []])
+    with caplog.at_level("WARNING", logger="kafkalog.internal.decode"):
+        out = decode_record("offsets", _share_state_key(), later)
+    assert out.decoded["payload"] == {"version": "0", "unstable": True,
+                                      "raw": base64.b64encode(later).decode()}
+    assert out.decoded["key"]["data"] == {"groupId": "g"}
+    assert '"raw":' in out.payload_text
+    assert any("ShareGroupStatePartitionMetadataValue v0 is unstable" in r.getMessage()
+               for r in caplog.records if r.levelname == "WARNING")
+    # a stable record type whose bytes do not read stays an error
+    key, value, _ = _kafka_member_value()
+    with pytest.raises(InternalRecordError):
+        decode_record("offsets", key, value[:-1] + b"\x05")
+
+
+@needs_internal
+def test_a_kafka_written_partition_with_those_records_dumps_and_replays(tmp_path, caplog):
+    import shutil
+    from kafkalog import Log, Record, build_batch
+    d = tmp_path / "__consumer_offsets-7"
+    shutil.copytree(INTERNAL / "__consumer_offsets-7", d)
+    key, value, data = _kafka_member_value()
+    later = _share_state_value([[(UID, "t", [0])], [], []])
+    with Log.open(d) as log:
+        end = log.log_end_offset
+        log.append_as_follower(build_batch(
+            [Record(key=key, value=_with_classic_metadata(value, 30000, "range", b"")),
+             Record(key=_share_state_key(), value=later)], base_offset=end))
+    with caplog.at_level("WARNING", logger="kafkalog.internal.decode"):
+        doc = dump_path(str(d))
+        rows = groups(str(d))
+    records = {r["offset"]: r for _, r in _dump_records(doc)}
+    # the fixture's own records still decode as kafka-dump-log's decoders did
+    for r in _expected("__consumer_offsets-7")["records"]:
+        if not r["is_control"]:
+            assert records[r["offset"]]["decoded"] == r["decoded"], r["offset"]
+    member = records[end]["decoded"]["payload"]["data"]
+    assert member["classicMemberMetadata"]["sessionTimeoutMs"] == 30000
+    assert records[end + 1]["decoded"]["payload"]["unstable"] is True
+    assert not doc["problems"]
+    assert any("unstable" in r.getMessage() for r in caplog.records)
+    assert "new-protocol-group" in {g["group"] for g in rows}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import decimal
 import json
+import logging
 import re
 import struct
 from typing import Any, Callable, NamedTuple
@@ -21,8 +22,10 @@ from kafkalog.errors import InternalRecordError
 from kafkalog.internal.schema import Message, Reader
 from kafkalog.internal.tables import (
     CONTROL_RECORD_TYPES, GROUP_RECORD_TYPES, MESSAGES, METADATA_RECORD_TYPES,
-    TRANSACTION_STATES,
+    TRANSACTION_STATES, UNSTABLE_MESSAGES,
 )
+
+log = logging.getLogger(__name__)
 
 OFFSETS = "offsets"
 TRANSACTION_LOG = "transaction-log"
@@ -123,18 +126,40 @@ def decode_offsets(key: bytes | None, value: bytes | None) -> Decoded:
     names = GROUP_RECORD_TYPES.get(record_type)
     if names is None:
         raise InternalRecordError(f"unknown __consumer_offsets record type {record_type}")
-    key_json = {"type": str(record_type), "data": _message(names[0]).read(key, 0, 2)}
+    key_json = {"type": str(record_type), **_read_or_raw(names[0], key, 0)}
     payload_json = None
     if value is not None:
         version = _version_prefix(value, "value")
-        data = _message(names[1]).read(value, version, 2)
-        if names[1] == "GroupMetadataValue" and data.get("protocolType") == "consumer":
+        payload_json = {"version": str(version), **_read_or_raw(names[1], value, version)}
+        data = payload_json["data"] if names[1] == "GroupMetadataValue" else {}
+        if data.get("protocolType") == "consumer":
             for member in data["members"]:
                 _replace_protocol(member, "subscription", "ConsumerProtocolSubscription")
                 _replace_protocol(member, "assignment", "ConsumerProtocolAssignment")
-        payload_json = {"version": str(version), "data": data}
     return Decoded({"key": key_json, "payload": payload_json}, kafka_json(key_json),
                    DELETE if payload_json is None else kafka_json(payload_json))
+
+
+def _read_or_raw(name: str, data: bytes, version: int) -> dict[str, Any]:
+    """``{"data": ...}``: the message after its int16 version prefix. A message whose layout is
+    unstable upstream (``UNSTABLE_MESSAGES``) that does not read as this table's layout comes
+    back ``{"unstable": true, "raw": <base64 of the bytes>}`` with a WARNING instead of a
+    guess; any other that does not read raises InternalRecordError."""
+    try:
+        return {"data": _message(name).read(data, version, 2)}
+    except InternalRecordError as e:
+        if name not in UNSTABLE_MESSAGES:
+            raise
+        log.warning("%s v%d is unstable upstream (its layout changes between Kafka releases) "
+                    "and does not read as the layout known here, shown raw: %s",
+                    name, version, e)
+        return {"unstable": True, "raw": base64.b64encode(data).decode("ascii")}
+
+
+def is_raw(decoded: dict[str, Any]) -> bool:
+    """Whether a decoded record's key or payload was left raw (see ``_read_or_raw``)."""
+    return any(part is not None and "raw" in part
+               for part in (decoded.get("key"), decoded.get("payload")))
 
 
 def _replace_protocol(member: dict[str, Any], field: str, message: str) -> None:

@@ -13,7 +13,7 @@ from typing import Any, Iterable
 
 from kafkalog._typing import StrPath
 from kafkalog.errors import KafkaLogError
-from kafkalog.internal.decode import decode_offsets
+from kafkalog.internal.decode import decode_offsets, is_raw
 from kafkalog.internal.replay import InternalRecord, internal_partitions, read_partition
 from kafkalog.records import ControlType
 
@@ -43,6 +43,8 @@ class _Partition:
                     self._end_transaction(r.producer_id, r.control == ControlType.COMMIT)
                 continue
             decoded = decode_offsets(r.key, r.value).decoded
+            if is_raw(decoded):
+                continue        # an unstable record type in another layout, warned about
             record_type = int(decoded["key"]["type"])
             key = decoded["key"]["data"]
             value = decoded["payload"]["data"] if decoded["payload"] is not None else None

@@ -24,13 +24,15 @@ tagged fields   (none)                                varint count, then (varint
                                                       varint size, value) each
 ==============  ====================================  =======================================
 
-A field line of a table is ``name type [versions] [tagN] [=default]``: ``versions`` is ``3+``,
-``1`` or ``1-3`` (all versions when left out), ``tagN`` makes it a tagged field with tag N in
-those versions, ``=default`` is its default (``null``, a number, ``true``/``false``, ``""``).
-A struct type ending in ``?`` is
-nullable (an int8 marker before it, -1 for null). A line indented below a field whose type is a struct (``Name`` or ``[]Name``) declares that
-struct's fields; a struct named again later without fields is the one declared before
-(Kafka's ``commonStructs``).
+A field line of a table is ``name type [versions] [tagN] [nullV] [=default]``: ``versions`` is
+``3+``, ``1`` or ``1-3`` (all versions when left out), ``tagN`` makes it a tagged field with
+tag N in those versions, ``=default`` is its default (``null``, a number, ``true``/``false``,
+``""``). A type ending in ``?`` is nullable in all the field's versions, ``nullV`` (``null1+``)
+in versions V only (Kafka's ``nullableVersions``): a nullable struct has an int8 marker before
+it, -1 for null; a null string, bytes or array where the field is not nullable is an error, as
+in Kafka's generated readers. A line indented below a field whose type is a struct (``Name`` or
+``[]Name``) declares that struct's fields; a struct named again later without fields is the one
+declared before (Kafka's ``commonStructs``).
 
 Values come back in Kafka's JSON shape (the generated ``JsonConverter``): a dict per struct
 with the field names as written in the table, a Uuid as Kafka prints it (base64url, 22
@@ -83,11 +85,12 @@ _ALL = Versions("0+")
 
 class Field:
     """One field of a struct: ``name``, ``type`` (a scalar name or ``Struct``), ``array``,
-    the ``versions`` it is in, its ``tag`` (None for a regular field) and ``default``."""
+    the ``versions`` it is in, its ``tag`` (None for a regular field), ``default`` and the
+    versions it is ``nullable`` in (None for none)."""
     __slots__ = ("name", "type", "array", "versions", "tag", "default", "nullable")
 
     def __init__(self, name: str, type_: str | Struct, array: bool, versions: Versions,
-                 tag: int | None, default: Any, nullable: bool = False) -> None:
+                 tag: int | None, default: Any, nullable: Versions | None = None) -> None:
         self.nullable = nullable
         self.name = name
         self.type = type_
@@ -178,14 +181,16 @@ def parse_fields(name: str, text: str, structs: dict[str, Struct] | None = None)
         parts = line.split()
         fname, ftype = parts[0], parts[1]
         versions, tag, default = _ALL, None, None
+        nullable: Versions | None = _ALL if ftype.endswith("?") else None
         for p in parts[2:]:
             if p.startswith("tag"):
                 tag = int(p[3:])
+            elif p.startswith("null") and p != "null":
+                nullable = Versions(p[4:])
             elif p.startswith("="):
                 default = p[1:]
             else:
                 versions = Versions(p)
-        nullable = ftype.endswith("?")
         ftype = ftype.rstrip("?")
         array = ftype.startswith("[]")
         base = ftype[2:] if array else ftype
@@ -202,6 +207,12 @@ def parse_fields(name: str, text: str, structs: dict[str, Struct] | None = None)
         if isinstance(type_, Struct):
             stack.append((indent, type_))
     return root
+
+
+def _null(field: Field, nullable: bool) -> None:
+    if not nullable:
+        raise ValueError(f"non-nullable field {field.name} was serialized as null")
+    return None
 
 
 class Reader:
@@ -262,22 +273,24 @@ class Reader:
         raw = self.bytes_(flexible)
         return None if raw is None else base64.b64encode(raw).decode("ascii")
 
-    def value(self, field: Field, version: int, flexible: bool) -> Any:
+    def value(self, field: Field, version: int, flexible: bool, tagged: bool = False) -> Any:
         type_ = field.type
+        nullable = field.nullable is not None and version in field.nullable
         if field.array:
             n = self.length(flexible, "int32")
             if n < 0:
-                return None
+                return _null(field, nullable)
             if isinstance(type_, Struct):
                 return [self.struct(type_, version, flexible) for _ in range(n)]
             return [self.scalar(type_, flexible) for _ in range(n)]
         if isinstance(type_, Struct):
-            if field.nullable:
-                # a nullable struct: an int8 marker, -1 for null
-                if self.fixed("int8") < 0:
-                    return None
+            # a nullable struct: an int8 marker, -1 for null; a tagged one an unsigned
+            # varint, 0 for null (Kafka's MessageDataGenerator)
+            if nullable and (self.uvarint() <= 0 if tagged else self.fixed("int8") < 0):
+                return None
             return self.struct(type_, version, flexible)
-        return self.scalar(type_, flexible)
+        out = self.scalar(type_, flexible)
+        return _null(field, nullable) if out is None else out
 
     def struct(self, s: Struct, version: int, flexible: bool) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -297,7 +310,7 @@ class Reader:
             if known is None or version not in known.versions:
                 self.take(size)         # an unknown tag is skipped, as Kafka does
                 continue
-            tagged[known.name] = self.value(known, version, flexible)
+            tagged[known.name] = self.value(known, version, flexible, tagged=True)
             if self.pos != end:
                 raise ValueError(f"tagged field {known.name} (tag {tag}) declares {size} "
                                  f"bytes but holds {size + self.pos - end}")
