@@ -1,7 +1,9 @@
 """``kafkalog`` command line: ``dump``, ``verify``, ``recover``, ``salvage`` and the answers about
 Kafka's internal topics (``offsets``, ``groups``, ``transactions``, ``metadata``)."""
 import argparse
+import contextlib
 import json
+import logging
 import os
 import sys
 
@@ -136,8 +138,10 @@ def _salvage(args):
         if args.out:
             out = args.out if single else os.path.join(args.out, os.path.basename(d))
         try:
-            found = salvage_partition(d)
-            written = write_partition(found, out, config) if out else None
+            # the gaps are printed below, once: not also as WARNINGs
+            with _quiet("kafkalog.salvage"):
+                found = salvage_partition(d)
+                written = write_partition(found, out, config) if out else None
         except (KafkaLogError, OSError) as e:
             print(f"kafkalog salvage: {_about(d, e)}", file=sys.stderr)
             status = 1
@@ -177,6 +181,22 @@ def _config(args, command):
         return None
 
 
+@contextlib.contextmanager
+def _quiet(name):
+    """Logger ``name`` says nothing below ERROR meanwhile: the command prints what it logs."""
+    logger = logging.getLogger(name)
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+#: ``kafkalog recover``'s exit status when records left (or would leave) the log.
+RECORDS_DROPPED = 3
+
+
 def _recover(args):
     from kafkalog.recovery import recover_partition
     config = _config(args, "recover")
@@ -191,7 +211,9 @@ def _recover(args):
     for d in dirs:
         keep = os.path.join(args.keep, os.path.basename(d)) if args.keep else None
         try:
-            result = recover_partition(d, dry_run=args.dry_run, keep=keep, config=config)
+            # each action is printed below, once: not also as the loader's WARNING
+            with _quiet("kafkalog.loader"):
+                result = recover_partition(d, dry_run=args.dry_run, keep=keep, config=config)
         except (KafkaLogError, OSError) as e:
             print(f"ERROR {_about(d, e)}", file=sys.stderr)
             status = 1
@@ -199,23 +221,53 @@ def _recover(args):
             continue
         progress.step(d)
         results.append(result)
-        if args.json:
-            continue
-        verb = "would" if args.dry_run else "did"
-        print(f"{d}: log start offset {result['log_start_offset']}, log end offset "
-              f"{result['log_end_offset']}"
-              + ("" if result["actions"] else ", nothing to repair"))
-        for a in result["actions"]:
-            where = [f"offset {a['offset']}"] if a["offset"] is not None else []
-            where += [f"{a['bytes']} bytes"] if a["bytes"] is not None else []
-            print(f"  {verb}: {a['action'].replace('_', ' ')} {a['file']}"
-                  + (f" ({', '.join(where)})" if where else "")
-                  + (f": {a['reason']}" if a["reason"] else ""))
+        if not args.json:
+            _print_recovery(result, args.dry_run)
     if args.json:
         json.dump({"dry_run": args.dry_run, "errors": errors, "partitions": results},
                   sys.stdout)
         sys.stdout.write("\n")
-    return status
+    lost = [r for r in results if r["dropped"]["records"]]
+    if not lost:
+        return status
+    records = sum(r["dropped"]["records"] for r in lost)
+    where = f"{len(lost)} partition{'' if len(lost) == 1 else 's'}"
+    path = args.paths[0] if len(args.paths) == 1 else "PATH"
+    if args.keep:
+        verb = "would be" if args.dry_run else "were"
+        print(f"kafkalog recover: {records} intact records {verb} moved out of {where} into "
+              f"{args.keep}", file=sys.stderr)
+    elif args.dry_run:
+        print(f"kafkalog recover: recovery would drop {records} intact records from {where}; "
+              f"to keep them, copy every intact batch first with `kafkalog salvage --out "
+              f"NEW_DIR {path}`, or recover with --keep DIR", file=sys.stderr)
+    else:
+        print(f"kafkalog recover: recovery dropped {records} intact records from {where} "
+              f"(to keep such records, run `kafkalog salvage --out NEW_DIR {path}` before "
+              f"recovering, or recover with --keep DIR)", file=sys.stderr)
+    return status or RECORDS_DROPPED
+
+
+def _print_recovery(result, dry_run):
+    """A partition's recovery: its offsets, each action once, and what left the log."""
+    verb = "would" if dry_run else "did"
+    print(f"{result['dir']}: log start offset {result['log_start_offset']}, log end offset "
+          f"{result['log_end_offset']}" + ("" if result["actions"] else ", nothing to repair"))
+    for a in result["actions"]:
+        where = [f"offset {a['offset']}"] if a["offset"] is not None else []
+        where += [f"{a['bytes']} bytes"] if a["bytes"] is not None else []
+        print(f"  {verb}: {a['action'].replace('_', ' ')} {a['file']}"
+              + (f" ({', '.join(where)})" if where else "")
+              + (f": {a['reason']}" if a["reason"] else ""))
+    d = result["dropped"]
+    if not d["bytes"]:
+        return
+    records = "no intact record" if not d["records"] else \
+        f"{d['records']} intact records (offsets {d['first_offset']}-{d['last_offset']})"
+    segments = f"{d['segments']} segment{'' if d['segments'] == 1 else 's'} and " \
+        if d["segments"] else ""
+    print(f"  {'would drop' if dry_run else 'dropped'}: {records}; {segments}"
+          f"{d['bytes']} bytes in all")
 
 
 def _internal(args):
@@ -337,7 +389,8 @@ def build_parser():
     salvage.add_argument("path", metavar="PATH", help="partition directory or log dir")
     salvage.set_defaults(func=_salvage)
     recover = sub.add_parser("recover", help="Kafka's recovery, offline: cut invalid tails, "
-                                             "rebuild indexes")
+                                             "rebuild indexes (exit 3 when intact records "
+                                             "leave the log)")
     recover.add_argument("--dry-run", action="store_true",
                          help="recover a scratch copy and say exactly what would change")
     recover.add_argument("--keep", metavar="DIR",

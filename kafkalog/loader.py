@@ -33,6 +33,7 @@ from kafkalog.log_segments import LogSegments
 from kafkalog.producer_state import ProducerStateManager
 from kafkalog.records import RecordBatch
 from kafkalog.segment import LogSegment
+from kafkalog.segment_walker import RECOVER, intact_extent, walk_segment
 from kafkalog.storage_local import file_kind, open_regular
 
 log = logging.getLogger(__name__)
@@ -53,11 +54,30 @@ class RecoveryReport:
     ``split_segment``, ``deleted_snapshot``, ``skipped_file`` (a FIFO, socket, device or
     directory named like a segment's file: never opened). An index found lying after the
     load (by a read) is rebuilt and added here too. Each is also logged on ``kafkalog.loader`` at
-    WARNING, as Kafka's LogLoader warns."""
+    WARNING, as Kafka's LogLoader warns.
+
+    ``dropped``: what the truncations and segment deletions (or moves) took out of the log:
+    ``{"records", "first_offset", "last_offset"}`` of the intact batches among those bytes (a
+    salvage read would keep them; offsets None when there were none), ``"segments"`` removed
+    and ``"bytes"`` (truncated bytes and removed segments' sizes)."""
 
     def __init__(self, directory):
         self.directory = directory
         self.actions = []
+        self.dropped = {"records": 0, "first_offset": None, "last_offset": None,
+                        "segments": 0, "bytes": 0}
+
+    def drop(self, buf, start, whole_segment):
+        """Count ``buf[start:]`` (a segment's bytes about to be cut or removed) as dropped."""
+        records, first, last = intact_extent(buf, start)
+        d = self.dropped
+        d["records"] += records
+        d["segments"] += whole_segment
+        d["bytes"] += len(buf) - start
+        if first is not None:
+            d["first_offset"] = first if d["first_offset"] is None else \
+                min(first, d["first_offset"])
+            d["last_offset"] = last if d["last_offset"] is None else max(last, d["last_offset"])
 
     def add(self, action, file, offset=None, size=None, reason=None):
         self.actions.append({"action": action, "file": os.path.basename(file),
@@ -130,6 +150,8 @@ class LogLoader:
         self.recovery_point = recovery_point
         self.log_start_offset = log_start_offset
         self.clean_shutdown = clean_shutdown or read_only
+        # read-only after an unclean shutdown: nothing is recovered, damage is only told
+        self.check_unrecovered = read_only and clean_shutdown is False
         self.read_only = read_only
         self.time_fn = time_fn
         self.salvage_dir = salvage_dir
@@ -153,6 +175,8 @@ class LogLoader:
         state = None
         if not self.clean_shutdown:
             segments, state = self._recover(segments)
+        elif self.check_unrecovered:
+            self._warn_if_damaged(segments)
         if segments:
             log_end = segments[-1].read_next_offset()
             if log_end < self.log_start_offset and not self.read_only:
@@ -223,6 +247,7 @@ class LogLoader:
 
     def _drop(self, segment, reason):
         """Delete a segment recovery gave up, or move it to the salvage directory."""
+        self.report.drop(segment.buffer(), 0, True)
         if self.salvage_dir is None:
             self.report.add("deleted_segment", segment.log_path, segment.base_offset,
                             segment.size, reason)
@@ -238,6 +263,7 @@ class LogLoader:
 
     def _before_truncate(self, segment, valid_bytes, reason):
         cut = segment.size - valid_bytes
+        self.report.drop(segment.buffer(), valid_bytes, False)
         if self.salvage_dir is not None:
             os.makedirs(self.salvage_dir, exist_ok=True)
             kept = os.path.join(self.salvage_dir, f"{os.path.basename(segment.log_path)}"
@@ -447,10 +473,7 @@ class LogLoader:
         state at the log end, or None when a split segment left it unknown): as Kafka's
         recovery leaves the state of its last recovered segment (it snapshots each one), so
         the load does not read the log a second time to rebuild it."""
-        start = 0
-        for i, s in enumerate(segments):
-            if s.base_offset <= self.recovery_point:
-                start = i
+        start = self._recovery_start(segments)
         kept = list(segments[:start])
         truncated = False
         state = None
@@ -471,6 +494,26 @@ class LogLoader:
             if truncated_bytes > 0:
                 truncated = True
         return kept, (state if exact else None)
+
+    def _recovery_start(self, segments):
+        """Index of the segment holding the recovery point: recovery starts there."""
+        return max((i for i, s in enumerate(segments) if s.base_offset <= self.recovery_point),
+                   default=0)
+
+    def _warn_if_damaged(self, segments):
+        """Say where recovery would cut the log (the first damage its walk meets from the
+        recovery point), which a read-only load leaves in place."""
+        for segment in segments[self._recovery_start(segments):]:
+            walk = walk_segment(segment.buffer(), policy=RECOVER,
+                                last_segment=segment is segments[-1])
+            if walk.ended_early:
+                event = walk.events[0]
+                log.warning("%s: not recovered (read-only after an unclean shutdown) and "
+                            "damaged: %s at position %d: %s; recovery would cut the log there "
+                            "(`kafkalog recover --dry-run` says what it would drop)",
+                            self.directory, os.path.basename(segment.log_path), event.start,
+                            event.message)
+                return
 
     def _recover_or_split(self, segment, state=None, report_indexes=True, last_segment=True):
         """Recover a segment; returns (the segments it became, bytes truncated, whether

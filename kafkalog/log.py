@@ -125,9 +125,9 @@ class Log:
         ``log-start-offset-checkpoint`` itself, so it survives reopening.
 
         What loading did to the files (truncations, deleted segments, rebuilt indexes, swaps,
-        snapshots) is logged at WARNING and kept as ``log.recovery_report``; with
-        ``salvage_dir``, what recovery would delete is moved there instead. ``read_only`` opens without recovery or
-        any write (for backups and inspection): the view every reader uses.
+        snapshots) is logged at WARNING and kept as ``log.recovery_report``; ``salvage_dir``:
+        what recovery would delete is moved there. ``read_only``: no recovery nor any write
+        (every reader's view); with ``clean_shutdown=False``, a WARNING where recovery would cut.
         ``replicated=False`` (one copy, the embedded case) moves the high watermark with
         every append; with ``True`` it moves only through ``update_high_watermark``.
         ``topic_id`` (Kafka's base64 topic id) is written to ``partition.metadata``; a different

@@ -28,7 +28,10 @@ def recover_partition(path: StrPath, dry_run: bool = False, keep: StrPath | None
                       ) -> dict[str, Any]:
     """Recover a partition directory as Kafka does after an unclean shutdown (every segment
     from offset 0). Returns ``{"dir", "dry_run", "log_start_offset", "log_end_offset",
-    "actions"}`` (``actions``: the ``RecoveryReport`` entries).
+    "actions", "dropped"}`` (``actions``: the ``RecoveryReport`` entries; ``dropped``: its
+    summary of what left the log: ``{"records", "first_offset", "last_offset", "segments",
+    "bytes"}``, the records and offsets of the intact batches among the bytes cut or removed,
+    which ``salvage_partition`` would keep).
 
     ``keep``: a directory where what recovery would delete (bytes cut from a segment, segments
     after a truncated one) is moved instead. ``dry_run``: recover a scratch copy (in the
@@ -66,6 +69,7 @@ def _recover(path, config, log_start_offset, salvage_dir, shown_as):
         return {"dir": shown_as, "dry_run": path != shown_as,
                 "log_start_offset": log.log_start_offset,
                 "log_end_offset": log.log_end_offset,
-                "actions": list(log.recovery_report)}
+                "actions": list(log.recovery_report),
+                "dropped": dict(log.recovery_report.dropped)}
     finally:
         log.close()

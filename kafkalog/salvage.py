@@ -518,16 +518,36 @@ def write_partition(salvage: PartitionSalvage, out: StrPath,
                     g.bytes, g.offset_before, g.offset_after, g.message)
     log.info("%s: wrote %d salvaged batches (%d bytes) into %s; recovering its indexes",
              salvage.dir, salvage.batch_count, written, out)
-    with Log.open(out, config, recovery_point=0, log_start_offset=start, clean_shutdown=False,
-                  first_dirty_offset=start) as copy:
-        log_end = copy.log_end_offset
-        log_start = copy.log_start_offset
+    routine = _RoutineLoad(out)
+    loader_log = logging.getLogger("kafkalog.loader")
+    loader_log.addFilter(routine)
+    try:
+        with Log.open(out, config, recovery_point=0, log_start_offset=start,
+                      clean_shutdown=False, first_dirty_offset=start) as copy:
+            log_end = copy.log_end_offset
+            log_start = copy.log_start_offset
+    finally:
+        loader_log.removeFilter(routine)
     if log_end != last + 1:
         raise KafkaLogError(f"{out}: the salvaged copy ends at offset {log_end}, not "
                             f"{last + 1}")
     return {"dir": out, "segments": names, "batches": salvage.batch_count,
             "records": salvage.record_count, "bytes": written,
             "log_start_offset": log_start, "log_end_offset": log_end}
+
+
+class _RoutineLoad(logging.Filter):
+    """The load of a salvaged copy builds every index it lacks: routine work, so the loader's
+    WARNINGs about that directory are INFO (they are still in its ``recovery_report``)."""
+
+    def __init__(self, directory):
+        super().__init__()
+        self.directory = directory
+
+    def filter(self, record):
+        if record.args and record.args[0] == self.directory:
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        return True
 
 
 def _file_groups(seg):

@@ -190,6 +190,18 @@ def walk_segment(buf: Any, start: int = 0, end: int = -1, *, policy: WalkPolicy 
     return SegmentWalk(_joined(runs), events, stop, error, status != WALK_END)
 
 
+def intact_extent(buf: Any, start: int = 0, end: int = -1) -> tuple[int, int | None, int | None]:
+    """What a salvage read keeps of ``buf[start:end]`` (the ``SALVAGE`` walk: damage skipped):
+    ``(records, first offset, last offset)`` of its whole batches with a valid CRC, offsets
+    None when there is none. A legacy compressed wrapper counts as one record (its header says
+    no more without decompressing it)."""
+    batches = walk_segment(buf, start, end, policy=SALVAGE).batches
+    if not len(batches):
+        return 0, None, None
+    records = int(np.where(batches["magic"] == 2, batches["record_count"], 1).sum())
+    return records, int(batches["base_offset"].min()), int(batches["last_offset"].max())
+
+
 def _joined(runs):
     return runs[0] if len(runs) == 1 else np.concatenate(runs)
 

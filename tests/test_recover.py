@@ -8,10 +8,11 @@ import time
 import pytest
 
 from kafkalog import Log, iter_batches
-from kafkalog.cli import main
+from kafkalog.cli import RECORDS_DROPPED, main
 from kafkalog.config import LogConfig
 from kafkalog.errors import InvalidConfigError
 from kafkalog.recovery import recover_partition
+from kafkalog.salvage import salvage_partition
 from kafkalog.segment import LogSegment
 
 from conftest import FIXTURES
@@ -73,7 +74,8 @@ def test_recover_keep_moves_instead_of_deleting(fixture_copy, tmp_path, capfd):
     keep = tmp_path / "kept"
     originals = {p.name: p.read_bytes() for p in logs[5:]}
     torn_bytes = torn.read_bytes()
-    assert main(["recover", "--keep", str(keep), "--json", str(d)]) == 0
+    # records left the log (moved, not lost): the exit status says so
+    assert main(["recover", "--keep", str(keep), "--json", str(d)]) == RECORDS_DROPPED
     doc = json.loads(capfd.readouterr().out)
     (part,) = doc["partitions"]
     kinds = {a["action"] for a in part["actions"]}
@@ -89,6 +91,50 @@ def test_recover_keep_moves_instead_of_deleting(fixture_copy, tmp_path, capfd):
     # and a Kafka-readable partition is left behind
     with Log.open(d, read_only=True) as log:
         assert log.log_end_offset == part["log_end_offset"]
+
+
+def flipped_backup(fixture_copy):
+    """multiseg-0 with one byte flipped in the batch of offsets 4030-4039 (segment 2): Kafka's
+    recovery cuts segment 2 there and deletes the 12 intact segments after it."""
+    d = fixture_copy("multiseg-0")
+    log = sorted(d.glob("*.log"))[2]
+    data = bytearray(log.read_bytes())
+    data[5000] ^= 1
+    log.write_bytes(bytes(data))
+    return d
+
+
+def test_recover_says_what_it_drops(fixture_copy, capfd):
+    d = flipped_backup(fixture_copy)
+    intact = salvage_partition(d).record_count           # 29,990: all but the damaged batch
+    assert main(["recover", "--dry-run", str(d)]) == RECORDS_DROPPED
+    out, err = capfd.readouterr()
+    dropped = intact - 4030
+    assert f"  would drop: {dropped} intact records (offsets 4040-29999); 12 segments and " \
+        in out
+    # each action once, on stdout: no loader WARNING naming the scratch copy
+    assert "kafkalog-recover-" not in out + err
+    assert err.count("\n") == 1 and f"kafkalog salvage --out NEW_DIR {d}" in err
+    assert main(["recover", "--json", str(d)]) == RECORDS_DROPPED
+    (part,) = json.loads(capfd.readouterr().out)["partitions"]
+    assert part["log_end_offset"] == 4030
+    assert {k: part["dropped"][k] for k in ("records", "first_offset", "last_offset",
+                                            "segments")} == \
+        {"records": dropped, "first_offset": 4040, "last_offset": 29999, "segments": 12}
+    cut = sum(a["bytes"] for a in part["actions"]
+              if a["action"] in ("truncated", "deleted_segment"))
+    assert part["dropped"]["bytes"] == cut
+    # the log now holds what was kept; nothing is left to drop
+    assert main(["recover", str(d)]) == 0
+    out = capfd.readouterr().out
+    assert "nothing to repair" in out and "  dropped:" not in out
+
+
+def test_recover_of_a_torn_tail_drops_no_record(fixture_copy, capfd):
+    d = fixture_copy("crashed-0")
+    assert main(["recover", str(d)]) == 0
+    out, err = capfd.readouterr()
+    assert "  dropped: no intact record; 656 bytes in all" in out and err == ""
 
 
 @pytest.mark.parametrize("name", ["crashed-0", "corrupt_flip-0", "corrupt_garbage-0"])

@@ -3,6 +3,7 @@ list the gaps, and write a clean copy Kafka could load. Damage is done to copies
 Kafka-written fixtures; what should survive comes from their ``.expected.json``."""
 import base64
 import json
+import logging
 import random
 import struct
 
@@ -298,6 +299,23 @@ def test_write_partition_makes_a_clean_copy(fixture_copy, tmp_path):
         write_partition(found, out)                  # not an empty directory
 
 
+def test_write_partition_warns_only_about_what_it_leaves_out(tmp_path, fixture_copy, caplog):
+    d = fixture_copy("multiseg-0")
+    log = sorted(d.glob("*.log"))[2]
+    data = bytearray(log.read_bytes())
+    data[5000] ^= 1
+    log.write_bytes(bytes(data))
+    with caplog.at_level(logging.INFO):
+        written = write_partition(salvage_partition(d), tmp_path / "copy-0")
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and "left out of" in warnings[0]
+    rebuilt = [r for r in caplog.records if "rebuilt index" in r.getMessage()]
+    assert rebuilt and {r.levelno for r in rebuilt} == {logging.INFO}
+    assert written["log_end_offset"] == 30000
+    # the filter went with the load: a later load of another directory warns as before
+    assert not logging.getLogger("kafkalog.loader").filters
+
+
 def test_write_partition_refuses_an_empty_salvage(tmp_path, fixture_copy):
     d = fixture_copy("plain-0")
     (d / LOG0).write_bytes(garbage(500))
@@ -315,7 +333,10 @@ def test_salvage_cli(fixture_copy, tmp_path, capfd):
     assert "1 gap" in out and "undecodable_records" in out and f"[{int(row['position'])}," in out
     target = tmp_path / "restored" / "gzip-0"
     assert main(["salvage", "--json", "--out", str(target), str(d)]) == 0
-    doc = json.loads(capfd.readouterr().out)
+    out, err = capfd.readouterr()
+    doc = json.loads(out)
+    # quiet about the indexes of its own output, and the gap is told once (in the report)
+    assert err == ""
     [part] = doc["partitions"]
     assert part["gaps"][0]["code"] == "undecodable_records"
     assert part["gaps"][0]["offset_before"] == int(row["base_offset"]) - 1

@@ -2,6 +2,7 @@
 batches read everywhere, a broker's high watermark and a standalone log's log start offset are
 kept. Damage is done to copies of the Kafka-written fixtures."""
 import hashlib
+import logging
 import os
 import shutil
 import struct
@@ -100,11 +101,17 @@ def _broker_log_dir(tmp_path, fixture_copy):
     return root
 
 
-def test_read_only_log_manager_writes_nothing(tmp_path, fixture_copy):
+def test_read_only_log_manager_writes_nothing(tmp_path, fixture_copy, caplog):
     root = _broker_log_dir(tmp_path, fixture_copy)
     (root / ".kafka_cleanshutdown").unlink()      # crashed-0 must not be recovered either
     before = tree_state(root)
-    mgr = LogManager([root], read_only=True)
+    with caplog.at_level(logging.WARNING, logger="kafkalog.loader"):
+        mgr = LogManager([root], read_only=True)
+    # the damage recovery would cut is told, not repaired; the intact partition is quiet
+    [damaged] = [r.getMessage() for r in caplog.records]
+    assert damaged.startswith(f"{root / 'crashed-0'}: not recovered")
+    assert "00000000000000000612.log at position 3936" in damaged
+    assert "kafkalog recover --dry-run" in damaged
     try:
         assert set(mgr.logs()) == {("plain", 0), ("crashed", 0)}
         plain = mgr.get_log("plain", 0)
