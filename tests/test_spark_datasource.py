@@ -33,18 +33,33 @@ def test_sql_temporary_view_and_table(spark, three):
     spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW kafkalog_v USING kafkalog OPTIONS "
               f"(path '{three}', startingOffsets 'earliest')")
     spark.sql("DROP TABLE IF EXISTS kafkalog_t")
+    spark.sql("DROP TABLE IF EXISTS kafkalog_cols")
     try:
         assert spark.sql("SELECT count(*) FROM kafkalog_v").first()[0] == 60
         got = spark.sql("SELECT partition, offset FROM kafkalog_v "
                         "WHERE offset >= 18 AND partition <> 1 ORDER BY 1, 2").collect()
         assert [tuple(r) for r in got] == [(0, 18), (0, 19), (2, 18), (2, 19)]
-        # the options the catalog adds (location, owner, provider) are accepted; PySpark 4.3
-        # then gives the reader none of the table's options, and the error says what to do
-        spark.sql(f"CREATE TABLE kafkalog_t USING kafkalog OPTIONS (path '{three}')")
-        with pytest.raises(Exception, match="TEMPORARY VIEW"):
-            spark.sql("SELECT count(*) FROM kafkalog_t").collect()
+        # the options the catalog adds (location, owner, provider) are accepted; the table's
+        # own reach its reader through its schema (options.catalog_table_options)
+        spark.sql(f"CREATE TABLE kafkalog_t USING kafkalog OPTIONS (path '{three}', "
+                  f"endingOffsets '{{\"t\": {{\"0\": 10, \"1\": -1, \"2\": -1}}}}')")
+        assert spark.sql("SELECT count(*) FROM kafkalog_t").first()[0] == 50
+        got = spark.sql("SELECT partition, offset FROM kafkalog_t "
+                        "WHERE offset >= 9 AND partition <> 1 ORDER BY 1, 2").collect()
+        assert [tuple(r) for r in got] == [(0, 9)] + [(2, o) for o in range(9, 20)]
+        assert spark.table("kafkalog_t").schema.simpleString() == \
+            ks.kafka_schema().simpleString()
+        # a column list keeps kafkalog's schema, and with it the options, out of the table
+        spark.sql(f"CREATE TABLE kafkalog_cols (offset BIGINT) USING kafkalog "
+                  f"OPTIONS (path '{three}')")
+        with pytest.raises(Exception, match="with no column list"):
+            spark.sql("SELECT count(*) FROM kafkalog_cols").collect()
+        with pytest.raises(Exception, match="storageOptions cannot be a table's"):
+            spark.sql(f"CREATE TABLE kafkalog_s3 USING kafkalog OPTIONS (path '{three}', "
+                      f"storageOptions '{{\"anon\": true}}')")
     finally:
         spark.sql("DROP TABLE IF EXISTS kafkalog_t")
+        spark.sql("DROP TABLE IF EXISTS kafkalog_cols")
         spark.sql("DROP VIEW IF EXISTS kafkalog_v")
 
 
@@ -87,8 +102,12 @@ def test_schema_picks_columns_in_any_order(spark, three):
     ("headers ARRAY<STRUCT<key: STRING, value: BINARY>>", "includeHeaders=true"),
 ])
 def test_a_bad_schema_names_the_column(spark, three, schema, message):
+    # PySpark runs no Python when a DataFrame is made with a schema, nor when its plan is
+    # made: the error comes with the first action (see KafkaLogDataSource._columns)
+    df = spark.read.format("kafkalog").schema(schema).load(str(three))
+    df._jdf.queryExecution().executedPlan()
     with pytest.raises(Exception, match=message):
-        spark.read.format("kafkalog").schema(schema).load(str(three)).collect()
+        df.collect()
 
 
 # --------------------------------------------------------------------------------- pushdown

@@ -33,8 +33,10 @@ from kafkalog.scan.planner import (
 )
 from kafkalog.scan.pushdown import Pushdown
 from kafkalog.scan.reader import read_task
-from kafkalog.spark.options import PRUNE_OPTION, Options, paths_list, paths_option
-from kafkalog.spark.schema import kafka_schema, projected_columns
+from kafkalog.spark.options import (
+    PRUNE_OPTION, Options, catalog_table_options, paths_list, paths_option,
+)
+from kafkalog.spark.schema import kafka_schema, projected_columns, table_options
 
 if TYPE_CHECKING:
     import pyarrow
@@ -172,29 +174,42 @@ def _datasource_classes() -> type:
             return "kafkalog"
 
         def schema(self) -> Any:
-            # PySpark asks for it when the DataFrame is made, for batch and streaming reads
-            # alike: the option and path errors surface here; the options ignored in one mode
-            # are logged by reader() or streamReader(), which know the mode.
-            opts = Options(dict(self.options), log_ignored=False)
+            # PySpark asks for it when the DataFrame is made (not when a schema is given:
+            # see _columns), for batch and streaming reads alike, and when a catalog table is
+            # created: the option and path errors surface here; the options ignored in one
+            # mode are logged by reader() or streamReader(), which know the mode.
+            table = catalog_table_options(self.options)
+            options = dict(self.options) if table is None else table
+            opts = Options(options, log_ignored=False)
             # finds the partitions: a path that holds none, or is not there, fails now
-            partition_offsets(paths_list(paths_option(dict(self.options))), opts)
-            return kafka_schema(opts.include_headers)
+            partition_offsets(paths_list(paths_option(dict(options))), opts)
+            return kafka_schema(opts.include_headers, table)
+
+        def _options(self, schema: Any) -> dict[str, Any]:
+            """The query's options over those of the catalog table read, if one is."""
+            return {**table_options(schema), **dict(self.options)}
 
         def _columns(self, schema: Any, streaming: bool) -> list[str] | None:
-            opts = Options(dict(self.options), streaming, log_ignored=False)
+            # Where a schema is given (.schema(...)) PySpark 4.3 runs no Python when the
+            # DataFrame is made (DataFrameReader.load gives it to PythonDataSourceV2.getTable,
+            # which takes it as it is) nor when its physical plan is made: the data source
+            # is first created, and its reader asked for, when an action runs the scan
+            # (PythonBatch.planInputPartitions; with filter pushdown on, when the optimizer
+            # pushes a filter). A bad schema fails there, before any task starts.
+            opts = Options(self._options(schema), streaming, log_ignored=False)
             return projected_columns(schema, opts.include_headers)
 
         def reader(self, schema: Any) -> DataSourceReader:
             columns = self._columns(schema, streaming=False)
             if _called_by_plain_planner():
-                return KafkaLogReader(dict(self.options), columns)
-            return KafkaLogPushdownReader(dict(self.options), columns)
+                return KafkaLogReader(self._options(schema), columns)
+            return KafkaLogPushdownReader(self._options(schema), columns)
 
         def streamReader(self, schema: Any) -> Any:
             """``spark.readStream.format("kafkalog")``: see :mod:`kafkalog.spark.streaming`."""
             from kafkalog.spark.streaming import stream_reader_class
             columns = self._columns(schema, streaming=True)
-            return stream_reader_class()(dict(self.options), columns)
+            return stream_reader_class()(self._options(schema), columns)
 
     return KafkaLogDataSource
 

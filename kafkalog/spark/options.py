@@ -340,6 +340,37 @@ def _suggest(name: str) -> str:
 _SPELLED_BY_LOWER = {name.lower(): name for name in _SPELLED}
 
 
+# Table options a catalog table cannot carry to its reader (see catalog_table_options).
+_SECRET = ("storageOptions", "rsmKeys")
+
+
+def catalog_table_options(options: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The options of a table being created (``CREATE TABLE t USING kafkalog OPTIONS (...)``,
+    when Spark's catalog asks the data source for its schema), as its reader needs them; None
+    when ``options`` are not a table's (the catalog adds ``provider``).
+
+    PySpark 4.3 gives a catalog table's reader none of its options: ``V2SessionCatalog.
+    loadTable`` hands them to ``PythonDataSourceV2.getTable``, which drops them, and the scan
+    creates the Python data source with the query's options alone. What does reach the
+    reader is the table's schema, as the catalog stored it from ``schema()``: the options
+    travel in its metadata (``schema.kafka_schema``). ``storageOptions`` and ``rsmKeys`` may
+    hold credentials, which a schema would show to every reader: refused
+    (``InvalidConfigError``)."""
+    if "provider" not in {str(k).lower() for k in options}:
+        return None
+    kept = {str(k): v for k, v in options.items() if v is not None and
+            str(k).lower() not in _CATALOG and not str(k).lower().startswith("option.")}
+    # ``path`` is the table's location as a file: URI (Spark's catalog makes it from the
+    # ``path`` option or LOCATION); ``paths_list`` reads it
+    secret = [name for name in _SECRET if name.lower() in {k.lower() for k in kept}]
+    if secret:
+        raise InvalidConfigError(
+            f"option(s) {', '.join(secret)} cannot be a table's: a Python data source's table "
+            f"carries its options in its schema, which any reader sees; give them through the "
+            f"environment (AWS_* for S3) or use CREATE TEMPORARY VIEW ... USING kafkalog")
+    return kept
+
+
 def paths_list(paths: StrPath | Iterable[StrPath]) -> list[str]:
     """Local paths made absolute (executors may start elsewhere), ``file:`` URIs (what Spark's
     catalog makes of a table's path) as local paths; other URLs as given."""
@@ -358,12 +389,11 @@ def paths_option(opts: dict[str, Any]) -> list[Any]:
     paths = opts.pop("path", None) or opts.pop("paths", None)
     opts.pop("paths", None)
     if not paths:
-        # PySpark 4.3 creates a catalog table's reader with the query's options, not the
-        # table's: a SELECT from a CREATE TABLE ... USING kafkalog arrives here
+        # also a SELECT from a table created with a column list (see catalog_table_options)
         raise InvalidConfigError(
-            "give a path: spark.read.format('kafkalog').load(path); a SQL table's OPTIONS do "
-            "not reach a Python data source's reader (PySpark 4.3): use CREATE TEMPORARY VIEW "
-            "... USING kafkalog OPTIONS (path '...')")
+            "give a path: spark.read.format('kafkalog').load(path); in SQL CREATE TABLE t "
+            "USING kafkalog OPTIONS (path '...') with no column list, or CREATE TEMPORARY "
+            "VIEW ... USING kafkalog OPTIONS (path '...')")
     if isinstance(paths, str):
         if paths.startswith("["):
             return list(json.loads(paths))

@@ -1,7 +1,8 @@
 """The schema of Spark's Kafka source, as Spark and as Arrow types."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import json
+from typing import TYPE_CHECKING, Any, Mapping
 
 from kafkalog.errors import InvalidConfigError
 
@@ -10,11 +11,17 @@ from kafkalog.scan.schema import arrow_schema
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
-__all__ = ["arrow_schema", "kafka_schema", "projected_columns"]
+__all__ = ["arrow_schema", "kafka_schema", "projected_columns", "table_options"]
+
+# The metadata key of a catalog table's options (options.catalog_table_options says why).
+TABLE_OPTIONS_KEY = "kafkalog.tableOptions"
 
 
-def kafka_schema(include_headers: bool = False) -> StructType:
-    """The schema of Spark's Kafka source (a ``pyspark.sql.types.StructType``)."""
+def kafka_schema(include_headers: bool = False,
+                 table_options: Mapping[str, Any] | None = None) -> StructType:
+    """The schema of Spark's Kafka source (a ``pyspark.sql.types.StructType``); with
+    ``table_options``, a catalog table's, carrying them (JSON) in its first field's metadata
+    for ``table_options``."""
     from pyspark.sql.types import (
         ArrayType, BinaryType, IntegerType, LongType, StringType, StructField, StructType,
         TimestampType,
@@ -26,7 +33,16 @@ def kafka_schema(include_headers: bool = False) -> StructType:
     if include_headers:
         fields.append(StructField("headers", ArrayType(StructType([
             StructField("key", StringType()), StructField("value", BinaryType())]))))
+    if table_options is not None:
+        fields[0] = StructField("key", BinaryType(), True,
+                                {TABLE_OPTIONS_KEY: json.dumps(dict(table_options))})
     return StructType(fields)
+
+
+def table_options(schema: Any) -> dict[str, Any]:
+    """The options a catalog table's schema carries (``kafka_schema``), or {}."""
+    carried = schema.fields[0].metadata.get(TABLE_OPTIONS_KEY) if schema.fields else None
+    return json.loads(carried) if carried else {}
 
 
 def projected_columns(schema: Any, include_headers: bool) -> list[str] | None:
@@ -35,9 +51,9 @@ def projected_columns(schema: Any, include_headers: bool) -> list[str] | None:
     with its type (``InvalidConfigError`` naming the first that is not); any subset, in any
     order."""
     full = kafka_schema(include_headers)
-    if schema == full:
-        return None
     types = {f.name: f.dataType for f in full.fields}
+    if [(f.name, f.dataType) for f in schema.fields] == list(types.items()):
+        return None       # a table's schema too, which carries its options as metadata
     for field in schema.fields:
         if field.name not in types:
             hint = " (with the option includeHeaders=true)" if field.name == "headers" else ""
