@@ -14,7 +14,7 @@ from kafkalog.errors import (
 )
 from kafkalog.files import (
     LOG_SUFFIX, KRaftSnapshotId, is_file_of, parse_file_name, parse_kraft_snapshot_name,
-    topic_partition_or_none,
+    parse_log07_file_name, topic_partition_or_none,
 )
 from kafkalog.storage_local import file_kind
 
@@ -30,23 +30,24 @@ def kraft_snapshot_files(directory: StrPath) -> list[tuple[KRaftSnapshotId, str]
 
 
 def partition_dirs(path: StrPath, *, named: bool = False, recursive: bool = False,
-                   required: bool = False) -> list[str]:
+                   required: bool = False, log07: bool = False) -> list[str]:
     """The partition directories ``path`` names, in name order: itself when it is one, else
     those below it: directly inside it (a log dir; in a tiered-storage view, inside its topic
     prefixes) or, with ``recursive``, at any depth (folders of log dirs). A partition
     directory is one holding a ``.log`` segment or, with ``named``, one merely named
-    ``<topic>-<partition>``; nothing below one is looked at. ``path``: a local path or a URL
-    (``file://`` is local).
+    ``<topic>-<partition>``, or with ``log07`` one holding a Kafka 0.7 ``.kafka`` file (for
+    the readers that handle them: ``is_log07_dir`` tells them apart); nothing below one is
+    looked at. ``path``: a local path or a URL (``file://`` is local).
 
     Raises ``LogNotFoundError`` when ``path`` does not exist, ``NotAPartitionDirectoryError``
     (a ``PartitionNotFoundError``) when it is a file, or (``required``) a directory with no partition directory below it; the
     message names the path and what was found there."""
     path = str(storage.abspath(storage.normalize(os.fspath(path))))
     entries = _entries(path)
-    if _is_partition_dir(path, entries, named):
+    if _is_partition_dir(path, entries, named, log07):
         return [path]
     found: list[str] = []
-    _below(path, entries, named, recursive, found)
+    _below(path, entries, named, recursive, found, log07)
     if required and not found:
         raise PartitionNotFoundError(
             f"{path}: neither a partition directory nor a log dir holding any "
@@ -63,6 +64,9 @@ def check_partition_dir(path: StrPath, *, read_only: bool) -> None:
     found = partition_dirs(path)
     if found == [path]:
         return
+    if is_log07_dir(path):
+        raise PartitionNotFoundError(f"{path}: a Kafka 0.7 partition directory (.kafka files), "
+                                     "where a Kafka 0.8+ one is expected: open it with Log07")
     if found:
         shown = ", ".join(os.path.basename(d) for d in found[:5]) + \
             (", ..." if len(found) > 5 else "")
@@ -75,12 +79,27 @@ def check_partition_dir(path: StrPath, *, read_only: bool) -> None:
                                      "where a partition directory is expected")
 
 
-def _is_partition_dir(path, entries, named):
+def is_log07_dir(path: StrPath) -> bool:
+    """True when ``path`` is a Kafka 0.7 partition directory: it holds ``.kafka`` files and
+    no ``.log`` segment."""
+    try:
+        entries = storage.list_dir(str(storage.normalize(os.fspath(path))))
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    return _holds_log07(entries) and not _is_partition_dir(path, entries, False)
+
+
+def _holds_log07(entries):
+    return any(e.is_file and parse_log07_file_name(e.name) is not None for e in entries)
+
+
+def _is_partition_dir(path, entries, named, log07=False):
     return any(e.is_file and is_file_of(e.name, LOG_SUFFIX) for e in entries) or \
-        (named and topic_partition_or_none(os.path.basename(path)) is not None)
+        (named and topic_partition_or_none(os.path.basename(path)) is not None) or \
+        (log07 and _holds_log07(entries))
 
 
-def _below(path, entries, named, recursive, found):
+def _below(path, entries, named, recursive, found, log07=False):
     for e in entries:
         if not e.is_dir:
             continue
@@ -89,10 +108,10 @@ def _below(path, entries, named, recursive, found):
             inside = storage.list_dir(child)
         except (FileNotFoundError, NotADirectoryError):
             continue                        # gone since the parent was listed
-        if _is_partition_dir(child, inside, named):
+        if _is_partition_dir(child, inside, named, log07):
             found.append(child)
         elif recursive or storage.groups_partitions(child):
-            _below(child, inside, named, recursive, found)
+            _below(child, inside, named, recursive, found, log07)
 
 
 def _entries(path):

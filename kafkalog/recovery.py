@@ -16,6 +16,8 @@ from kafkalog.config import LogConfig
 from kafkalog.errors import KafkaLogError
 from kafkalog.files import topic_partition_or_none
 from kafkalog.log import Log
+from kafkalog.log07 import Log07
+from kafkalog.log_dirs import is_log07_dir
 
 if TYPE_CHECKING:
     from typing import Mapping
@@ -39,6 +41,9 @@ def recover_partition(path: StrPath, dry_run: bool = False, keep: StrPath | None
     settings, as ``Log.open`` takes them (a ``LogConfig``, a mapping or the path of a
     ``.properties`` file): the indexes it rebuilds follow its ``index.interval.bytes``, and an
     intact segment's indexes written with it are left as they are.
+
+    A Kafka 0.7 partition directory (``.kafka`` files) is recovered as 0.7 did (``Log07``: its
+    newest file cut at the first invalid entry).
     """
     path = os.path.abspath(os.fspath(path))
     config = LogConfig.of(config)
@@ -63,8 +68,11 @@ def recover_partition(path: StrPath, dry_run: bool = False, keep: StrPath | None
 
 
 def _recover(path, config, log_start_offset, salvage_dir, shown_as):
-    log = Log.open(path, config, recovery_point=0, clean_shutdown=False, managed=True,
-                   log_start_offset=log_start_offset, salvage_dir=salvage_dir)
+    if is_log07_dir(path):
+        log = Log07.open(path, config=config, salvage_dir=salvage_dir)
+    else:
+        log = Log.open(path, config, recovery_point=0, clean_shutdown=False, managed=True,
+                       log_start_offset=log_start_offset, salvage_dir=salvage_dir)
     try:
         return {"dir": shown_as, "dry_run": path != shown_as,
                 "log_start_offset": log.log_start_offset,

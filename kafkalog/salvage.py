@@ -29,6 +29,7 @@ from kafkalog.errors import CorruptRecordError, KafkaLogError
 from kafkalog.files import (
     LOG_SUFFIX, PARTITION_METADATA, file_name, file_path, offsets_of, topic_partition_or_none,
 )
+from kafkalog.log_dirs import is_log07_dir
 from kafkalog.records import COMPRESSION_MASK, decode_batches, open_buffer
 from kafkalog.segment_walker import SALVAGE, WalkEvent, walk_segment
 
@@ -461,6 +462,10 @@ def salvage_partition(path: StrPath, chunk_bytes: int = DECODE_CHUNK_BYTES) -> P
     path = os.path.abspath(os.fspath(path))
     if not os.path.isdir(path):
         raise KafkaLogError(f"{path}: no such directory")
+    if is_log07_dir(path):
+        raise KafkaLogError(f"{path}: a Kafka 0.7 partition directory (.kafka files): salvage "
+                            "reads Kafka 0.8+ logs; recover cuts a 0.7 log at its first invalid "
+                            "message as 0.7 did")
     segments = []
     last = None
     for base in offsets_of(os.listdir(path), LOG_SUFFIX):

@@ -16,15 +16,18 @@ from typing import TYPE_CHECKING, Any, Mapping
 import numpy as np
 
 from kafkalog import checkpoint, log_dirs, storage, tiered
+from kafkalog._layout import WALK_CORRUPT, WALK_END, WALK_INVALID
 from kafkalog.errors import (
     CorruptIndexError, CorruptSnapshotError, KafkaLogError, TieredStorageError,
 )
 from kafkalog.files import (
     INDEX_SUFFIX, LEADER_EPOCH_CHECKPOINT, LOG_SUFFIX, PARTITION_METADATA, TIME_INDEX_SUFFIX,
-    TXN_INDEX_SUFFIX, file_path, offsets_of,
+    TXN_INDEX_SUFFIX, file_path, log07_files, offsets_of,
 )
 from kafkalog.index import OffsetIndex, TimeIndex, TransactionIndex
 from kafkalog.log import Log
+from kafkalog.log07 import Log07
+from kafkalog.log07.format import messages_of, walk_all
 from kafkalog.producer_state import list_snapshots, read_snapshot
 from kafkalog.records import open_buffer
 from kafkalog.salvage import DECODE_CHUNK_BYTES, iter_decoded, scan_segment
@@ -106,7 +109,7 @@ def partition_dirs(path: StrPath, storage_options: dict[str, Any] | None = None,
     or those inside a log dir (or a tiered-storage prefix): ``log_dirs.partition_dirs`` with
     its errors (``LogNotFoundError``, ``PartitionNotFoundError``) when there are none."""
     path = storage.configure(os.fspath(path), storage_options, rsm_keys)
-    return log_dirs.partition_dirs(path, required=True)
+    return log_dirs.partition_dirs(path, required=True, log07=True)
 
 
 class _Carry:
@@ -134,10 +137,14 @@ def verify_partition(path: StrPath, deep: bool = True,
     offsets, high watermark, last stable offset), or None when it cannot be opened.
     ``path`` may be an fsspec URL (``s3://...``), with the filesystem's ``storage_options``,
     or a tiered-storage partition prefix (every chunk and index of every segment decoded;
-    ``rsm_keys`` as ``Log.open`` takes them). Raises ``LogNotFoundError`` for a missing
-    path, ``PartitionNotFoundError`` for a file or a log dir.
+    ``rsm_keys`` as ``Log.open`` takes them). A Kafka 0.7 partition directory (``.kafka``
+    files) is checked as 0.7 checked its files (sizes and CRC32s; ``deep``: the messages inside
+    compressed wrappers too), its report marked ``"format": "0.7"``. Raises
+    ``LogNotFoundError`` for a missing path, ``PartitionNotFoundError`` for a file or a log dir.
     """
     path = storage.abspath(storage.configure(os.fspath(path), storage_options, rsm_keys))
+    if log_dirs.is_log07_dir(path):
+        return _verify_log07(path, deep)
     log_dirs.check_partition_dir(path, read_only=False)   # missing, a file or a log dir
     report: dict[str, Any] = {"dir": path, "deep": bool(deep), "offsets": None, "segments": [],
                               "problems": []}
@@ -200,6 +207,70 @@ def _verify_segment(directory, base, carry, deep, chunk_bytes, last_segment):
             "valid_bytes": valid_bytes,
             "last_offset": int(batches["last_offset"][-1]) if len(batches) else None,
             "crc_errors": len(crc_rows), "problems": _capped(problems)}
+
+
+def _verify_log07(path, deep):
+    """``verify_partition`` of a Kafka 0.7 partition directory: each file up to its first
+    invalid entry (0.7's rule: the size fits and the CRC32 matches), each file starting where
+    the one before ends."""
+    report: dict[str, Any] = {"dir": path, "format": "0.7", "deep": bool(deep), "offsets": None,
+                              "segments": [], "problems": []}
+    problems = report["problems"]
+    try:
+        with Log07.open(path, read_only=True) as view:
+            report["offsets"] = {"log_start_offset": view.log_start_offset,
+                                 "log_end_offset": view.log_end_offset}
+    except (KafkaLogError, OSError) as e:
+        problems.append(problem("cannot_open", path, f"cannot be opened read-only: {e}"))
+    files = log07_files(os.listdir(path))
+    expected = None
+    for i, (base, name) in enumerate(files):
+        seg = _verify_log07_file(os.path.join(path, name), base, deep, i == len(files) - 1)
+        if expected is not None and base != expected:
+            code = "missing_data" if base > expected else "offsets_not_increasing"
+            seg["problems"].insert(0, problem(code, os.path.join(path, name),
+                                              f"starts at byte offset {base}, where the file "
+                                              f"before it ends at {expected}", 0, base))
+        expected = base + (seg["size"] or 0)
+        report["segments"].append(seg)
+        problems.extend(seg["problems"])
+    report["ok"] = not problems
+    return report
+
+
+def _verify_log07_file(log_path, base, deep, last):
+    try:
+        buf = open_buffer(log_path)
+    except OSError as e:
+        return _unreadable(log_path, [problem("cannot_open", log_path, f"cannot be read: {e}")])
+    entries, records, last_offset, problems = 0, 0 if deep else None, None, []
+    status, stop, message = WALK_END, 0, None
+    try:
+        for rows, status, stop, message in walk_all(buf, 0, len(buf), True):
+            entries += len(rows)
+            if len(rows):
+                last_offset = base + int(rows["position"][-1])
+            if deep:
+                try:
+                    records += sum(1 for _ in messages_of(buf, rows, base, True, log_path))
+                except KafkaLogError as e:
+                    at = getattr(e, "position", None)
+                    problems.append(problem("undecodable_records", log_path,
+                                            getattr(e, "reason", str(e)), at,
+                                            None if at is None else base + at))
+        size = len(buf)
+    finally:
+        if hasattr(buf, "close"):
+            buf.close()
+    if status != WALK_END:
+        code = {WALK_INVALID: "crc_mismatch", WALK_CORRUPT: "corrupt_batch"}.get(
+            status, "torn_tail" if last else "missing_data")
+        why = message or "the entry runs past the end of the file"
+        problems.append(problem(code, log_path, f"{why}; the {size - stop} bytes from here are "
+                                "not valid", stop, base + stop))
+    return {"file": os.path.basename(log_path), "size": size, "batches": entries,
+            "records": records, "valid_bytes": stop, "last_offset": last_offset,
+            "crc_errors": int(status == WALK_INVALID), "problems": _capped(problems)}
 
 
 def _unreadable(log_path, problems):

@@ -11,11 +11,11 @@ import zlib
 import cramjam
 import pytest
 
-from kafkalog import Log07
+from kafkalog import Log, Log07
 from kafkalog.errors import (
     CorruptRecordError, KafkaLogError, LogClosedError, LogNotFoundError,
-    NotAPartitionDirectoryError, OffsetOutOfRangeError, RecordTooLargeError,
-    UnsupportedCompressionError,
+    NotAPartitionDirectoryError, OffsetOutOfRangeError, PartitionNotFoundError,
+    RecordTooLargeError, UnsupportedCompressionError,
 )
 from kafkalog.files import (
     log07_file_name, log07_files, log07_topic_partition, parse_log07_file_name,
@@ -301,3 +301,7 @@ def test_open_errors(tmp_path):
         assert (log.log_start_offset, log.log_end_offset, len(log.segments)) == (0, 0, 0)
         assert list(log.messages()) == [] and log.read(0, 10) == b""
     assert os.listdir(tmp_path / "empty") == []
+    d = write_dir(tmp_path, {"0.kafka": entry(b"a")})
+    with pytest.raises(PartitionNotFoundError, match="Log07"):
+        Log.open(d)                                       # no .log is created beside it
+    assert os.listdir(d) == ["0.kafka"]

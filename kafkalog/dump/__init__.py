@@ -3,7 +3,8 @@ kafka-dump-log style listing, both streamed.
 
 ``segments`` walks each ``.log`` with the segment walker (``kafkalog.segment_walker``'s ``DUMP``
 policy) in bounded chunks and decodes their records; ``partition`` reads the other files of a
-partition directory; ``document`` writes the JSON document and ``listing`` the text, both piece
+partition directory; ``log07`` lists a Kafka 0.7 partition directory's messages; ``document``
+writes the JSON document and ``listing`` the text, both piece
 by piece as the walk goes. Damage is reported where it is met (``DumpReport``) and the rest is
 still dumped. ``dump`` never creates, resizes or rewrites a file: indexes are opened read-only.
 """

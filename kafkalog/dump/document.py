@@ -15,7 +15,8 @@ from kafkalog.files import (
     TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, file_path, offsets_of, topic_partition_or_none,
 )
 from kafkalog.index import OffsetIndex, TimeIndex
-from kafkalog.log_dirs import kraft_snapshot_files
+from kafkalog.log_dirs import is_log07_dir, kraft_snapshot_files
+from kafkalog.dump import log07
 from kafkalog.records import TimestampType
 from kafkalog.dump.partition import (
     KRAFT_SNAPSHOT, dirs_to_dump, file_kind, file_sizes, index_or_problem, leader_epochs,
@@ -60,6 +61,9 @@ def iter_json(path: StrPath, options: DumpOptions | None = None,
 
 def _partition_json(path, options, report):
     path = storage.abspath(path)
+    if is_log07_dir(path):
+        yield from log07.partition_json(path, options, report)
+        return
     first_problem = len(report.problems)
     name = os.path.basename(path)
     topic, partition = topic_partition_or_none(name) or (name, None)

@@ -12,7 +12,8 @@ from kafkalog.files import (
     TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, file_path, offsets_of, topic_partition_or_none,
 )
 from kafkalog.index import OffsetIndex, TimeIndex
-from kafkalog.log_dirs import kraft_snapshot_files
+from kafkalog.log_dirs import is_log07_dir, kraft_snapshot_files
+from kafkalog.dump import log07
 from kafkalog.control_records import ControlType
 from kafkalog.dump.partition import (
     KRAFT_SNAPSHOT, dirs_to_dump, file_kind, index_or_problem, leader_epochs, segments_in_range,
@@ -59,6 +60,10 @@ def _lines(lines):
 
 def _partition_text(path, options, report):
     path = storage.abspath(path)
+    if is_log07_dir(path):
+        yield from log07.partition_text(path, options, report,
+                                        _PAYLOAD_RENDERERS[options.payload])
+        return
     name = os.path.basename(path)
     tp = topic_partition_or_none(name)
     yield (f"Partition directory {name} (topic {tp[0]}, partition {tp[1]})\n" if tp else

@@ -174,9 +174,10 @@ def file_sizes(path, names):
 # What a path names
 
 def dirs_to_dump(path):
-    """The partition directories a dump of ``path`` covers; ``PartitionNotFoundError`` (naming
-    what is there) when it holds none, not even an empty one named ``<topic>-<partition>``."""
-    return partition_dirs(path, named=True, required=True)
+    """The partition directories a dump of ``path`` covers (Kafka 0.7 ones too);
+    ``PartitionNotFoundError`` (naming what is there) when it holds none, not even an empty one
+    named ``<topic>-<partition>``."""
+    return partition_dirs(path, named=True, required=True, log07=True)
 
 
 KRAFT_SNAPSHOT = "kraft-snapshot"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
@@ -121,7 +122,8 @@ class Log07:
     @classmethod
     def open(cls, path: StrPath, read_only: bool = False,
              config: LogConfig | Mapping[str, Any] | StrPath | None = None,
-             time_fn: Callable[[], float] = time.time) -> Log07:
+             time_fn: Callable[[], float] = time.time,
+             salvage_dir: StrPath | None = None) -> Log07:
         """Open the 0.7 partition directory ``path``.
 
         Writable (the default): the newest file is checked entry by entry and truncated at
@@ -130,6 +132,8 @@ class Log07:
         changed and the log ends at the newest file's first invalid entry. ``config``: the
         settings appends and retention follow (``segment.bytes``, ``flush.messages``,
         ``flush.ms``, ``retention.ms``, ``retention.bytes``, ``max.message.bytes``).
+        ``salvage_dir``: bytes recovery cuts are copied there first (``<file>.from-<position>``,
+        as ``Log.open`` keeps them).
 
         Raises ``LogNotFoundError`` when ``path`` does not exist,
         ``NotAPartitionDirectoryError`` when it is not a directory.
@@ -150,7 +154,7 @@ class Log07:
         segments = [Segment07(os.path.join(path, n), o, os.path.getsize(os.path.join(path, n)))
                     for o, n in files]
         if segments:
-            _check_newest(segments[-1], read_only, report)
+            _check_newest(segments[-1], read_only, report, salvage_dir)
         return cls(path, config, read_only, LogSegments(segments), report, time_fn)
 
     # ------------------------------------------------------------------------------ offsets
@@ -381,7 +385,8 @@ class Log07:
                 f"log_end_offset={self.log_end_offset}, segments={len(self.segments)})")
 
 
-def _check_newest(segment: Segment07, read_only: bool, report: RecoveryReport) -> None:
+def _check_newest(segment: Segment07, read_only: bool, report: RecoveryReport,
+                  salvage_dir: StrPath | None) -> None:
     """0.7's recovery of the newest file: keep it up to its first invalid entry (read-only:
     only the log's view of it)."""
     if segment.size == 0:
@@ -399,7 +404,20 @@ def _check_newest(segment: Segment07, read_only: bool, report: RecoveryReport) -
         log.info("%s: reading up to offset %d, %d bytes before the end: %s",
                  os.path.dirname(segment.path), segment.base_offset + valid, cut, reason)
     else:
+        if salvage_dir is not None:
+            _keep_tail(segment.path, valid, salvage_dir, report)
         os.truncate(segment.path, valid)
         report.add("truncated", segment.path, segment.base_offset + valid, cut, reason)
     segment.size = valid
 
+
+def _keep_tail(path: str, valid: int, salvage_dir: StrPath, report: RecoveryReport) -> None:
+    os.makedirs(salvage_dir, exist_ok=True)
+    kept = os.path.join(salvage_dir, f"{os.path.basename(path)}.from-{valid}")
+    with open(path, "rb") as src, open(kept, "wb") as dst:
+        src.seek(valid)
+        shutil.copyfileobj(src, dst)
+        dst.flush()
+        os.fsync(dst.fileno())
+    report.add("kept_bytes", kept, None, os.path.getsize(kept),
+               f"cut from {os.path.basename(path)} at position {valid}")
