@@ -195,6 +195,16 @@ def test_bad_crc_followed_by_zeros(tmp_path, caplog):
     assert (d / log07_file_name(0)).stat().st_size == len(good) + len(entry(b"after"))
 
 
+def test_recovery_counts_the_intact_messages_it_cuts(tmp_path):
+    good, bad, after = entry(b"good"), entry(b"bad", crc=1), entry(b"intact") + entry(b"too")
+    d = write_dir(tmp_path, {log07_file_name(0): good + bad + after + b"\0\0"})
+    with Log07.open(d) as log:
+        assert log.recovery_report.dropped == {
+            "records": 2, "first_offset": len(good + bad),
+            "last_offset": len(good + bad + entry(b"intact")), "segments": 0,
+            "bytes": len(bad + after) + 2}
+
+
 def test_older_file_corruption_is_an_error(tmp_path):
     f0 = entry(b"a") + entry(b"b", crc=1)
     d = write_dir(tmp_path, {log07_file_name(0): f0, log07_file_name(len(f0)): entry(b"c")})

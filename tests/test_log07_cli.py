@@ -69,6 +69,7 @@ def test_recover(log_dir, tmp_path, capfd):
     (result,) = json.loads(capfd.readouterr().out)["partitions"]
     assert result["log_end_offset"] == invalid
     assert [a["action"] for a in result["actions"]] == ["kept_bytes", "truncated"]
+    assert (result["dropped"]["records"], result["dropped"]["bytes"]) == (0, cut)
     assert newest.stat().st_size == size - cut
     assert os.path.getsize(tmp_path / "kept" / "my_topic_0" /
                            f"{newest.name}.from-{size - cut}") == cut

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import numpy as np
 
+from kafkalog._kernels import walk_log07
+from kafkalog._layout import WALK_END, WALK_INVALID, WALK_PARTIAL
 from kafkalog.config import LogConfig
 from kafkalog.errors import (
     CorruptRecordError, KafkaLogError, LogClosedError, LogNotFoundError,
@@ -32,7 +34,6 @@ from kafkalog.log07.format import (
 from kafkalog.log_segments import LogSegments
 from kafkalog.records import open_buffer
 from kafkalog.retention import breached_policies, deletable_segments
-from kafkalog._layout import WALK_END, WALK_PARTIAL
 
 if TYPE_CHECKING:
     from typing import Mapping
@@ -394,10 +395,12 @@ def _check_newest(segment: Segment07, read_only: bool, report: RecoveryReport,
     buf = open_buffer(segment.path)
     try:
         valid, status, message = valid_prefix(buf, segment.size)
+        if valid == segment.size:
+            return
+        if not read_only:
+            _count_dropped(report, buf, segment.base_offset, valid, segment.size)
     finally:
         _close(buf)
-    if valid == segment.size:
-        return
     cut = segment.size - valid
     reason = message if status != WALK_PARTIAL else "the last message is truncated"
     if read_only:
@@ -409,6 +412,30 @@ def _check_newest(segment: Segment07, read_only: bool, report: RecoveryReport,
         os.truncate(segment.path, valid)
         report.add("truncated", segment.path, segment.base_offset + valid, cut, reason)
     segment.size = valid
+
+
+def _count_dropped(report: RecoveryReport, buf: Any, base_offset: int, start: int,
+                   end: int) -> None:
+    """Add ``buf[start:end]`` (the bytes recovery cuts) to ``report.dropped``: its intact
+    entries (a wrapper counts once) are the runs of valid ones between CRC32 failures, up to
+    the first entry whose size does not fit."""
+    count, first, last, pos = 0, None, None, start
+    while pos < end:
+        for rows, status, stop, _ in walk_all(buf, pos, end, True):
+            if len(rows):
+                count += len(rows)
+                if first is None:
+                    first = base_offset + int(rows["position"][0])
+                last = base_offset + int(rows["position"][-1])
+        if status != WALK_INVALID:
+            break
+        pos = stop + int(walk_log07(buf, stop, end, False, 1)[0]["size"][0])
+    d = report.dropped
+    d["records"] += count
+    d["bytes"] += end - start
+    if first is not None:
+        d["first_offset"] = first if d["first_offset"] is None else min(first, d["first_offset"])
+        d["last_offset"] = last if d["last_offset"] is None else max(last, d["last_offset"])
 
 
 def _keep_tail(path: str, valid: int, salvage_dir: StrPath, report: RecoveryReport) -> None:
