@@ -7,6 +7,7 @@ lines. Written to ``<name>.tmp``, fsynced, then renamed into place.
 """
 from __future__ import annotations
 
+import errno
 import logging
 import os
 from typing import TYPE_CHECKING, Mapping, NamedTuple, Sequence
@@ -74,7 +75,15 @@ def write_atomically_bytes(path: StrPath, data: bytes) -> None:
     """``write_atomically`` for bytes."""
     path = os.fspath(path)
     tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(tmp, flags, 0o666)
+    except OSError as e:
+        if e.errno != errno.ELOOP:
+            raise
+        os.unlink(tmp)          # a symbolic link where the temporary file goes: not followed
+        fd = os.open(tmp, flags, 0o666)
+    with os.fdopen(fd, "wb") as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())

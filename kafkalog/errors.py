@@ -198,6 +198,28 @@ class NotARegularFileError(KafkaLogError):
     FIFO blocks); the log is not loaded until it is moved away."""
 
 
+class SymlinkOutsideError(NotARegularFileError):
+    """A writable open found a file the log writes or replaces (a segment, an index, a
+    producer snapshot, ``leader-epoch-checkpoint``, ``partition.metadata``; a log dir's offset
+    checkpoints) that is a symbolic link leading outside its partition directory (a log dir's
+    file: outside the log dir). Refused before anything is written, since recovery,
+    truncation, appends and checkpoint writes would change what it leads to; a read-only open
+    reads through it.
+
+    Attributes
+    ----------
+    path : str
+        The symbolic link.
+    target : str
+        Where it leads (resolved).
+    """
+
+    def __init__(self, message, path=None, target=None):
+        super().__init__(message)
+        self.path = path
+        self.target = target
+
+
 class LogClosedError(KafkaLogError):
     """A read or write of a ``Log`` after ``close()`` (incl. a ``records()`` iteration still
     running when the log was closed)."""
@@ -319,6 +341,7 @@ __all__ = [
     "MissingArrowExtraError",
     "InternalRecordError",
     "NotARegularFileError",
+    "SymlinkOutsideError",
     "LogClosedError",
     "UnknownCodecError",
     "ObjectStorageError",

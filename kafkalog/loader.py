@@ -28,7 +28,9 @@ from kafkalog.files import (
 from kafkalog.leader_epoch import LeaderEpochCache
 from kafkalog.local_log import create_cleaned_segment, delete_segments_now, replace_segments
 from kafkalog.locks import FileLock
-from kafkalog.log_dirs import check_partition_dir
+from kafkalog.log_dirs import (
+    check_log_dir_links, check_partition_dir, check_partition_links,
+)
 from kafkalog.log_segments import LogSegments
 from kafkalog.producer_state import ProducerStateManager
 from kafkalog.records import RecordBatch
@@ -303,13 +305,16 @@ class LogLoader:
         file with a state suffix) that is not one is skipped with its segment, and reported;
         one where an index of a segment that is loaded must be is an error
         (NotARegularFileError), since the log could not be read correctly without it.
-        (Snapshots and checkpoints are read through ``storage.read_regular_file``.) In remote
-        storage every object is a regular file; a prefix named like one is skipped."""
+        (Snapshots and checkpoints are read through ``storage.read_regular_file``.) A file the
+        log writes that is a symbolic link leading outside the directory fails a writable
+        load (SymlinkOutsideError, ``log_dirs.check_partition_links``). In remote storage
+        every object is a regular file; a prefix named like one is skipped."""
         if storage.is_remote(self.directory):
             self._screen_remote()
             return
         entries = list(self._listing().values())
         odd = {}
+        links = []
         for entry in entries:
             name = entry.name
             parsed = parse_file_name(name)
@@ -322,6 +327,8 @@ class LogLoader:
                 continue
             if entry.is_file(follow_symlinks=False):
                 continue                          # a regular file (from readdir, no stat)
+            if entry.is_symlink():
+                links.append(name)
             if parsed is None or parsed[1] not in (LOG_SUFFIX,) + INDEX_SUFFIXES:
                 continue
             try:
@@ -333,6 +340,7 @@ class LogLoader:
             if mode is None or not stat.S_ISREG(mode):
                 odd[name] = (parsed, "a dangling symbolic link" if mode is None
                              else file_kind(mode))
+        check_partition_links(self.directory, links, read_only=self.read_only)
         if not odd:
             return
         skipped_logs = {p[0] for p, _ in odd.values()
@@ -597,6 +605,8 @@ def open_partition(path, config, build, *, recovery_point, log_start_offset, cle
     path = os.path.abspath(path)
     if read_only or os.path.lexists(path):
         check_partition_dir(path, read_only=read_only)
+    if not managed:                 # a LogManager checks its log dirs once
+        check_log_dir_links(os.path.dirname(path), read_only=read_only)
     try:
         if not os.path.isdir(path):
             os.makedirs(path, exist_ok=True)       # a racing writer may make it first

@@ -1,22 +1,29 @@
 """What a path holds, found by listing it: the partition directories of a log dir (as Kafka's
 ``LogManager`` finds the logs it loads; ``partition_dirs`` is the one listing of them that the
-scan planner, verify, dump, the CLI and internal-topic replay use) and the KRaft snapshots of
-a partition directory.
+scan planner, verify, dump, the CLI and internal-topic replay use), the KRaft snapshots of
+a partition directory, and the symbolic links a writable open refuses.
 File names come from ``files``, listings from ``storage`` (local, remote or a view)."""
 from __future__ import annotations
 
+import logging
 import os
+import stat
+from typing import Iterable
 
 from kafkalog import storage
 from kafkalog._typing import StrPath
+from kafkalog.checkpoint import LogDirCheckpoints
 from kafkalog.errors import (
     KafkaLogError, LogNotFoundError, NotAPartitionDirectoryError, PartitionNotFoundError,
+    SymlinkOutsideError,
 )
 from kafkalog.files import (
-    LOG_SUFFIX, KRaftSnapshotId, is_file_of, parse_file_name, parse_kraft_snapshot_name,
-    parse_log07_file_name, topic_partition_or_none,
+    LEADER_EPOCH_CHECKPOINT, LOG_SUFFIX, PARTITION_METADATA, KRaftSnapshotId, is_file_of,
+    parse_file_name, parse_kraft_snapshot_name, parse_log07_file_name, topic_partition_or_none,
 )
 from kafkalog.storage_local import file_kind
+
+log = logging.getLogger(__name__)
 
 
 def kraft_snapshot_files(directory: StrPath) -> list[tuple[KRaftSnapshotId, str]]:
@@ -77,6 +84,50 @@ def check_partition_dir(path: StrPath, *, read_only: bool) -> None:
     if read_only:
         raise PartitionNotFoundError(f"{path}: {_what_is_in(path, storage.list_dir(path))}, "
                                      "where a partition directory is expected")
+
+
+def check_partition_links(directory: StrPath, links: Iterable[str], *, read_only: bool) -> None:
+    """``check_links`` of the files a log writes or replaces among ``links`` (the names of
+    symbolic links in partition directory ``directory``, from the load's listing): its
+    segments, indexes and producer snapshots (any state suffix), ``leader-epoch-checkpoint``
+    and ``partition.metadata``."""
+    check_links(directory, [n for n in links if parse_file_name(n) is not None
+                            or n in (LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA)],
+                read_only=read_only, where="partition directory")
+
+
+def check_log_dir_links(log_dir: StrPath, *, read_only: bool) -> None:
+    """``check_links`` of a log dir's offset checkpoints."""
+    check_links(log_dir, LogDirCheckpoints.NAMES.values(), read_only=read_only,
+                where="log dir")
+
+
+def check_links(directory: StrPath, names: Iterable[str], *, read_only: bool,
+                where: str) -> None:
+    """Raise SymlinkOutsideError (``read_only``: log it at WARNING) for the first of ``names``
+    in local ``directory`` that is a symbolic link (by ``lstat``; dangling or not) leading
+    outside it: a writer would change the file it leads to (truncate it in recovery, append
+    to it), or replace the link by a file."""
+    directory = os.fspath(directory)
+    root = None
+    for name in names:
+        path = os.path.join(directory, name)
+        try:
+            if not stat.S_ISLNK(os.lstat(path).st_mode):
+                continue
+        except FileNotFoundError:
+            continue
+        root = root or os.path.realpath(directory)
+        target = os.path.realpath(path)
+        if os.path.commonpath([root, target]) == root and target != root:
+            continue
+        if not read_only:
+            raise SymlinkOutsideError(
+                f"{path} is a symbolic link to {target}, outside the {where}: a writable open "
+                f"would write through it; replace it by the file (or open read-only)",
+                path=path, target=target)
+        log.warning("%s is a symbolic link to %s, outside the %s: read through it (a "
+                    "writable open refuses it)", path, target, where)
 
 
 def is_log07_dir(path: StrPath) -> bool:

@@ -23,6 +23,7 @@ from kafkalog.files import (
 )
 from kafkalog.locks import FileLock
 from kafkalog.log import Log
+from kafkalog.log_dirs import check_log_dir_links
 from kafkalog.scheduler import Scheduler
 
 if TYPE_CHECKING:
@@ -92,6 +93,8 @@ class LogManager:
         try:
             with _dir_io(self.log_dirs, "loading"):
                 for d in self.log_dirs:
+                    if not storage.is_remote(d):
+                        check_log_dir_links(d, read_only=read_only)
                     if read_only:
                         storage.refresh(d)
                         if not storage.isdir(d):
