@@ -1,4 +1,5 @@
-# Included by _core.pyx: Append preparation: one-pass validation and offset assignment.
+# Included by _core.pyx: Append preparation: one-pass validation and offset assignment; the
+# batch builder.
 # ----------------------------------------------------------------------------------------------
 # Append preparation
 
@@ -167,3 +168,176 @@ cdef int _raise_append_error(int status, const unsigned char *p, Py_ssize_t pos,
     if status == A_OFFSETS:
         raise CorruptRecordError("batch offsets do not increase", position=pos)
     raise CorruptRecordError("invalid records in batch", position=pos)
+
+
+# ----------------------------------------------------------------------------------------------
+# Batch building: Record objects -> the bytes of one v2 batch (what a producer sends)
+
+cdef struct _Out:
+    unsigned char *p
+    Py_ssize_t n
+    Py_ssize_t cap
+
+
+cdef int _out_reserve(_Out *o, Py_ssize_t more) except -1:
+    cdef Py_ssize_t cap
+    cdef unsigned char *grown
+    if o.n + more <= o.cap:
+        return 0
+    cap = max(2 * o.cap, o.n + more)
+    grown = <unsigned char *>realloc(o.p, cap)
+    if grown == NULL:
+        raise MemoryError()
+    o.p = grown
+    o.cap = cap
+    return 0
+
+
+cdef inline void _put_be(unsigned char *p, uint64_t v, int width) noexcept nogil:
+    cdef int i
+    for i in range(width):
+        p[i] = (v >> (8 * (width - 1 - i))) & 0xFF
+
+
+cdef inline object _bytes_of(object value):
+    """A key, value or header value as bytes (None stays None): a buffer's bytes."""
+    if value is None or type(value) is bytes:
+        return value
+    return bytes(memoryview(value))
+
+
+cdef inline Py_ssize_t _field_size(object b) noexcept:
+    """Bytes a length-prefixed field takes (``b``: bytes or None)."""
+    cdef Py_ssize_t n
+    if b is None:
+        return 1
+    n = PyBytes_GET_SIZE(b)
+    return _varint_size(n) + n
+
+
+cdef inline unsigned char *_put_field(unsigned char *w, object b) noexcept:
+    cdef Py_ssize_t n
+    if b is None:
+        return w + _put_varint(w, -1)
+    n = PyBytes_GET_SIZE(b)
+    w += _put_varint(w, n)
+    memcpy(w, PyBytes_AS_STRING(b), n)
+    return w + n
+
+
+cdef int _put_record(_Out *o, int64_t offset_delta, int64_t timestamp_delta, object key,
+                     object value, object headers) except -1:
+    """One record (length, attributes 0, deltas, key, value, headers) at the end of ``o``."""
+    cdef Py_ssize_t size, n_headers = len(headers)
+    cdef unsigned char *w
+    cdef list fields = None
+    key = _bytes_of(key)
+    value = _bytes_of(value)
+    size = 1 + _varint_size(timestamp_delta) + _varint_size(offset_delta) + _field_size(key) + \
+        _field_size(value) + _varint_size(n_headers)
+    if n_headers:
+        fields = []
+        for header_key, header_value in headers:
+            fields.append(header_key.encode("utf-8") if isinstance(header_key, str)
+                          else _bytes_of(header_key))
+            fields.append(_bytes_of(header_value))
+        for field in fields:
+            size += _field_size(field)
+    _out_reserve(o, _varint_size(size) + size)
+    w = o.p + o.n
+    w += _put_varint(w, size)
+    w[0] = 0
+    w += 1
+    w += _put_varint(w, timestamp_delta)
+    w += _put_varint(w, offset_delta)
+    w = _put_field(w, key)
+    w = _put_field(w, value)
+    w += _put_varint(w, n_headers)
+    if fields is not None:
+        for field in fields:
+            w = _put_field(w, field)
+    o.n = w - o.p
+    return 0
+
+
+cdef Record _as_record(object r):
+    if isinstance(r, Record):
+        return <Record>r
+    if isinstance(r, tuple):
+        return Record(*r)
+    if isinstance(r, dict):
+        return Record(**r)
+    raise TypeError(f"expected a Record, a (key, value, ...) tuple or a dict, not {type(r)}")
+
+
+def build_v2_batch(records, int64_t base_offset, int64_t now, int16_t attributes,
+                   int64_t producer_id, int16_t producer_epoch, int32_t base_sequence,
+                   int32_t partition_leader_epoch, delete_horizon_ms=None, last_offset=None,
+                   max_timestamp=None, compress=None):
+    """The bytes of one v2 batch of ``records`` (Records, ``(key, value, ...)`` tuples or
+    dicts of Record's arguments), as a bytearray.
+
+    A record's offset is its own ``offset``, else ``base_offset`` + its index; its timestamp
+    its own, else ``now`` (ms). The base timestamp is ``delete_horizon_ms`` when given, else
+    the first record's; ``last_offset`` and ``max_timestamp`` (when not None) replace the
+    values the records give. ``compress`` (bytes -> bytes, None for uncompressed) turns the
+    encoded records into the batch's body; ``attributes`` are written as given. The CRC32C
+    covers attributes to the end.
+    """
+    cdef list batch = [_as_record(item) for item in records]
+    cdef Py_ssize_t n = len(batch), i, size
+    cdef Record r
+    cdef int64_t base_ts = -1, max_ts = -1, ts, offset = base_offset
+    cdef _Out o
+    cdef unsigned char *p
+    if delete_horizon_ms is not None:
+        base_ts = delete_horizon_ms
+    elif n:
+        r = batch[0]
+        base_ts = now if r.timestamp_ is None else r.timestamp_
+    o.cap = B_RECORDS + 32 * n + 64
+    o.n = B_RECORDS
+    o.p = <unsigned char *>malloc(o.cap)
+    if o.p == NULL:
+        raise MemoryError()
+    try:
+        for i in range(n):
+            r = batch[i]
+            offset = base_offset + i if r.offset_ is None else r.offset_
+            ts = now if r.timestamp_ is None else r.timestamp_
+            if i == 0 or ts > max_ts:
+                max_ts = ts
+            _put_record(&o, offset - base_offset, ts - base_ts, r.key_, r.value_, r.headers_)
+        if last_offset is not None:
+            offset = last_offset
+        elif n == 0:
+            offset = base_offset
+        if max_timestamp is not None:
+            max_ts = max_timestamp
+        if compress is not None:
+            body = _bytes_of(compress(PyBytes_FromStringAndSize(<char *>o.p + B_RECORDS,
+                                                                o.n - B_RECORDS)))
+            size = PyBytes_GET_SIZE(body)
+            o.n = B_RECORDS
+            _out_reserve(&o, size)
+            memcpy(o.p + B_RECORDS, PyBytes_AS_STRING(body), size)
+            o.n += size
+        out = PyByteArray_FromStringAndSize(<char *>o.p, o.n)
+    finally:
+        free(o.p)
+    p = <unsigned char *>PyByteArray_AS_STRING(out)
+    _put_be(p + B_BASE_OFFSET, <uint64_t>base_offset, 8)
+    _put_be(p + B_LENGTH, <uint64_t>(o.n - LOG_OVERHEAD), 4)
+    _put_be(p + B_LEADER_EPOCH, <uint64_t>partition_leader_epoch, 4)
+    p[B_MAGIC] = 2
+    _put_be(p + B_ATTRIBUTES, <uint64_t>attributes, 2)
+    _put_be(p + B_LAST_OFFSET_DELTA, <uint64_t>(offset - base_offset), 4)
+    _put_be(p + B_BASE_TIMESTAMP, <uint64_t>base_ts, 8)
+    _put_be(p + B_MAX_TIMESTAMP, <uint64_t>max_ts, 8)
+    _put_be(p + B_PRODUCER_ID, <uint64_t>producer_id, 8)
+    _put_be(p + B_PRODUCER_EPOCH, <uint64_t>producer_epoch, 2)
+    _put_be(p + B_BASE_SEQUENCE, <uint64_t>base_sequence, 4)
+    _put_be(p + B_RECORD_COUNT, <uint64_t>n, 4)
+    _put_u32(p + B_CRC, _crc32c_span(None if kl_crc_hw else memoryview(out), p, B_ATTRIBUTES,
+                                     o.n))
+    return out

@@ -53,3 +53,14 @@ def _varint(buf, pos, end, max_bytes):
         raw |= (b & 0x7F) << shift
         shift += 7
     raise _Corrupt("varint is too long or runs past the end of the record", pos)
+
+
+def zigzag_varint(value):
+    """``value`` as Kafka's zigzag varint (written by the batch builder and the compactor)."""
+    v = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)

@@ -152,17 +152,6 @@ def offset_map_get(uint64_t[:, ::1] slots, const unsigned char[::1] data, cnp.nd
     return out
 
 
-cdef inline Py_ssize_t _put_varint(unsigned char *out, int64_t value) noexcept nogil:
-    cdef uint64_t v = (<uint64_t>value << 1) ^ <uint64_t>(value >> 63)
-    cdef Py_ssize_t n = 0
-    while v >= 0x80:
-        out[n] = <unsigned char>((v & 0x7F) | 0x80)
-        v >>= 7
-        n += 1
-    out[n] = <unsigned char>v
-    return n + 1
-
-
 cdef inline Py_ssize_t _get_varint(const unsigned char *p, Py_ssize_t end, Py_ssize_t pos,
                                    int64_t *value) noexcept nogil:
     """Read a zigzag varint at pos; returns the position after it, or -1."""

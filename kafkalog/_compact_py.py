@@ -5,6 +5,7 @@ import struct
 import numpy as np
 from crc32c import crc32c as _crc32c
 
+from kafkalog._common_py import zigzag_varint
 from kafkalog.errors import CorruptRecordError
 
 OFFSET_MAP_ENTRY_BYTES = 24
@@ -98,17 +99,6 @@ def offset_map_get(slots, data, records):
         if slots[s, 2] != 0:
             out[i] = int(slots[s, 2]) - 1
     return out
-
-
-def zigzag_varint(value):
-    """``value`` as Kafka's zigzag varint (also what ``builder`` writes records with)."""
-    v = ((value << 1) ^ (value >> 63)) & _M64
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
 
 
 def _unzigzag_at(buf, pos, end):

@@ -1,7 +1,7 @@
 # Type stubs of the compiled kernels (kafkalog/_core.pyx); the pure-Python twins (one
 # kafkalog/_<section>_py.py per .pxi section, gathered by kafkalog/_core_py.py) have the same
 # signatures.
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -60,6 +60,11 @@ def recovery_summary(batches: np.ndarray, base_offset: int, interval_bytes: int
                      ) -> tuple[int, int, bytes, bytes, int, int, int, int, int]: ...
 def prepare_append(buf: bytearray, assign_from: int, max_batch_size: int,
                    log_append_time: int) -> tuple[int, int, int, int, int, int, int, int]: ...
+def build_v2_batch(records: Iterable[Any], base_offset: int, now: int, attributes: int,
+                   producer_id: int, producer_epoch: int, base_sequence: int,
+                   partition_leader_epoch: int, delete_horizon_ms: int | None = ...,
+                   last_offset: int | None = ..., max_timestamp: int | None = ...,
+                   compress: Callable[[bytes], bytes] | None = ...) -> bytearray: ...
 def gather_spans(buf: Buffer, positions: npt.NDArray[np.int64],
                  lengths: npt.NDArray[np.int32]
                  ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.uint8],

@@ -10,8 +10,10 @@ Shape of every kernel: a ``def`` wrapper that checks arguments and turns status 
 ``kafkalog.errors`` exceptions, around a ``noexcept nogil`` loop over a pointer and a length.
 """
 cimport cython
-from cpython.bytes cimport PyBytes_FromStringAndSize
-from cpython.bytearray cimport PyByteArray_AsString
+from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.bytearray cimport (
+    PyByteArray_AsString, PyByteArray_AS_STRING, PyByteArray_FromStringAndSize,
+)
 from libc.stdint cimport (
     int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t, INT32_MAX, INT64_MAX, INT64_MIN,
 )
@@ -56,6 +58,27 @@ cdef extern from *:
     int32_t kl_i32(const unsigned char *p) noexcept nogil
     uint32_t kl_u32(const unsigned char *p) noexcept nogil
     int16_t kl_i16(const unsigned char *p) noexcept nogil
+
+
+# Zigzag varints as records carry them (written by the batch builder and the compactor).
+cdef inline Py_ssize_t _put_varint(unsigned char *out, int64_t value) noexcept nogil:
+    cdef uint64_t v = (<uint64_t>value << 1) ^ <uint64_t>(value >> 63)
+    cdef Py_ssize_t n = 0
+    while v >= 0x80:
+        out[n] = <unsigned char>((v & 0x7F) | 0x80)
+        v >>= 7
+        n += 1
+    out[n] = <unsigned char>v
+    return n + 1
+
+
+cdef inline Py_ssize_t _varint_size(int64_t value) noexcept nogil:
+    cdef uint64_t v = (<uint64_t>value << 1) ^ <uint64_t>(value >> 63)
+    cdef Py_ssize_t n = 1
+    while v >= 0x80:
+        v >>= 7
+        n += 1
+    return n
 
 
 # Offsets of the v2 batch header fields (see the table in _layout.py).

@@ -15,7 +15,9 @@ from kafkalog._index_py import (
 )
 from kafkalog._scan_py import find_batch, index_entries_for, recovery_summary
 from kafkalog._resync_py import next_valid_batch
-from kafkalog._append_py import prepare_append, APPEND_HAS_PRODUCER, APPEND_HAS_COMPRESSED
+from kafkalog._append_py import (
+    prepare_append, build_v2_batch, APPEND_HAS_PRODUCER, APPEND_HAS_COMPRESSED,
+)
 from kafkalog._arrow_py import gather_spans
 from kafkalog._views_py import IndexView, index_lookup_many
 from kafkalog._record_py import Record, make_records, table_records, batch_records, span_bytes
@@ -25,7 +27,7 @@ from kafkalog._read_py import (
 )
 from kafkalog._log07_py import walk_log07
 from kafkalog._compact_py import (
-    key_hash, offset_map_put, offset_map_get, compact_batches, zigzag_varint,
+    key_hash, offset_map_put, offset_map_get, compact_batches,
     OFFSET_MAP_ENTRY_BYTES, COMPACT_COPY, COMPACT_DROP, COMPACT_REBUILD,
 )
 
@@ -33,10 +35,11 @@ __all__ = [
     "crc32c", "walk_batches", "decode_v2_records", "decode_legacy_records", "check_batches",
     "index_search", "index_search_many", "index_entries", "index_valid_entries", "index_lookup",
     "find_batch", "index_entries_for", "recovery_summary", "next_valid_batch", "prepare_append",
+    "build_v2_batch",
     "APPEND_HAS_PRODUCER", "APPEND_HAS_COMPRESSED", "gather_spans", "IndexView",
     "index_lookup_many", "Record", "make_records", "table_records", "batch_records",
     "span_bytes", "batch_header_plausible", "segment_read", "find_timestamp", "FIND_TS_FOUND",
     "FIND_TS_NONE", "FIND_TS_MORE", "FIND_TS_DECODE", "key_hash", "offset_map_put",
-    "offset_map_get", "compact_batches", "zigzag_varint", "OFFSET_MAP_ENTRY_BYTES",
+    "offset_map_get", "compact_batches", "OFFSET_MAP_ENTRY_BYTES",
     "COMPACT_COPY", "COMPACT_DROP", "COMPACT_REBUILD", "walk_log07",
 ]

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 KERNEL_NAMES = (
     "walk_batches", "decode_v2_records", "decode_legacy_records", "index_search", "index_lookup",
     "index_search_many", "index_entries", "index_valid_entries", "find_batch",
-    "index_entries_for", "recovery_summary", "prepare_append", "gather_spans", "IndexView", "index_lookup_many",
+    "index_entries_for", "recovery_summary", "prepare_append", "build_v2_batch", "gather_spans",
+    "IndexView", "index_lookup_many",
     "Record", "make_records", "batch_records", "span_bytes", "next_valid_batch", "check_batches",
     "crc32c", "key_hash", "offset_map_put", "offset_map_get", "compact_batches",
     "batch_header_plausible", "segment_read", "find_timestamp", "table_records", "walk_log07",
@@ -55,6 +56,7 @@ find_batch = _module.find_batch
 index_entries_for = _module.index_entries_for
 recovery_summary = _module.recovery_summary
 prepare_append = _module.prepare_append
+build_v2_batch = _module.build_v2_batch
 gather_spans = _module.gather_spans
 IndexView = _module.IndexView
 index_lookup_many = _module.index_lookup_many

@@ -2,17 +2,14 @@
 or a broker writes. ``records`` reads them."""
 from __future__ import annotations
 
+import functools
 import struct
 import time
 import zlib
-from typing import TYPE_CHECKING, Any, Iterable, Union
-
-from crc32c import crc32c
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Union
 
 from kafkalog import codecs
-from kafkalog._core_py import zigzag_varint as _varint
-from kafkalog._kernels import Record
-from kafkalog._layout import LOG_OVERHEAD, V2_CRC_START, V2_HEADER_SIZE
+from kafkalog._kernels import Record, build_v2_batch
 from kafkalog.records import (
     CONTROL_MASK, DELETE_HORIZON_MASK, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK,
     ControlType, TimestampType,
@@ -25,21 +22,7 @@ if TYPE_CHECKING:
     #: ``Record``'s positional arguments, or a dict of its keyword arguments.
     RecordLike = Union[_Record, tuple[Any, ...], dict[str, Any]]
 
-
-def _encode_bytes(value):
-    if value is None:
-        return _varint(-1)
-    return _varint(len(value)) + bytes(value)
-
-
-def _encode_record(record, offset_delta, timestamp_delta):
-    body = [b"\x00", _varint(timestamp_delta), _varint(offset_delta),
-            _encode_bytes(record.key), _encode_bytes(record.value), _varint(len(record.headers))]
-    for key, value in record.headers:
-        body.append(_encode_bytes(key.encode("utf-8") if isinstance(key, str) else key))
-        body.append(_encode_bytes(value))
-    body = b"".join(body)
-    return _varint(len(body)) + body
+_CREATE_TIME, _LOG_APPEND_TIME = TimestampType.CREATE_TIME, TimestampType.LOG_APPEND_TIME
 
 
 def _as_record(r):
@@ -50,9 +33,6 @@ def _as_record(r):
     if isinstance(r, dict):
         return Record(**r)
     raise TypeError(f"expected a Record, a (key, value, ...) tuple or a dict, not {type(r)}")
-
-
-_V2_HEADER = struct.Struct(">qiibIhiqqqhii")
 
 
 def build_batch(records: Iterable[RecordLike], *, base_offset: int = 0,
@@ -70,49 +50,50 @@ def build_batch(records: Iterable[RecordLike], *, base_offset: int = 0,
     ``last_offset`` / ``max_timestamp`` keep a batch's original header values when records
     were taken out of it (compaction keeps the producer's sequence range that way).
     """
-    batch = [_as_record(r) for r in records]
     codec = codecs.codec_id(compression)
-    ts_type = TimestampType.of(timestamp_type)
+    # (the default without the enum's lookup by name: this call is the cost of a small batch)
+    ts_type = _CREATE_TIME if timestamp_type == "create_time" else \
+        TimestampType.of(timestamp_type)
     now = int(time.time() * 1000)
-    if magic in (0, 1):
-        return _build_legacy(batch, base_offset, codec, magic, ts_type, now, log_append_time)
     if magic != 2:
+        if magic in (0, 1):
+            return _build_legacy([_as_record(r) for r in records], base_offset, codec, magic,
+                                 ts_type, now, log_append_time)
         raise ValueError(f"unsupported magic {magic}")
-    offsets = [r.offset if r.offset is not None else base_offset + i
-               for i, r in enumerate(batch)]
-    timestamps = [r.timestamp if r.timestamp is not None else now for r in batch]
-    if delete_horizon_ms is not None:
-        base_timestamp = delete_horizon_ms
-    else:
-        base_timestamp = timestamps[0] if timestamps else -1
-    batch_max_ts = max(timestamps) if timestamps else -1
-    if ts_type == TimestampType.LOG_APPEND_TIME:
-        batch_max_ts = log_append_time if log_append_time is not None else now
-    if max_timestamp is not None:
-        batch_max_ts = max_timestamp
-    body = b"".join(_encode_record(r, off - base_offset, ts - base_timestamp)
-                    for r, off, ts in zip(batch, offsets, timestamps))
-    body = codecs.compress(codec, body)
     attributes = codec
-    if ts_type == TimestampType.LOG_APPEND_TIME:
+    if ts_type == _LOG_APPEND_TIME:
         attributes |= TIMESTAMP_TYPE_MASK
+        if max_timestamp is None:
+            max_timestamp = log_append_time if log_append_time is not None else now
     if transactional:
         attributes |= TRANSACTIONAL_MASK
     if is_control:
         attributes |= CONTROL_MASK
     if delete_horizon_ms is not None:
         attributes |= DELETE_HORIZON_MASK
-    last_offset_delta = (offsets[-1] - base_offset) if offsets else 0
-    if last_offset is not None:
-        last_offset_delta = last_offset - base_offset
-    length = V2_HEADER_SIZE - LOG_OVERHEAD + len(body)
-    header = bytearray(_V2_HEADER.pack(
-        base_offset, length, partition_leader_epoch, 2, 0, attributes, last_offset_delta,
-        base_timestamp, batch_max_ts, producer_id, producer_epoch, base_sequence,
-        len(batch)))
-    out = header + body
-    struct.pack_into(">I", out, 17, crc32c(memoryview(out)[V2_CRC_START:]))
-    return bytes(out)
+    return bytes(build_v2_batch(records, base_offset, now, attributes, producer_id,
+                                producer_epoch, base_sequence, partition_leader_epoch,
+                                delete_horizon_ms, last_offset, max_timestamp,
+                                compressor(codec)))
+
+
+def compressor(codec: int) -> Callable[[bytes], bytes] | None:
+    """What ``build_v2_batch`` compresses records with for ``codec`` (None: uncompressed)."""
+    return None if codec == codecs.NONE else functools.partial(codecs.compress, codec)
+
+
+def leader_batch(records: list[RecordLike], now: int, codec: int,
+                 compress: Callable[[bytes], bytes] | None, producer_id: int,
+                 producer_epoch: int, base_sequence: int, transactional: bool,
+                 partition_leader_epoch: int) -> bytearray:
+    """The batch ``Log.append`` makes of ``records`` (CreateTime, ``now`` for records without
+    a timestamp, offsets from 0 until the log assigns them), as a bytearray the append may
+    rewrite. Raises ValueError when there is no record."""
+    if not records:
+        raise ValueError("nothing to append")
+    return build_v2_batch(records, 0, now, codec | TRANSACTIONAL_MASK if transactional
+                          else codec, producer_id, producer_epoch, base_sequence,
+                          partition_leader_epoch, None, None, None, compress)
 
 
 def build_control_batch(control_type: ControlType | int | str, *, producer_id: int,

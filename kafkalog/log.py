@@ -16,7 +16,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
-from kafkalog import checkpoint, storage
+from kafkalog import checkpoint, codecs, storage
 from kafkalog._kernels import APPEND_HAS_PRODUCER, walk_batches
 from kafkalog.cleaner import (
     DEFAULT_MAP_MEMORY, CleanerStats, CleaningAbortedError, CleaningCoordinator,
@@ -32,7 +32,7 @@ from kafkalog.loader import open_partition, rebuild_producer_state
 from kafkalog.local_log import LocalLog
 from kafkalog.log_validator import AppendSettings
 from kafkalog.fetch_data_info import LogAppendInfo, LogOffsetSnapshot, append_info
-from kafkalog.builder import build_batch
+from kafkalog.builder import compressor, leader_batch
 from kafkalog.retention import LogStartOffsetRetention, breached_policies, deletable_segments
 from kafkalog.scheduler import default_scheduler
 
@@ -287,20 +287,18 @@ class Log:
         ``message.timestamp.type`` and the ``message.timestamp.before/after.max.ms`` bounds.
         Returns a ``LogAppendInfo``.
         """
+        now = int(self._time_fn() * 1000)
         if isinstance(records_or_batch_bytes, (bytes, bytearray, memoryview)):
-            data = records_or_batch_bytes
+            return self._append(bytearray(records_or_batch_bytes), True, now)
+        settings = self._append_settings()
+        if compression is None:
+            codec, compress = settings.codec, settings.compress
         else:
-            records = list(records_or_batch_bytes)
-            if not records:
-                raise ValueError("nothing to append")
-            if compression is None:
-                codec = self.config["compression.type"]
-                compression = "none" if codec in ("producer", "uncompressed") else codec
-            data = build_batch(records, compression=compression, producer_id=producer_id,
-                               producer_epoch=producer_epoch, base_sequence=base_sequence,
-                               transactional=transactional,
-                               partition_leader_epoch=partition_leader_epoch)
-        return self._append(bytearray(data), assign_offsets=True)
+            codec = codecs.codec_id(compression)
+            compress = compressor(codec)
+        return self._append(leader_batch(list(records_or_batch_bytes), now, codec, compress,
+                                         producer_id, producer_epoch, base_sequence,
+                                         transactional, partition_leader_epoch), True, now)
 
     def append_batches(self, buffers: Iterable[bytes | bytearray | memoryview]
                        ) -> LogAppendInfo:
@@ -313,26 +311,24 @@ class Log:
         data = bytearray().join(buffers)
         if not data:
             raise ValueError("nothing to append")
-        return self._append(data, assign_offsets=True)
+        return self._append(data, True, int(self._time_fn() * 1000))
 
     def append_as_follower(self, batch_bytes: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Append batches that carry their offsets (replication, copying): offsets must not
         go below the log end offset."""
-        return self._append(bytearray(batch_bytes), assign_offsets=False)
+        return self._append(bytearray(batch_bytes), False, int(self._time_fn() * 1000))
 
-    def _append(self, data, assign_offsets):
-        """Append ``data``, a bytearray the caller made for it (offsets are assigned in it).
-        Per call: one validation (``LogValidator``: one kernel pass for an uncompressed
-        non-idempotent batch), one write, the settings read once per config, no context
-        manager (this is the path whose Python cost bounds the rate of one-record appends)."""
+    def _append(self, data, assign_offsets, now):
+        """Append ``data``, a bytearray the caller made for it (offsets are assigned in it),
+        at time ``now`` (ms). Per call: one validation (``LogValidator``: one kernel pass for
+        an uncompressed non-idempotent batch), one write, the settings read once per config,
+        no context manager (this is the path whose Python cost bounds the rate of one-record
+        appends)."""
         with self._lock:
             local = self._local
             if self._closed or self.read_only or local.failed is not None:
                 self._check_writable()
-            now = int(self._time_fn() * 1000)
-            cached = self._settings
-            settings = cached[1] if cached is not None and cached[0] is self.config else \
-                self._append_settings()
+            settings = self._append_settings()
             log_end = local.log_end_metadata[0]
             validator = settings.validator
             log_append = validator.log_append_time
@@ -377,7 +373,9 @@ class Log:
 
     def _append_settings(self):
         """The settings every append reads, taken from ``self.config`` once per config."""
-        cached = self._settings = (self.config, AppendSettings.of(self.path, self.config))
+        cached = self._settings
+        if cached is None or cached[0] is not self.config:
+            cached = self._settings = (self.config, AppendSettings.of(self.path, self.config))
         return cached[1]
 
     def remove_expired_producers(self, expiration_ms: int = 86_400_000,

@@ -8,13 +8,15 @@ log end offset, the time and its producer state, and writes what it accepts.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 import numpy as np
 
+from kafkalog import codecs
 from kafkalog._kernels import (
     APPEND_HAS_COMPRESSED, APPEND_HAS_PRODUCER, prepare_append, walk_batches,
 )
+from kafkalog.builder import compressor
 from kafkalog.config import LONG_MAX
 from kafkalog.errors import CorruptRecordError, InvalidOffsetError, InvalidTimestampError
 from kafkalog.records import CONTROL_MASK, decode_batches
@@ -104,15 +106,20 @@ class LogValidator:
 
 
 class AppendSettings(NamedTuple):
-    """What every append reads of a config, made once per config: its ``LogValidator`` and
-    the roll and flush bounds."""
+    """What every append reads of a config, made once per config: its ``LogValidator``, the
+    roll and flush bounds, and the codec (and its compressor) of the batches ``Log.append``
+    builds (``compression.type``; none for ``producer`` and ``uncompressed``)."""
     validator: LogValidator
     segment_ms: int
     segment_bytes: int
     flush_messages: int
     flush_ms: int
+    codec: int
+    compress: Callable[[bytes], bytes] | None
 
     @classmethod
     def of(cls, path: str, config: LogConfig) -> AppendSettings:
+        name = config["compression.type"]
+        codec = codecs.NONE if name in ("producer", "uncompressed") else codecs.codec_id(name)
         return cls(LogValidator(path, config), config["segment.ms"], config["segment.bytes"],
-                   config["flush.messages"], config["flush.ms"])
+                   config["flush.messages"], config["flush.ms"], codec, compressor(codec))

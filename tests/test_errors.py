@@ -12,7 +12,7 @@ from kafkalog.errors import (
     CorruptIndexError, CorruptRecordError, KafkaLogError, RecordTooLargeError,
     UnsupportedCompressionError,
 )
-from kafkalog.builder import _varint
+from kafkalog._common_py import zigzag_varint as _varint
 
 
 def records(n=5):

@@ -212,7 +212,7 @@ def test_decode_empty_regions_and_zero_record_batch():
 
 def _one_record_region(body):
     """A region holding one hand-made record: varint length + body."""
-    from kafkalog.builder import _varint
+    from kafkalog._common_py import zigzag_varint as _varint
     rec = _varint(len(body)) + body
     data = PAD + rec
     arr = lambda v: np.array([v], dtype=np.int64)  # noqa: E731
@@ -220,7 +220,7 @@ def _one_record_region(body):
 
 
 def test_decode_hand_made_record_fields():
-    from kafkalog.builder import _varint
+    from kafkalog._common_py import zigzag_varint as _varint
     body = (b"\x00" + _varint(-7) + _varint(3) + _varint(2) + b"ab" + _varint(-1) + _varint(1)
             + _varint(1) + b"h" + _varint(-1))
     data, args = _one_record_region(body)

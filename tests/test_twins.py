@@ -471,6 +471,52 @@ def test_prepare_append():
                     same(call, f"{what} {assign} {limit} {append_time}")
 
 
+@covers("build_v2_batch")
+def test_build_v2_batch():
+    """Records of every shape (None / empty / buffer keys and values, str and bytes header
+    keys, own offsets and timestamps or none), each header option, and what must raise."""
+    import array
+    from kafkalog import codecs
+    rng = random.Random(29)
+
+    def records(k, n):
+        out = []
+        for i in range(n):
+            out.append(k.Record(
+                key=rng.choice([None, b"", b"k%d" % i, bytearray(b"ba"), memoryview(b"mv")]),
+                value=rng.choice([None, b"", rng.randbytes(rng.randint(1, 300)),
+                                  array.array("i", [1, 2, 3])]),
+                timestamp=rng.choice([None, 1_700_000_000_000 + rng.randint(-10**6, 10**6)]),
+                headers=rng.choice([(), [("h\u00e9", b"v")], [(b"raw", None), ("e", b"")]]),
+                offset=rng.choice([None, None, 1000 + 3 * i])))
+        return out
+    for seed in range(12):
+        n = rng.choice([0, 1, 2, 7, 60])
+        state = rng.getstate()
+        for options in ({}, {"delete_horizon_ms": 1_800_000_000_000},
+                        {"last_offset": 5000, "max_timestamp": 42},
+                        {"compress": functools.partial(codecs.compress, codecs.GZIP)}):
+            def call(k):
+                rng.setstate(state)
+                return k.build_v2_batch(records(k, n), 1000, 1_700_000_000_123,
+                                        rng.choice([0, 0x08, 0x10, 0x20, 0x40]), 7, 2, 11, 4,
+                                        **options)
+            kind, built = same(call, f"build {seed} {n} {options}")
+            assert kind == "ok"
+            rows, status = compiled_module().walk_batches(bytes(built))[:2]
+            assert status == 0 and len(rows) == 1 and rows["crc_valid"][0] == 1
+    same(lambda k: k.build_v2_batch([(b"k", b"v", 5), {"key": None, "value": b"x"}], 0, 9, 0,
+                                    -1, -1, -1, -1), "tuples and dicts")
+    same(lambda k: k.build_v2_batch(iter([k.Record(value=b"g")]), 3, 9, 0, -1, -1, -1, -1),
+         "an iterator")
+    for bad in ([5], [object()], [None]):
+        same(lambda k: k.build_v2_batch(bad, 0, 0, 0, -1, -1, -1, -1), f"not records {bad}")
+    for field in ({"key": "text"}, {"value": 12},
+                  {"headers": [(None, b"v")]}, {"headers": [(5, b"v")]}):
+        same(lambda k: k.build_v2_batch([k.Record(**field)], 0, 0, 0, -1, -1, -1, -1),
+             f"bad field {field}")
+
+
 # --- compaction -------------------------------------------------------------------------------
 
 @covers("crc32c")
