@@ -163,6 +163,9 @@ class LogLoader:
         # The directory's entries by name, listed once per load (again only after the load
         # renamed or removed files): each step used to list 10,000s of names anew.
         self._entries = None
+        #: base offsets of the segments recovered in this load: their transaction index may
+        #: exist although the listing predates it
+        self._recovered = set()
 
     def load(self):
         self._screen_files()
@@ -182,10 +185,15 @@ class LogLoader:
         if segments:
             log_end = segments[-1].read_next_offset()
             if log_end < self.log_start_offset and not self.read_only:
+                reason = (f"the log end offset {log_end} is below the log start offset "
+                          f"{self.log_start_offset}")
                 for s in segments:
-                    self._drop(s, f"the log end offset {log_end} is below the log start "
-                                  f"offset {self.log_start_offset}")
+                    self._drop(s, reason)
                 segments = []
+                # As Kafka's truncateFullyAndStartAt: no producer or epoch state of the
+                # dropped data survives (a snapshot would describe records recovery cut).
+                self._delete_snapshots_above(-1, reason)
+                self.leader_epochs.clear()
         if not segments:
             state = None
             if self.read_only:
@@ -234,14 +242,14 @@ class LogLoader:
                                for o in offsets_of(self._listing(), SNAPSHOT_SUFFIX)]
         return self._snapshots
 
-    def _delete_snapshots_above(self, log_end):
+    def _delete_snapshots_above(self, log_end, reason=None):
         """Producer snapshots above the log end describe data that is gone (Kafka's
         ``truncateAndReload`` deletes them)."""
         kept = []
         for offset, path in self._snapshot_list():
             if offset > log_end:
                 self.report.add("deleted_snapshot", path, offset,
-                                reason=f"above the log end offset {log_end}")
+                                reason=reason or f"above the log end offset {log_end}")
                 _remove_quietly(path)
             else:
                 kept.append((offset, path))
@@ -462,10 +470,15 @@ class LogLoader:
         if state is None:
             state = ProducerStateManager(self.directory)
             state.load_latest_snapshot(segment.base_offset, self._snapshot_list())
-        txn_index_exists = None if segment.file_suffix else \
+        # A segment recovered twice (its index was missing, then the recovery from the
+        # recovery point came to it) must find the transaction index the first pass wrote,
+        # or its aborted transactions are appended again and the segment is cut.
+        txn_index_exists = None if segment.file_suffix or \
+            segment.base_offset in self._recovered else \
             file_name(segment.base_offset, TXN_INDEX_SUFFIX) in self._listing()
         truncated = segment.recover(state, self.leader_epochs, self._before_truncate,
                                     txn_index_exists, last_segment)
+        self._recovered.add(segment.base_offset)
         if report_indexes:
             for path, was, now in segment.rebuilt_indexes:
                 self.report.add("rebuilt_index", path, segment.base_offset, reason=(

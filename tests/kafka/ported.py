@@ -6,7 +6,13 @@
 - ``kernel_mode``: a fixture that runs a test once with the compiled kernels and once with
   their pure-Python twins swapped in (``twins.kernels_of``), for ports whose cases go through
   the kernels; a module takes it with ``pytestmark = pytest.mark.usefixtures("kernel_mode")``.
+- ``no_fsync``: a fixture that makes ``os.fsync`` do nothing, for ports that roll and reopen
+  whole logs: what they check is what loading and recovery make of the files, not that the
+  files are durable, and a roll's fsyncs cost milliseconds on a busy disk.
+- ``MockTime``, ``open_log`` and the append helpers of upstream's ``LogTestUtils``.
 """
+import os
+
 import pytest
 
 from twins import kernels_of
@@ -20,7 +26,78 @@ def no_api(reason):
 
 
 @pytest.fixture
+def no_fsync(monkeypatch):
+    """``os.fsync`` does nothing during the test."""
+    monkeypatch.setattr(os, "fsync", lambda fd: None)
+
+
+@pytest.fixture
 def kernel_mode(kernels):
     """The test, run with ``kernels`` (conftest's fixture: each kernel module) in place."""
     with kernels_of(kernels):
         yield kernels
+
+
+class MockTime:
+    """Kafka's MockTime for kafkalog: ``time_fn`` of a Log or LogSegment (seconds) that only
+    moves with ``sleep``; ``ms`` is the time in milliseconds."""
+
+    def __init__(self, ms=1_700_000_000_000):
+        self.ms = ms
+
+    def __call__(self):
+        return self.ms / 1000
+
+    def sleep(self, ms):
+        self.ms += ms
+
+
+def open_log(path, config=None, time=None, *, recovery_point=0, log_start_offset=0,
+             clean_shutdown=True, **kwargs):
+    """Upstream's ``createLog``: a log opened with the offsets and shutdown state given
+    (defaults as upstream: recovery point and log start 0, last shutdown clean)."""
+    from kafkalog.log import Log
+    if time is not None:
+        kwargs["time_fn"] = time
+    return Log.open(path, config, recovery_point=recovery_point,
+                    log_start_offset=log_start_offset, clean_shutdown=clean_shutdown, **kwargs)
+
+
+def value_records(values, timestamp=None):
+    """Records with these values (bytes or str), as build_batch takes them."""
+    return [dict(value=v.encode() if isinstance(v, str) else v, timestamp=timestamp)
+            for v in values]
+
+
+def append_non_transactional(log, n):
+    """Upstream's ``appendNonTransactionalAsLeader``: ``n`` records "0".."n-1"."""
+    log.append(value_records(str(i) for i in range(n)))
+
+
+def idempotent_appender(log, producer_id, epoch, time, transactional=False):
+    """Upstream's ``appendIdempotentAsLeader`` / ``appendTransactionalAsLeader``: a function
+    appending ``n`` records of the producer, its sequence going on from call to call."""
+    sequence = 0
+
+    def append(n):
+        nonlocal sequence
+        log.append(value_records((str(s) for s in range(sequence, sequence + n)), time.ms),
+                   producer_id=producer_id, producer_epoch=epoch, base_sequence=sequence,
+                   transactional=transactional)
+        sequence += n
+    return append
+
+
+def append_end_txn_marker(log, producer_id, epoch, control, timestamp,
+                          coordinator_epoch=0, leader_epoch=0):
+    """Upstream's ``appendEndTxnMarkerAsLeader`` (``control``: "commit" / "abort")."""
+    from kafkalog import build_control_batch
+    return log.append(build_control_batch(
+        control, producer_id=producer_id, producer_epoch=epoch,
+        coordinator_epoch=coordinator_epoch, timestamp=timestamp,
+        partition_leader_epoch=leader_epoch))
+
+
+def all_aborted_transactions(log):
+    """Upstream's ``allAbortedTransactions``: every segment's transaction index entries."""
+    return [txn for segment in log.segments for txn in segment.txn_index.all_aborted_txns()]
