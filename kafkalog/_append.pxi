@@ -193,12 +193,6 @@ cdef int _out_reserve(_Out *o, Py_ssize_t more) except -1:
     return 0
 
 
-cdef inline void _put_be(unsigned char *p, uint64_t v, int width) noexcept nogil:
-    cdef int i
-    for i in range(width):
-        p[i] = (v >> (8 * (width - 1 - i))) & 0xFF
-
-
 cdef inline object _bytes_of(object value):
     """A key, value or header value as bytes (None stays None): a buffer's bytes."""
     if value is None or type(value) is bytes:
@@ -326,18 +320,18 @@ def build_v2_batch(records, int64_t base_offset, int64_t now, int16_t attributes
     finally:
         free(o.p)
     p = <unsigned char *>PyByteArray_AS_STRING(out)
-    _put_be(p + B_BASE_OFFSET, <uint64_t>base_offset, 8)
-    _put_be(p + B_LENGTH, <uint64_t>(o.n - LOG_OVERHEAD), 4)
-    _put_be(p + B_LEADER_EPOCH, <uint64_t>partition_leader_epoch, 4)
+    kl_put_i64(p + B_BASE_OFFSET, base_offset)
+    kl_put_i32(p + B_LENGTH, <int32_t>(o.n - LOG_OVERHEAD))
+    kl_put_i32(p + B_LEADER_EPOCH, partition_leader_epoch)
     p[B_MAGIC] = 2
-    _put_be(p + B_ATTRIBUTES, <uint64_t>attributes, 2)
-    _put_be(p + B_LAST_OFFSET_DELTA, <uint64_t>(offset - base_offset), 4)
-    _put_be(p + B_BASE_TIMESTAMP, <uint64_t>base_ts, 8)
-    _put_be(p + B_MAX_TIMESTAMP, <uint64_t>max_ts, 8)
-    _put_be(p + B_PRODUCER_ID, <uint64_t>producer_id, 8)
-    _put_be(p + B_PRODUCER_EPOCH, <uint64_t>producer_epoch, 2)
-    _put_be(p + B_BASE_SEQUENCE, <uint64_t>base_sequence, 4)
-    _put_be(p + B_RECORD_COUNT, <uint64_t>n, 4)
+    kl_put_i16(p + B_ATTRIBUTES, attributes)
+    kl_put_i32(p + B_LAST_OFFSET_DELTA, <int32_t>(offset - base_offset))
+    kl_put_i64(p + B_BASE_TIMESTAMP, base_ts)
+    kl_put_i64(p + B_MAX_TIMESTAMP, max_ts)
+    kl_put_i64(p + B_PRODUCER_ID, producer_id)
+    kl_put_i16(p + B_PRODUCER_EPOCH, producer_epoch)
+    kl_put_i32(p + B_BASE_SEQUENCE, base_sequence)
+    kl_put_i32(p + B_RECORD_COUNT, <int32_t>n)
     _put_u32(p + B_CRC, _crc32c_span(None if kl_crc_hw else memoryview(out), p, B_ATTRIBUTES,
                                      o.n))
     return out

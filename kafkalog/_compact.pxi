@@ -61,21 +61,9 @@ cdef extern from *:
         h1 += h2; h2 += h1;
         *out1 = h1; *out2 = h2;
     }
-    static inline void kl_put_i32(unsigned char *p, int32_t v) {
-        uint32_t u = __builtin_bswap32((uint32_t)v); memcpy(p, &u, 4);
-    }
-    static inline void kl_put_i64(unsigned char *p, int64_t v) {
-        uint64_t u = __builtin_bswap64((uint64_t)v); memcpy(p, &u, 8);
-    }
-    static inline void kl_put_i16(unsigned char *p, int16_t v) {
-        uint16_t u = __builtin_bswap16((uint16_t)v); memcpy(p, &u, 2);
-    }
     """
     void kl_murmur3_128(const unsigned char *data, size_t len, uint64_t *out1,
                         uint64_t *out2) noexcept nogil
-    void kl_put_i32(unsigned char *p, int32_t v) noexcept nogil
-    void kl_put_i64(unsigned char *p, int64_t v) noexcept nogil
-    void kl_put_i16(unsigned char *p, int16_t v) noexcept nogil
 
 OFFSET_MAP_ENTRY_BYTES = 24
 

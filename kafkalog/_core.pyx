@@ -53,11 +53,24 @@ cdef extern from *:
     static inline int16_t kl_i16(const unsigned char *p) {
         uint16_t v; memcpy(&v, p, 2); return (int16_t)__builtin_bswap16(v);
     }
+    /* and stores */
+    static inline void kl_put_i32(unsigned char *p, int32_t v) {
+        uint32_t u = __builtin_bswap32((uint32_t)v); memcpy(p, &u, 4);
+    }
+    static inline void kl_put_i64(unsigned char *p, int64_t v) {
+        uint64_t u = __builtin_bswap64((uint64_t)v); memcpy(p, &u, 8);
+    }
+    static inline void kl_put_i16(unsigned char *p, int16_t v) {
+        uint16_t u = __builtin_bswap16((uint16_t)v); memcpy(p, &u, 2);
+    }
     """
     int64_t kl_i64(const unsigned char *p) noexcept nogil
     int32_t kl_i32(const unsigned char *p) noexcept nogil
     uint32_t kl_u32(const unsigned char *p) noexcept nogil
     int16_t kl_i16(const unsigned char *p) noexcept nogil
+    void kl_put_i32(unsigned char *p, int32_t v) noexcept nogil
+    void kl_put_i64(unsigned char *p, int64_t v) noexcept nogil
+    void kl_put_i16(unsigned char *p, int16_t v) noexcept nogil
 
 
 # Zigzag varints as records carry them (written by the batch builder and the compactor).

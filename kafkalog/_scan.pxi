@@ -46,15 +46,21 @@ def find_batch(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t end,
     return (found, found_size)
 
 
-def index_entries_for(batches, int64_t interval_bytes, int64_t start_position=0):
-    """The offset and time index entries Kafka's recovery writes for walked ``batches``.
+def index_entries_for(batches, int64_t interval_bytes, int64_t start_position=0,
+                      int64_t since_last_entry=0, int64_t max_timestamp=-1,
+                      int64_t offset_of_max_timestamp=-1, int64_t last_index_timestamp=-1):
+    """The offset and time index entries Kafka's recovery (or append) writes for walked
+    ``batches``.
 
     An offset index entry (batch last offset, batch position) is written when more than
     ``interval_bytes`` have passed since the previous entry (positions relative to
     ``start_position``); each comes with a time index entry (max timestamp so far, its offset),
-    kept only when its timestamp grows. Returns ``(offset_entries, time_entries, max_ts,
-    offset_of_max_ts)``: int64 arrays of shape (n, 2) and the final max timestamp / offset
-    (-1, -1 when no batch has a timestamp).
+    kept only when its timestamp grows. An append continues a segment's state: the bytes
+    ``since_last_entry``, its ``max_timestamp`` and ``offset_of_max_timestamp``, and its time
+    index's ``last_index_timestamp``. Returns ``(offset_entries, time_entries, max_ts,
+    offset_of_max_ts, since_last_entry)``: int64 arrays of shape (n, 2), the final max
+    timestamp / offset (-1, -1 when no batch has a timestamp) and the bytes after the last
+    entry.
     """
     cdef cnp.ndarray arr = np.ascontiguousarray(batches, dtype=BATCH_DTYPE)
     cdef const BatchInfo *b = <const BatchInfo *>cnp.PyArray_DATA(arr)
@@ -64,22 +70,25 @@ def index_entries_for(batches, int64_t interval_bytes, int64_t start_position=0)
     cdef int64_t *oe = <int64_t *>cnp.PyArray_DATA(offset_entries)
     cdef int64_t *te = <int64_t *>cnp.PyArray_DATA(time_entries)
     cdef Py_ssize_t n_off, n_time
-    cdef int64_t max_ts, max_ts_offset
+    cdef int64_t max_ts = max_timestamp, max_ts_offset = offset_of_max_timestamp
+    cdef int64_t since = since_last_entry
     with nogil:
         _index_entries(b, n, interval_bytes, start_position, oe, te, &n_off, &n_time, &max_ts,
-                       &max_ts_offset)
-    return offset_entries[:n_off], time_entries[:n_time], max_ts, max_ts_offset
+                       &max_ts_offset, &since, last_index_timestamp)
+    return offset_entries[:n_off], time_entries[:n_time], max_ts, max_ts_offset, since
 
 
 cdef inline void _index_entries(const BatchInfo *b, Py_ssize_t n, int64_t interval_bytes,
                                 int64_t start_position, int64_t *oe, int64_t *te,
                                 Py_ssize_t *n_off, Py_ssize_t *n_time, int64_t *max_ts,
-                                int64_t *max_ts_offset) noexcept nogil:
+                                int64_t *max_ts_offset, int64_t *since,
+                                int64_t last_time) noexcept nogil:
     """The entries of ``index_entries_for`` for ``n`` walked batches: (offset, position)
-    pairs into ``oe``, (timestamp, offset) pairs into ``te``, room for ``n`` pairs each."""
+    pairs into ``oe``, (timestamp, offset) pairs into ``te``, room for ``n`` pairs each;
+    ``max_ts``, ``max_ts_offset`` and ``since`` carry the state in and out."""
     cdef Py_ssize_t i, k = 0, m = 0
-    cdef int64_t valid_bytes = 0, last_entry = 0, last_time = -1
-    cdef int64_t ts = -1, ts_offset = -1
+    cdef int64_t valid_bytes = 0, last_entry = -since[0]
+    cdef int64_t ts = max_ts[0], ts_offset = max_ts_offset[0]
     for i in range(n):
         if b[i].max_timestamp > ts:
             ts = b[i].max_timestamp
@@ -99,6 +108,7 @@ cdef inline void _index_entries(const BatchInfo *b, Py_ssize_t n, int64_t interv
     n_time[0] = m
     max_ts[0] = ts
     max_ts_offset[0] = ts_offset
+    since[0] = valid_bytes - last_entry
 
 
 def recovery_summary(batches, int64_t base_offset, int64_t interval_bytes):
@@ -120,7 +130,7 @@ def recovery_summary(batches, int64_t base_offset, int64_t interval_bytes):
     cdef Py_ssize_t n = arr.shape[0]
     cdef Py_ssize_t i, n_off, n_time, producers = 0
     cdef int32_t max_epoch = -1
-    cdef int64_t max_ts, max_ts_offset
+    cdef int64_t max_ts = -1, max_ts_offset = -1, since = 0
     for i in range(n):
         if b[i].last_offset < base_offset or b[i].last_offset - base_offset > INT32_MAX:
             return i, 0, b"", b"", -1, -1, 0, 0, -1
@@ -138,7 +148,7 @@ def recovery_summary(batches, int64_t base_offset, int64_t interval_bytes):
     try:
         with nogil:
             _index_entries(b, n, interval_bytes, 0, oe, te, &n_off, &n_time, &max_ts,
-                           &max_ts_offset)
+                           &max_ts_offset, &since, -1)
         final = max_ts >= 0 and (n_time == 0 or te[2 * (n_time - 1)] < max_ts)
         offset_index = PyBytes_FromStringAndSize(NULL, n_off * 8)
         out = <unsigned char *>PyBytes_AS_STRING(offset_index)

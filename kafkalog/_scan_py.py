@@ -27,12 +27,14 @@ def find_batch(buf, start, end, target_offset):
     return (-1, 0)
 
 
-def index_entries_for(batches, interval_bytes, start_position=0):
+def index_entries_for(batches, interval_bytes, start_position=0, since_last_entry=0,
+                      max_timestamp=-1, offset_of_max_timestamp=-1, last_index_timestamp=-1):
     """See ``_core.index_entries_for``."""
     batches = np.asarray(batches, dtype=BATCH_DTYPE)
     offset_entries, time_entries = [], []
-    valid_bytes = last_entry = 0
-    max_ts = max_ts_offset = last_time = -1
+    valid_bytes, last_entry = 0, -since_last_entry
+    max_ts, max_ts_offset = max_timestamp, offset_of_max_timestamp
+    last_time = last_index_timestamp
     for b in batches:
         if b["max_timestamp"] > max_ts:
             max_ts, max_ts_offset = int(b["max_timestamp"]), int(b["last_offset"])
@@ -44,7 +46,8 @@ def index_entries_for(batches, interval_bytes, start_position=0):
             last_entry = valid_bytes
         valid_bytes += int(b["size"])
     return (np.array(offset_entries, dtype=np.int64).reshape(-1, 2),
-            np.array(time_entries, dtype=np.int64).reshape(-1, 2), max_ts, max_ts_offset)
+            np.array(time_entries, dtype=np.int64).reshape(-1, 2), max_ts, max_ts_offset,
+            valid_bytes - last_entry)
 
 
 def recovery_summary(batches, base_offset, interval_bytes):
@@ -57,7 +60,7 @@ def recovery_summary(batches, base_offset, interval_bytes):
     v2 = batches[batches["magic"] == 2]
     producers = int(np.count_nonzero(v2["producer_id"] >= 0))
     max_epoch = max(int(v2["partition_leader_epoch"].max()), -1) if len(v2) else -1
-    offsets, times, max_ts, max_ts_offset = index_entries_for(batches, interval_bytes)
+    offsets, times, max_ts, max_ts_offset, _ = index_entries_for(batches, interval_bytes)
     time_rows = times.tolist()
     if max_ts >= 0 and (not time_rows or time_rows[-1][0] < max_ts):
         time_rows.append([max_ts, max_ts_offset])

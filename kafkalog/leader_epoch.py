@@ -71,8 +71,8 @@ class LeaderEpochCache:
         """The cache update of an append whose largest partition leader epoch is ``epoch``
         (``batches``: its walked batches, or None to walk ``data`` when needed), as Kafka's
         append does when the epoch is newer than the cache's latest."""
-        latest = self.latest_epoch()
-        if latest is not None and epoch <= latest:
+        entries = self._entries        # (latest_epoch() inline: once per append)
+        if entries and epoch <= entries[-1].epoch:
             return
         if n_batches == 1:      # the epoch is the batch's, without walking it again
             self.assign(epoch, first_offset)

@@ -287,18 +287,19 @@ class Log:
         ``message.timestamp.type`` and the ``message.timestamp.before/after.max.ms`` bounds.
         Returns a ``LogAppendInfo``.
         """
-        now = int(self._time_fn() * 1000)
-        if isinstance(records_or_batch_bytes, (bytes, bytearray, memoryview)):
-            return self._append(bytearray(records_or_batch_bytes), True, now)
         settings = self._append_settings()
+        if isinstance(records_or_batch_bytes, (bytes, bytearray, memoryview)):
+            return self._append(bytearray(records_or_batch_bytes), True, settings)
         if compression is None:
             codec, compress = settings.codec, settings.compress
         else:
             codec = codecs.codec_id(compression)
             compress = compressor(codec)
+        # (the time of records without one; the append reads the clock again under its lock)
+        now = int(self._time_fn() * 1000)
         return self._append(leader_batch(list(records_or_batch_bytes), now, codec, compress,
                                          producer_id, producer_epoch, base_sequence,
-                                         transactional, partition_leader_epoch), True, now)
+                                         transactional, partition_leader_epoch), True, settings)
 
     def append_batches(self, buffers: Iterable[bytes | bytearray | memoryview]
                        ) -> LogAppendInfo:
@@ -311,24 +312,24 @@ class Log:
         data = bytearray().join(buffers)
         if not data:
             raise ValueError("nothing to append")
-        return self._append(data, True, int(self._time_fn() * 1000))
+        return self._append(data, True, self._append_settings())
 
     def append_as_follower(self, batch_bytes: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Append batches that carry their offsets (replication, copying): offsets must not
         go below the log end offset."""
-        return self._append(bytearray(batch_bytes), False, int(self._time_fn() * 1000))
+        return self._append(bytearray(batch_bytes), False, self._append_settings())
 
-    def _append(self, data, assign_offsets, now):
+    def _append(self, data, assign_offsets, settings):
         """Append ``data``, a bytearray the caller made for it (offsets are assigned in it),
-        at time ``now`` (ms). Per call: one validation (``LogValidator``: one kernel pass for
-        an uncompressed non-idempotent batch), one write, the settings read once per config,
-        no context manager (this is the path whose Python cost bounds the rate of one-record
-        appends)."""
+        under ``settings`` (``_append_settings()``). Per call: one
+        validation (``LogValidator``: one kernel pass for an uncompressed non-idempotent
+        batch), one write, no context manager (this is the path whose Python cost bounds the
+        rate of one-record appends)."""
         with self._lock:
             local = self._local
             if self._closed or self.read_only or local.failed is not None:
                 self._check_writable()
-            settings = self._append_settings()
+            now = int(self._time_fn() * 1000)
             log_end = local.log_end_metadata[0]
             validator = settings.validator
             log_append = validator.log_append_time

@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 import numpy as np
 
 from kafkalog import storage
-from kafkalog._kernels import batch_header_plausible, segment_read, walk_batches
+from kafkalog._kernels import (
+    batch_header_plausible, index_entries_for, segment_read, walk_batches,
+)
 from kafkalog._layout import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD
 from kafkalog.descriptor_cache import OPEN_SEGMENTS
 from kafkalog.errors import (
@@ -298,31 +300,17 @@ class LogSegment:
         """Index entries for several batches appended at ``position`` in one write, as
         Kafka's LogSegment.append makes them: batch by batch, an offset index entry (and a
         time index entry for the largest timestamp so far, when it grew) at each batch that
-        starts more than ``interval`` bytes after the last entry."""
-        so_far = max_ts, max_offset = self._max_ts()
-        since = self.bytes_since_last_index_entry
-        last_time = self.time_index.last_entry.timestamp
-        offsets, positions, stamps, stamp_offsets = [], [], [], []
-        for size, last, ts in zip(batches["size"].tolist(), batches["last_offset"].tolist(),
-                                  batches["max_timestamp"].tolist()):
-            if ts > max_ts:
-                max_ts, max_offset = ts, last
-            if since > interval:
-                offsets.append(last)
-                positions.append(position)
-                if max_ts > last_time:
-                    stamps.append(max_ts)
-                    stamp_offsets.append(max_offset)
-                    last_time = max_ts
-                since = 0
-            position += size
-            since += size
+        starts more than ``interval`` bytes after the last entry (one kernel pass)."""
+        so_far = self._max_ts()
+        offsets, stamps, max_ts, max_offset, since = index_entries_for(
+            batches, interval, position, self.bytes_since_last_index_entry, so_far[0],
+            so_far[1], self.time_index.last_entry.timestamp)
         if (max_ts, max_offset) != so_far:
             self._max_timestamp_and_offset = TimestampOffset(max_ts, max_offset)
-        if offsets:
+        if len(offsets):
             self._indexes_with_room = None
-            self.offset_index.append_many(offsets, positions)
-            self.time_index.append_many(stamps, stamp_offsets)
+            self.offset_index.append_many(offsets[:, 0], offsets[:, 1])
+            self.time_index.append_many(stamps[:, 0], stamps[:, 1])
         self.bytes_since_last_index_entry = since
 
     # ------------------------------------------------------------------------------ read

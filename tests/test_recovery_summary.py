@@ -16,7 +16,7 @@ from kafkalog.log import Log
 
 def expected(kernels, batches, base, interval):
     """The index file bytes as Kafka lays them out, from ``index_entries_for``."""
-    offsets, times, max_ts, max_ts_offset = kernels.index_entries_for(batches, interval)
+    offsets, times, max_ts, max_ts_offset, _ = kernels.index_entries_for(batches, interval)
     rows = times.tolist()
     if max_ts >= 0 and (not rows or rows[-1][0] < max_ts):
         rows.append([max_ts, max_ts_offset])      # the entry Kafka appends at close

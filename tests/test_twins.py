@@ -408,6 +408,10 @@ def test_scan_kernels():
         for interval in (0, 1, 100, 4096):
             for start in (0, 100):
                 same(lambda k: k.index_entries_for(rows, interval, start), what)
+            for state in ((0, -1, -1, -1), (50, 1_700_000_000_500, 3, 1_700_000_000_000),
+                          (5000, 2**62, 9, 2**62)):
+                same(lambda k: k.index_entries_for(rows, interval, 64, *state),
+                     f"{what} {state}")
             for base in (0, 100, 101, int(rows["last_offset"].max()) if len(rows) else 7,
                          -2**31):
                 same(lambda k: k.recovery_summary(rows, base, interval), f"{what} {base}")
