@@ -1,8 +1,11 @@
 """``AbstractIndex``: what the offset and time indexes share (Kafka's ``AbstractIndex``): the
 file, its mmap (or a reader's copy), the held ``IndexView``, entries, resize, trim, truncate.
 
-Offset and time indexes are memory-mapped and preallocated to ``max_index_size`` when created;
-searches run in the ``index_search`` kernel (hot/cold binary search, FORMAT.md).
+Offset and time indexes are memory-mapped and sized to ``max_index_size`` when created, sparse
+(as Kafka's ``RandomAccessFile.setLength``): an idle index holds no disk blocks. Real blocks
+are allocated a window ahead of the next entry before it is stored through the mapping
+(``_reserve``), so a full disk is an ``OSError`` (ENOSPC) and never a SIGBUS. Searches run in
+the ``index_search`` kernel (hot/cold binary search, FORMAT.md).
 """
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ import numpy.typing as npt
 
 from kafkalog import storage
 from kafkalog._kernels import IndexView, index_entries, index_search, index_valid_entries
-from kafkalog.errors import CorruptIndexError, IndexOffsetOverflowError
+from kafkalog.errors import CorruptIndexError, IndexFullError, IndexOffsetOverflowError
 
 if TYPE_CHECKING:
     from kafkalog._typing import StrPath
@@ -26,6 +29,9 @@ if TYPE_CHECKING:
 _Index = TypeVar("_Index", bound="AbstractIndex")
 
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
+#: real blocks allocated past the next entry (an index that took entries holds its entries
+#: and at most this much more; one fallocate per this many bytes of entries)
+ALLOCATION_WINDOW = 8 * mmap.PAGESIZE
 _INT32_MAX = 2**31 - 1
 
 
@@ -39,21 +45,29 @@ def _close_quietly(mapping):
             pass
 
 
-def _preallocate(fd, offset, length):
-    """Extend the file over [offset, offset + length) with real blocks, not a sparse hole:
+def _allocate(fd, offset, length):
+    """Give [offset, offset + length) of the file real blocks (its size is not changed):
     entries are stored through the mmap, and a store into a page the filesystem cannot back
-    (disk full) is a SIGBUS that kills the process. Allocating here turns a full disk into
-    an ``OSError`` (ENOSPC) raised before anything is mapped. ``posix_fallocate`` writes
-    zeros itself where the filesystem has no fallocate."""
-    if length <= 0:
-        return
+    (disk full) is a SIGBUS that kills the process. Allocating first turns a full disk into
+    an ``OSError`` (ENOSPC) raised before anything is stored. Where the filesystem has no
+    fallocate, zeros are written instead."""
     try:
         os.posix_fallocate(fd, offset, length)
     except OSError as e:
         if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
-            os.ftruncate(fd, offset)        # no half-allocated index left behind
             raise
         _write_zeros(fd, offset, length)
+
+
+def _data_end(fd, length):
+    """Bytes from the start of the file to its first hole (at most ``length``). Entries are
+    stored from the start and blocks allocated from the start, so none lies past it; reading
+    a hole through a shared mapping allocates pages on some filesystems (tmpfs), which a full
+    disk turns into a SIGBUS, so scans stop here."""
+    try:
+        return min(length, os.lseek(fd, 0, os.SEEK_HOLE))
+    except OSError:        # ENXIO: an empty file; EINVAL: no SEEK_HOLE (then no holes seen)
+        return length
 
 
 def _read_at_most(fd, length):
@@ -71,12 +85,8 @@ def _read_at_most(fd, length):
 def _write_zeros(fd, offset, length):
     zeros = bytes(min(length, 1 << 20))
     position, end = offset, offset + length
-    try:
-        while position < end:
-            position += os.pwrite(fd, zeros[:end - position], position)
-    except OSError:
-        os.ftruncate(fd, offset)
-        raise
+    while position < end:
+        position += os.pwrite(fd, zeros[:end - position], position)
 
 
 class AbstractIndex:
@@ -100,6 +110,10 @@ class AbstractIndex:
         self._data = b""        # a read-only index's entries, copied
         self.view: Any = None   # the held IndexView (searched by the read kernels too)
         self._n = 0
+        #: bytes from the start known to have real blocks (allocated by ``_reserve``)
+        self._allocated = 0
+        #: bytes from the start before the file's first hole when opened: entries lie in it
+        self._data_bytes = 0
         remote = not empty and storage.is_remote(self.path)
         if remote and writable:
             storage.check_writable(self.path)
@@ -110,7 +124,7 @@ class AbstractIndex:
         elif remote:
             # read whole, as a local reader copies it (a missing object: FileNotFoundError)
             self._data = storage.read_file(self.path)
-            self._length = self._round_down(len(self._data))
+            self._length = self._data_bytes = self._round_down(len(self._data))
             self._rebind_view()
         else:
             if newly_created and not writable:
@@ -119,13 +133,17 @@ class AbstractIndex:
                          0o644)
             try:
                 if newly_created:
-                    _preallocate(fd, 0, self._round_down(max_index_size))
+                    os.ftruncate(fd, self._round_down(max_index_size))    # sparse
                 self._length = os.fstat(fd).st_size
+                self._data_bytes = 0 if newly_created else \
+                    _data_end(fd, self._length) if writable else self._length
                 self._map(fd)
             finally:
                 os.close(fd)
-        # An index opened from disk is assumed full of valid entries, as Kafka assumes.
-        self._entries = 0 if newly_created else self._length // self.entry_size
+        # An index opened from disk is assumed full of valid entries, as Kafka assumes (a
+        # writable one up to its first hole: a sparse tail holds none, and is not read).
+        self._entries = 0 if newly_created else self._round_down(self._data_bytes) // \
+            self.entry_size
         self._after_open()
 
     def _after_open(self):
@@ -159,7 +177,7 @@ class AbstractIndex:
             # (a broker, a Log in another process) trims its indexes at roll and close, and a
             # read of a mapped page past the new end is a SIGBUS that kills the reader.
             self._data = _read_at_most(fd, self._length)
-            self._length = len(self._data)
+            self._length = self._data_bytes = len(self._data)
         self._rebind_view()
 
     def _rebind_view(self):
@@ -229,6 +247,24 @@ class AbstractIndex:
         if not self.writable:
             raise PermissionError(f"index {self.path} is read-only")
 
+    def _reserve(self, end):
+        """Real blocks under the file's first ``end`` bytes and a window beyond, before
+        entries are stored there through the mapping: on a full disk this raises ``OSError``
+        (ENOSPC), where a store into an unbacked page would be a SIGBUS."""
+        if end <= self._allocated:
+            return
+        target = min(self._length, -(-(end + ALLOCATION_WINDOW) // mmap.PAGESIZE)
+                     * mmap.PAGESIZE)
+        if end > target:
+            raise IndexFullError(f"{end} bytes do not fit index {self.path} of "
+                                 f"{self._length} bytes")
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            _allocate(fd, self._allocated, target - self._allocated)
+        finally:
+            os.close(fd)
+        self._allocated = target
+
     def resize(self, new_size: int) -> bool:
         """Set the file size to ``new_size`` rounded down to whole entries; True if it changed.
 
@@ -245,11 +281,10 @@ class AbstractIndex:
             self._entries = min(self._entries, self._round_down(new_size) // self.entry_size)
             fd = os.open(self.path, os.O_RDWR)
             try:
-                if rounded > self._length:
-                    _preallocate(fd, self._length, rounded - self._length)
-                else:
-                    os.ftruncate(fd, rounded)
+                os.ftruncate(fd, rounded)     # growing: sparse, as Kafka's setLength
                 self._length = rounded
+                self._allocated = min(self._allocated, rounded)
+                self._data_bytes = min(self._data_bytes, rounded)
                 self._map(fd)
             finally:
                 os.close(fd)
@@ -319,7 +354,10 @@ class AbstractIndex:
 
     def valid_entries(self) -> int:
         """Entries before the all-zero tail a crash leaves in a preallocated index."""
-        return index_valid_entries(self._buffer, self.entry_size)
+        scanned = self._round_down(min(self._length, max(self._data_bytes, self._allocated)))
+        # only pages with blocks are read (see ``_data_end``); the views are released here
+        with memoryview(self._buffer) as whole, whole[:scanned] as part:
+            return index_valid_entries(part, self.entry_size)
 
     def flush(self) -> None:
         if self._mmap is not None and self.writable:
@@ -337,8 +375,9 @@ class AbstractIndex:
         self._unmap()
 
     def rename_to(self, path: StrPath) -> None:
-        os.replace(self.path, path)
-        self.path = os.fspath(path)
+        with self._lock:      # (``_reserve`` opens the file by its path)
+            os.replace(self.path, path)
+            self.path = os.fspath(path)
 
     def key_values(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """All entries as two int64 numpy arrays (see subclasses for the meaning)."""

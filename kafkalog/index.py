@@ -3,7 +3,7 @@
 its own module (``offset_index``, ``time_index``, ``transaction_index``; what the first two
 share in ``abstract_index``); this module is where users import them from.
 """
-from kafkalog.abstract_index import DEFAULT_MAX_INDEX_SIZE, AbstractIndex
+from kafkalog.abstract_index import ALLOCATION_WINDOW, DEFAULT_MAX_INDEX_SIZE, AbstractIndex
 from kafkalog.offset_index import OffsetIndex, OffsetPosition, offset_entries_problem
 from kafkalog.time_index import TimeIndex, TimestampOffset, time_entries_problem
 from kafkalog.transaction_index import (
@@ -11,7 +11,7 @@ from kafkalog.transaction_index import (
 )
 
 __all__ = [
-    "DEFAULT_MAX_INDEX_SIZE", "AbstractIndex", "OffsetIndex", "OffsetPosition",
+    "ALLOCATION_WINDOW", "DEFAULT_MAX_INDEX_SIZE", "AbstractIndex", "OffsetIndex", "OffsetPosition",
     "offset_entries_problem", "TimeIndex", "TimestampOffset", "time_entries_problem",
     "TXN_ENTRY_DTYPE", "AbortedTxn", "TransactionIndex", "TxnIndexSearchResult",
 ]

@@ -90,6 +90,7 @@ class OffsetIndex(AbstractIndex):
                                      f"{self._entries}, {self.path})")
             if self._entries == 0 or offset > self._last_offset:
                 self._require_writable()
+                self._reserve((self._entries + 1) * 8)
                 struct.pack_into(">ii", self._mmap, self._entries * 8, self._relative(offset),
                                  position)
                 self._entries += 1
@@ -115,6 +116,7 @@ class OffsetIndex(AbstractIndex):
             self._relative(int(offsets[0]))
             self._relative(int(offsets[-1]))
             self._require_writable()
+            self._reserve((self._entries + n) * self.entry_size)
             entries = np.empty(n, dtype=[("rel", ">i4"), ("pos", ">i4")])
             entries["rel"] = offsets - self.base_offset
             entries["pos"] = positions

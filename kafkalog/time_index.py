@@ -102,6 +102,7 @@ class TimeIndex(AbstractIndex):
                 if self._entries >= self.max_entries:
                     raise IndexFullError(f"time index {self.path} has no free slot")
                 self._require_writable()
+                self._reserve((self._entries + 1) * 12)
                 struct.pack_into(">qi", self._mmap, self._entries * 12, timestamp,
                                  self._relative(offset))
                 self._entries += 1
@@ -126,6 +127,7 @@ class TimeIndex(AbstractIndex):
             self._relative(int(offsets[0]))
             self._relative(int(offsets[-1]))
             self._require_writable()
+            self._reserve((self._entries + n) * self.entry_size)
             entries = np.empty(n, dtype=[("ts", ">i8"), ("rel", ">i4")])
             entries["ts"] = timestamps
             entries["rel"] = offsets - self.base_offset

@@ -2,9 +2,10 @@
 filled for real, so the kernel, not a patched system call, says ENOSPC / EROFS.
 
 Mounting needs root; without it (or without mount support) the tests skip with a message.
-Each scenario runs in a subprocess: before index files were preallocated with real blocks,
-the first store into an unbacked index page killed the interpreter with SIGBUS (exit 135),
-which must show as a failed test here, not as a dead test run.
+Each scenario runs in a subprocess: index files are sparse, and before real blocks were
+allocated ahead of the next entry the first store into an unbacked index page killed the
+interpreter with SIGBUS (exit 135), which must show as a failed test here, not as a dead
+test run.
 """
 import os
 import shutil
@@ -130,21 +131,80 @@ def test_full_ext4_loop_mount_raises_log_dir_failure(small_ext4):
     assert "acked" in _run(FILL_AND_APPEND, small_ext4, 509)
 
 
-def test_index_larger_than_the_disk_fails_typed(small_tmpfs):
+def test_indexes_are_sparse_and_fit_a_disk_smaller_than_them(small_tmpfs):
+    """10 MiB indexes on an 8 MiB disk: sized like Kafka's (sparse), an idle partition holds
+    no index blocks, and one that took entries holds them and a small window."""
     out = _run("""
-        import errno, os, sys
+        import os, sys
         from kafkalog import Record
-        from kafkalog.errors import LogDirFailureError
+        from kafkalog.index import ALLOCATION_WINDOW
         from kafkalog.log import Log
-        try:                  # 10 MiB indexes on an 8 MiB disk: refused when they are made
-            log = Log.open(os.path.join(sys.argv[1], "t-0"))
-            log.append([Record(key=b"k", value=b"v")])
-            raise AssertionError("no error")
-        except LogDirFailureError as e:
-            assert e.errno == errno.ENOSPC
+        path = os.path.join(sys.argv[1], "t-0")
+        indexes = [os.path.join(path, "0" * 20 + s) for s in (".index", ".timeindex")]
+        def blocks(p):
+            return os.stat(p).st_blocks * 512
+        with Log.open(path, {"index.interval.bytes": 1}) as log:
+            assert all(os.path.getsize(p) > 8 << 20 for p in indexes)   # > the disk
+            assert [blocks(p) for p in indexes] == [0, 0]
+            for i in range(50):
+                log.append([Record(key=b"k", value=b"v" * 100, timestamp=1000 + i)])
+            assert all(0 < blocks(p) <= ALLOCATION_WINDOW + 4096 for p in indexes)
+        with Log.open(path) as log:
+            assert sum(1 for _ in log.records()) == 50
         print("ok")
     """, small_tmpfs)
     assert "ok" in out
+
+
+# The disk fills up exactly when the offset index needs its next window of blocks: the .log
+# write of the append still fits (one page is left), the index entry's allocation does not.
+# That append fails typed (no SIGBUS), and every acknowledged one is there after a restart.
+INDEX_ENTRY_ON_A_FULL_DISK = """
+    import errno, os, sys
+    from kafkalog import Record
+    from kafkalog.errors import LogDirFailureError
+    from kafkalog.log import Log
+    root = sys.argv[1]
+    path = os.path.join(root, "t-0")
+    config = {"index.interval.bytes": 1, "flush.messages": 1}
+    log = Log.open(path, config)
+    index = os.path.join(path, "0" * 20 + ".index")
+    acked = 0
+    while True:       # one timestamp: only the offset index takes entries
+        log.append([Record(key=b"k", value=b"v" * 30, timestamp=1000)])
+        acked += 1
+        entries = log.segments.active.offset_index.entries
+        if entries > 1 and entries * 8 == os.stat(index).st_blocks * 512:
+            break     # the index's allocated window is full
+    fd = os.open(os.path.join(root, "filler"), os.O_WRONLY | os.O_CREAT)
+    size = 0
+    try:
+        while True:
+            size += os.write(fd, b"x" * 4096)
+    except OSError as e:
+        assert e.errno == errno.ENOSPC
+    os.ftruncate(fd, size - 4096)            # room for the .log write, not for the index's
+    os.close(fd)
+    log_file = os.path.join(path, "0" * 20 + ".log")
+    before = os.path.getsize(log_file)
+    try:
+        log.append([Record(key=b"k", value=b"v" * 30, timestamp=1000)])
+        raise AssertionError("the append took an index entry on a full disk")
+    except LogDirFailureError as e:
+        assert e.errno == errno.ENOSPC, e
+    assert os.path.getsize(log_file) > before, "the failure was not the index entry's"
+    log.close()
+    os.remove(os.path.join(root, "filler"))
+    with Log.open(path, config) as again:
+        assert again.log_end_offset >= acked
+        assert sum(1 for _ in again.records()) == again.log_end_offset
+        again.append([Record(key=b"k", value=b"after")])
+    print("acked", acked)
+"""
+
+
+def test_index_entry_on_a_full_disk_raises_log_dir_failure_not_sigbus(small_tmpfs):
+    assert "acked" in _run(INDEX_ENTRY_ON_A_FULL_DISK, small_tmpfs)
 
 
 # The manager on a full disk and after a read-only remount: checkpoint() and shutdown()

@@ -11,6 +11,7 @@ from kafkalog.errors import (
     CorruptIndexError, IndexFullError, IndexOffsetOverflowError, InvalidOffsetError,
     InvalidTimestampError,
 )
+from kafkalog.index import ALLOCATION_WINDOW
 
 from conftest import FIXTURES, expected
 
@@ -190,12 +191,25 @@ def test_read_only_open_does_not_change_file():
     assert os.path.getsize(src) == before
 
 
-def test_new_index_is_preallocated(tmp_path):
+def test_new_index_is_sized_sparse_and_allocated_ahead_of_its_entries(tmp_path):
+    """Sized like Kafka's (``setLength``: sparse); blocks only under the entries and a window
+    beyond (the full disk guarantee: allocated before an entry is stored)."""
     idx = OffsetIndex(tmp_path / "00000000000000000000.index", 0)
     assert os.path.getsize(idx.path) == 10 * 1024 * 1024 and idx.entries == 0
+    assert os.stat(idx.path).st_blocks == 0
     idx.append(3, 4096)
+    assert 0 < os.stat(idx.path).st_blocks * 512 <= ALLOCATION_WINDOW + 4096
+    idx.append_many(np.arange(4, 20_004), np.arange(4, 20_004) * 100)
+    assert idx.entries * 8 <= os.stat(idx.path).st_blocks * 512 <= \
+        idx.entries * 8 + ALLOCATION_WINDOW + 4096
     idx.close()
-    assert os.path.getsize(idx.path) == 8
+    assert os.path.getsize(idx.path) == idx.entries * 8
+    again = OffsetIndex(idx.path, 0)            # reopened: the entries, and not past them
+    assert again.entries == 20_001 and again.valid_entries() == 20_001
+    again.resize(10 * 1024 * 1024)              # grown sparse: the same blocks
+    assert os.stat(idx.path).st_blocks * 512 <= 20_001 * 8 + 4096
+    assert again.drop_zero_tail() == 0 and again.entries == 20_001
+    again.close()
 
 
 def test_lookup_many_matches_lookup(idx):
