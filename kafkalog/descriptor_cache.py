@@ -85,13 +85,18 @@ class DescriptorCache:
                 return
             lru[segment] = None
             if len(lru) > self.limit:
-                self._evict(len(lru) - self.limit)
+                # Not the segment being touched: its caller is about to use the handles it
+                # just opened (an index dropped under its user and then resized stayed at
+                # its maximum size). With every other one pinned the list grows instead.
+                self._evict(len(lru) - self.limit, keep=segment)
 
-    def _evict(self, n):
+    def _evict(self, n, keep=None):
         victims = []
         for s in list(self._lru):
             if len(victims) >= n:
                 break
+            if s is keep:
+                continue
             if s.pins == 0:
                 victims.append(s)
         for s in victims:

@@ -73,7 +73,7 @@ class LazyIndex(Generic[_I]):
     ``learn_largest_timestamp()``, ``offset_index`` and its public facts (paths, size, config,
     ``report``).
     """
-    __slots__ = ("_segment", "_cls", "index", "distrusted")
+    __slots__ = ("_segment", "_cls", "index", "distrusted", "_trim_to")
 
     def __init__(self, segment: IndexedSegment, cls: type[_I]) -> None:
         self._segment = segment
@@ -83,6 +83,8 @@ class LazyIndex(Generic[_I]):
         #: an offset index found lying (``distrust``): scans start at the segment's start
         #: until it is rebuilt
         self.distrusted = False
+        #: the size ``close`` trims the file to when it was dropped untrimmed (``drop``)
+        self._trim_to: int | None = None
 
     @property
     def path(self) -> str:
@@ -229,10 +231,27 @@ class LazyIndex(Generic[_I]):
         if self.index is not None:
             self.index.flush()
 
+    def drop(self) -> None:
+        """Let the open index go without trimming it (the descriptor cache's eviction); it is
+        reopened on its next use. A writable one longer than its entries is remembered, so
+        that ``close`` still trims the file: Kafka trims every index at close, and one left
+        at its maximum size would be loaded as full."""
+        index, self.index = self.index, None
+        if index is not None and index.writable:
+            size = index.entries * index.entry_size
+            self._trim_to = size if index.length > size else None
+
     def close(self) -> None:
-        """Trim the open index to its entries and release it (Kafka's ``close``)."""
-        if self.index is not None:
-            self.index.close()
+        """Trim the index to its entries and release it (Kafka's ``close``), also when it was
+        dropped since it was last written."""
+        index, trim_to, self._trim_to = self.index, self._trim_to, None
+        if index is not None:
+            index.close()
+        elif trim_to is not None:
+            try:
+                os.truncate(self.path, trim_to)
+            except FileNotFoundError:
+                pass
 
     def close_handler(self) -> None:
         """Release the open index without trimming it."""
@@ -308,7 +327,7 @@ def replace_index_files(segment: IndexedSegment, contents: Iterable[tuple[LazyIn
         # Dropped, not closed: a reader still holding one keeps its mapping (of the old
         # file: a changed index is written to a new file renamed over the old).
         for lazy, _ in contents:
-            lazy.index = None
+            lazy.index, lazy._trim_to = None, None    # (the file is written whole)
     rebuilt = []
     for lazy, data in contents:
         before = lazy.replace_file(data)

@@ -83,8 +83,7 @@ class LogSegment:
         self.evictable = False  # until built: creating the file touches the descriptor cache
         #: where a repair found after loading goes (the loader's RecoveryReport.add)
         self.report: Callable[..., None] | None = None
-        #: Set by ``recover``: [(index path, entries before or None when missing, entries
-        #: after)] for each index whose contents it changed.
+        #: by ``recover``: [(index path, entries before or None if missing, after)] changed
         self.rebuilt_indexes: list[tuple[str, int | None, int]] = []
         self._final_time_entry: TimestampOffset | None = None  # written by recovery
         self._active = False       # set by LocalLog for the segment appends go to
@@ -132,11 +131,11 @@ class LogSegment:
 
     def drop_handles(self):
         """Let go of the descriptor and mappings (called by the descriptor cache, under its
-        lock, for an unpinned segment); each is reopened on its next use. Writable indexes
-        are consistent on disk (entries, then zeros), so nothing is lost by reopening them."""
+        lock, for an unpinned segment); each is reopened on its next use, and trimmed at close
+        (``LazyIndex.drop``): a writable index is consistent on disk (entries, then zeros)."""
         self._file.drop_handles()
-        self._lazy_offset_index.index = None
-        self._lazy_time_index.index = None
+        self._lazy_offset_index.drop()
+        self._lazy_time_index.drop()
 
     def release_handles(self) -> None:
         """Drop the descriptor and mappings now (reopened on the next use), as recovery does
@@ -205,8 +204,9 @@ class LogSegment:
         self.txn_index.sanity_check()
 
     def resize_indexes(self, size: int) -> None:
-        self.offset_index.resize(size)
-        self.time_index.resize(size)
+        with OPEN_SEGMENTS.pinned(self):    # (an index evicted meanwhile stays as resized)
+            self.offset_index.resize(size)
+            self.time_index.resize(size)
 
     # ------------------------------------------------------------------------------ the file
     @property

@@ -32,11 +32,14 @@ def test_pinned_segments_stay_and_unevictable_ones_never_enter():
     cache.touch(a)
     with cache.pinned(a):
         assert a.pins == 1
-        cache.touch(b)              # a is pinned: the newer b goes instead
-        assert (a.dropped, b.dropped, len(cache)) == (0, 1, 1)
+        cache.touch(b)              # a is pinned, b is in use: the list grows past the limit
+        assert (a.dropped, b.dropped, len(cache)) == (0, 0, 2)
+        c = FakeSegment("c")
+        cache.touch(c)              # b goes, not the c just touched
+        assert (a.dropped, b.dropped, c.dropped, len(cache)) == (0, 1, 0, 2)
     assert a.pins == 0
     cache.touch(b)
-    assert (a.dropped, len(cache)) == (1, 1)
+    assert (a.dropped, c.dropped, len(cache)) == (1, 1, 1)
     cache.forget(b)
     assert len(cache) == 0
 
