@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Union
 from kafkalog import checkpoint, storage
 from kafkalog.cleaner import needs_cleaning
 from kafkalog.config import LogConfig
-from kafkalog.errors import InvalidTopicError, KafkaLogError, LogDirFailureError, LogNotFoundError
+from kafkalog.errors import (
+    InvalidTopicError, KafkaLogError, LogClosedError, LogDirFailureError, LogNotFoundError,
+)
 from kafkalog.files import (
     CLEAN_SHUTDOWN_FILE, DELETED_SUFFIX, LOCK_FILE, META_PROPERTIES, parse_partition_dir_name,
     partition_dir_name, validate_topic,
@@ -363,15 +365,20 @@ class LogManager:
 
     # ------------------------------------------------------------------------------ tasks
     def _each_usable_log(self, what, task):
-        """Run ``task(key, log)`` on every usable log. A log whose dir fails goes offline
-        (``LogDirFailureError``) without stopping the others; the first failure is raised at
-        the end."""
+        """Run ``task(key, log)`` on every usable log. A log closed meanwhile (moved, deleted,
+        shut down: the log says so under its lock with LogClosedError) is skipped, logged at
+        DEBUG; its successor (a moved log) gets the next run. A log whose dir fails goes
+        offline (``LogDirFailureError``) without stopping the others; the first failure is
+        raised at the end."""
         failure = None
         for key, log_ in list(self._logs.items()):
             if not log_.usable:
                 continue
             try:
                 task(key, log_)
+            except LogClosedError:
+                log.debug("%s of %s-%d skipped: the log was closed meanwhile (moved, deleted "
+                          "or shut down)", what, *key)
             except LogDirFailureError as e:
                 log.error("%s of %s-%d failed, the log is offline: %s", what, *key, e)
                 failure = failure or e
@@ -398,7 +405,15 @@ class LogManager:
         done = {}
 
         def clean(key, log_):
-            if log_.config.compact_enabled and needs_cleaning(log_.cleaning_snapshot(), now):
+            if not log_.config.compact_enabled:
+                return
+            # The policy reads the segments' files: under the log's lock, so that no move or
+            # close runs meanwhile.
+            with log_.exclusive():
+                if log_.closed:
+                    raise LogClosedError(f"log {log_.path} is closed")
+                due = needs_cleaning(log_.cleaning_snapshot(), now)
+            if due:
                 done[key] = log_.compact(now)
         self._each_usable_log("compaction", clean)
         return done
