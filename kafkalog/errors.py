@@ -112,6 +112,11 @@ class InvalidTopicError(KafkaLogError):
     """A topic name is not one Kafka accepts."""
 
 
+class InvalidPartitionError(InvalidTopicError):
+    """A partition number outside Kafka's range (0 to 2**31 - 1, a Java int), given or in a
+    partition directory's name."""
+
+
 class IndexFullError(KafkaLogError):
     """An append to an index that has no free slot."""
 
@@ -320,6 +325,7 @@ __all__ = [
     "UnsupportedCompressionError",
     "LogDirLockedError",
     "InvalidTopicError",
+    "InvalidPartitionError",
     "IndexFullError",
     "IndexOffsetOverflowError",
     "InvalidTimestampError",

@@ -5,7 +5,8 @@ A segment's files are ``<20-digit base offset><suffix>`` (``.log``, ``.index``, 
 ``.txnindex``), producer snapshots ``<20-digit offset>.snapshot``; any of them may carry one
 more suffix while it changes state (``.deleted``, ``.cleaned``, ``.swap``). A partition
 directory is ``<topic>-<partition>``; a deleted, future (alter-log-dirs) or stray one is
-``<topic>-<partition>.<unique id>-delete`` / ``-future`` / ``-stray``.
+``<topic>-<partition>.<unique id>-delete`` / ``-future`` / ``-stray``, its topic cut so that the
+name fits in 255 bytes (Kafka's ``logDirNameWithSuffixCappedLength``).
 
 Kafka 0.7 logs: a partition directory of ``<byte offset>.kafka`` files (20 digits as 0.7 wrote
 them, fewer from some tools), named ``<topic>-<partition>`` or, as 0.7's documentation shows,
@@ -20,7 +21,7 @@ import re
 from typing import Iterable, NamedTuple
 
 from kafkalog._typing import StrPath
-from kafkalog.errors import InvalidTopicError, KafkaLogError
+from kafkalog.errors import InvalidPartitionError, InvalidTopicError, KafkaLogError
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -60,10 +61,15 @@ _LOG_FILE_ENDING = re.compile(r"\.(log|index|timeindex|txnindex|snapshot)"
 KRAFT_SNAPSHOT_SUFFIX = ".checkpoint"
 _KRAFT_SNAPSHOT_NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
 MAX_TOPIC_LENGTH = 249
+MAX_PARTITION = 2**31 - 1       # a Java int
+MAX_DIR_NAME_BYTES = 255        # a file name's limit on common file systems
+_PARTITION = re.compile(r"^[0-9]+$")
 
-TopicPartitionDir = collections.namedtuple("TopicPartitionDir", "topic partition state")
+TopicPartitionDir = collections.namedtuple("TopicPartitionDir", "topic partition state unique_id",
+                                           defaults=(None,))
 TopicPartitionDir.__doc__ = """A partition directory's name parsed: ``state`` is ``""`` for a
-live log, else ``"delete"``, ``"future"`` or ``"stray"``."""
+live log (``unique_id`` None), else ``"delete"``, ``"future"`` or ``"stray"`` with the name's
+``unique_id``; in those the topic may be cut (a long topic's, to fit 255 bytes)."""
 
 
 def file_name(offset: int, suffix: str) -> str:
@@ -166,21 +172,42 @@ def validate_topic(topic: str) -> str:
     return topic
 
 
+def validate_partition(partition: int) -> int:
+    """A partition number in Kafka's range (0 to 2**31 - 1); raises InvalidPartitionError."""
+    if not isinstance(partition, int) or isinstance(partition, bool) or \
+            not 0 <= partition <= MAX_PARTITION:
+        raise InvalidPartitionError(f"invalid partition {partition!r}: a partition number is "
+                                    f"0 to {MAX_PARTITION}")
+    return partition
+
+
 def partition_dir_name(topic: str, partition: int, state: str = "",
                        unique_id: str | None = None) -> str:
-    """``<topic>-<partition>``, or with a state ``<topic>-<partition>.<unique id>-<state>``."""
-    name = f"{topic}-{partition}"
+    """``<topic>-<partition>``, or with a state ``<topic>-<partition>.<unique id>-<state>`` with
+    the topic cut so that the name fits in 255 bytes (as Kafka names its ``-delete`` and
+    ``-stray`` directories; kafkalog its ``-future`` ones too, so that every legal topic can
+    be moved). Raises InvalidPartitionError for a partition outside Kafka's range, and
+    InvalidTopicError for a live name over 255 bytes (a 249-character topic's partition
+    100000 and above: no file system takes it)."""
+    validate_partition(partition)
     if not state:
+        name = f"{topic}-{partition}"
+        if len(name.encode()) > MAX_DIR_NAME_BYTES:
+            raise InvalidTopicError(f"{topic}-{partition}: a partition directory name longer "
+                                    f"than {MAX_DIR_NAME_BYTES} bytes")
         return name
     suffix = {v: k for k, v in _DIR_SUFFIXES.items()}[state]
-    return f"{name}.{unique_id}{suffix}"
+    tail = f"-{partition}.{unique_id}{suffix}"
+    return topic[:max(0, MAX_DIR_NAME_BYTES - len(tail.encode()))] + tail
 
 
 def parse_partition_dir_name(name: str) -> TopicPartitionDir:
     """A ``TopicPartitionDir`` of a partition directory name; raises KafkaLogError for a name
-    that is not one (as Kafka's ``parseTopicPartitionName``)."""
+    that is not one (as Kafka's ``parseTopicPartitionName``), InvalidPartitionError for a
+    partition number outside Kafka's range."""
     state = ""
     stem = name
+    unique = None
     for suffix, kind in _DIR_SUFFIXES.items():
         if name.endswith(suffix):
             stem, _, unique = name[:-len(suffix)].rpartition(".")
@@ -189,9 +216,11 @@ def parse_partition_dir_name(name: str) -> TopicPartitionDir:
             state = kind
             break
     topic, sep, partition = stem.rpartition("-")
-    if not sep or not topic or not partition.isdigit() or not _TOPIC.match(topic):
+    if not sep or not topic or not _PARTITION.match(partition) or not _TOPIC.match(topic):
         raise KafkaLogError(f"{name!r} is not a topic-partition directory name")
-    return TopicPartitionDir(topic, int(partition), state)
+    if int(partition) > MAX_PARTITION:
+        raise InvalidPartitionError(f"{name!r}: partition {partition} is above {MAX_PARTITION}")
+    return TopicPartitionDir(topic, int(partition), state, unique)
 
 
 def parse_topic_partition(name: str) -> tuple[str, int]:
@@ -210,7 +239,8 @@ def log07_topic_partition(name: str) -> tuple[str, int] | None:
     if found is not None:
         return found
     topic, sep, partition = name.rpartition("_")
-    if sep and topic and partition.isdigit() and _TOPIC.match(topic):
+    if sep and topic and _PARTITION.match(partition) and _TOPIC.match(topic) and \
+            int(partition) <= MAX_PARTITION:
         return topic, int(partition)
     return None
 

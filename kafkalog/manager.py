@@ -21,7 +21,7 @@ from kafkalog.errors import (
 )
 from kafkalog.files import (
     CLEAN_SHUTDOWN_FILE, DELETED_SUFFIX, LOCK_FILE, META_PROPERTIES, parse_partition_dir_name,
-    partition_dir_name, validate_topic,
+    partition_dir_name, validate_partition, validate_topic,
 )
 from kafkalog.locks import FileLock
 from kafkalog.log import Log
@@ -37,12 +37,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MOVE_MARKER = ".kafkalog-move"
-
-
-def _validate_partition(partition):
-    if not isinstance(partition, int) or isinstance(partition, bool) or partition < 0:
-        raise InvalidTopicError(f"invalid partition {partition!r}")
-    return partition
 
 
 class LogManager:
@@ -149,14 +143,16 @@ class LogManager:
 
     def _finish_or_drop_moves(self):
         """Finish or drop a ``move_log`` that a crash interrupted. Its ``-future`` directory
-        holds a ``.kafkalog-move`` marker: with the live directory still there the copy may be
-        incomplete, so it is dropped; with the live one renamed ``<name>.<token>-delete`` the
-        copy was complete, so it is renamed into place. A ``-future`` directory without the
-        marker is another tool's (a broker's replica move) and is left alone, never loaded."""
+        holds a ``.kafkalog-move`` marker naming the live directory (a long topic is cut in
+        the ``-future`` name): with the live directory still there the copy may be
+        incomplete, so it is dropped; with the live one renamed ``-delete`` with the same
+        unique id the copy was complete, so it is renamed into place. A ``-future`` directory
+        without the marker is another tool's (a broker's replica move) and is left alone,
+        never loaded."""
         dirs = {d: {n: _parsed(n) for n in os.listdir(d) if os.path.isdir(os.path.join(d, n))}
                 for d in self.log_dirs}
         live = {n for d in dirs for n, p in dirs[d].items() if p is not None and not p.state}
-        deleting = {_token_stem(n) for d in dirs for n, p in dirs[d].items()
+        deleting = {p.unique_id for d in dirs for p in dirs[d].values()
                     if p is not None and p.state == "delete"}
         for d, names in dirs.items():
             for name, parsed in names.items():
@@ -166,8 +162,8 @@ class LogManager:
                     os.remove(os.path.join(path, MOVE_MARKER))     # moved; marker left
                 if parsed is None or parsed.state != "future" or not marked:
                     continue
-                partition_name = partition_dir_name(parsed.topic, parsed.partition)
-                if partition_name in live or _token_stem(name) not in deleting:
+                partition_name = _moved_name(path, parsed)
+                if partition_name in live or parsed.unique_id not in deleting:
                     log.warning("dropping the unfinished move %s", path)
                     shutil.rmtree(path, ignore_errors=True)
                 else:
@@ -248,7 +244,7 @@ class LogManager:
     def get_or_create_log(self, topic: str, partition: int, config: ConfigLike = None) -> Log:
         """The partition's Log, created in the log dir holding the fewest partitions."""
         validate_topic(topic)
-        _validate_partition(partition)
+        validate_partition(partition)
         with self._lock:
             self._check_open()
             if self.read_only and (topic, partition) not in self._logs:
@@ -317,7 +313,7 @@ class LogManager:
             with log.exclusive(), _dir_io([source_dir, target_dir], f"moving {log.path}"):
                 log.flush()
                 os.makedirs(future)
-                open(os.path.join(future, MOVE_MARKER), "wb").close()
+                checkpoint.write_atomically(os.path.join(future, MOVE_MARKER), name)
                 for entry in sorted(os.scandir(log.path), key=lambda e: e.name):
                     if entry.is_file() and not entry.name.endswith(DELETED_SUFFIX) and \
                             entry.name != MOVE_MARKER:
@@ -531,6 +527,13 @@ def _parsed(name):
         return None
 
 
-def _token_stem(name):
-    """``<topic>-<p>.<token>`` of a ``-delete`` / ``-future`` directory name."""
-    return name.rsplit("-", 1)[0]
+def _moved_name(future, parsed):
+    """The live directory name the ``.kafkalog-move`` marker of ``-future`` directory
+    ``future`` (``parsed``) names: the same partition, its topic beginning as the cut one;
+    else (a marker of an older kafkalog: empty) the name ``parsed`` gives."""
+    with open(os.path.join(future, MOVE_MARKER), "rb") as f:
+        named = _parsed(f.read().decode("ascii", "replace").strip())
+    if named is not None and not named.state and named.partition == parsed.partition and \
+            named.topic.startswith(parsed.topic):
+        return partition_dir_name(named.topic, named.partition)
+    return partition_dir_name(parsed.topic, parsed.partition)

@@ -4,11 +4,12 @@ import logging
 import pytest
 
 from kafkalog.checkpoint import LogDirCheckpoints, write_offset_checkpoint
-from kafkalog.errors import InvalidTopicError, KafkaLogError
+from kafkalog.errors import InvalidPartitionError, InvalidTopicError, KafkaLogError
 from kafkalog.files import (
-    LOG_SUFFIX, SWAP_SUFFIX, TopicPartitionDir, file_name, offset_from_file_name, offsets_of,
-    parse_file_name, parse_partition_dir_name, parse_topic_partition, partition_dir_name,
-    topic_partition_or_none, validate_topic,
+    LOG_SUFFIX, SWAP_SUFFIX, TopicPartitionDir, file_name, log07_topic_partition,
+    offset_from_file_name, offsets_of, parse_file_name, parse_partition_dir_name,
+    parse_topic_partition, partition_dir_name, topic_partition_or_none, validate_partition,
+    validate_topic,
 )
 from kafkalog.log_segments import LogSegments
 
@@ -32,7 +33,7 @@ def test_partition_directory_names():
     assert parse_topic_partition("orders-3") == ("orders", 3)
     assert parse_topic_partition("my-topic-10") == ("my-topic", 10)
     assert parse_partition_dir_name("orders-3.0123abc-delete") == \
-        TopicPartitionDir("orders", 3, "delete")
+        TopicPartitionDir("orders", 3, "delete", "0123abc")
     assert parse_partition_dir_name("orders-3.ab-future").state == "future"
     assert parse_partition_dir_name("orders-3.ab-stray").state == "stray"
     assert partition_dir_name("orders", 3, "future", "ab") == "orders-3.ab-future"
@@ -44,6 +45,45 @@ def test_partition_directory_names():
         validate_topic("..")
     with pytest.raises(InvalidTopicError):
         validate_topic("x" * 250)
+
+
+def test_partition_numbers_outside_kafkas_range_are_refused():
+    assert validate_partition(0) == 0 and validate_partition(2**31 - 1) == 2**31 - 1
+    for bad in (-1, 2**31, True, 1.0, "1"):
+        with pytest.raises(InvalidPartitionError):
+            validate_partition(bad)
+        with pytest.raises(InvalidPartitionError):
+            partition_dir_name("t", bad)
+    assert parse_topic_partition("t-2147483647") == ("t", 2**31 - 1)
+    for name in ("t-2147483648", "t-99999999999999999999", "t-2147483648.ab-delete"):
+        with pytest.raises(InvalidPartitionError):
+            parse_partition_dir_name(name)
+    for name in ("t-2147483648", "t-\u0661", "t-\u00b2"):      # Unicode digits are no number
+        assert topic_partition_or_none(name) is None, name
+    assert log07_topic_partition("t_2147483648") is None
+
+
+@pytest.mark.parametrize("state", ["delete", "future", "stray"])
+@pytest.mark.parametrize("topic, partition", [("orders", 3), ("t" * 249, 0),
+                                              ("t" * 249, 2**31 - 1), ("t" * 200, 12345)])
+def test_state_directory_names_fit_255_bytes(topic, partition, state):
+    """Kafka's logDirNameWithSuffixCappedLength: the topic is cut, the rest kept whole."""
+    unique = "0123456789abcdef0123456789abcdef"
+    name = partition_dir_name(topic, partition, state, unique)
+    assert len(name.encode()) <= 255
+    parsed = parse_partition_dir_name(name)
+    assert (parsed.partition, parsed.state, parsed.unique_id) == (partition, state, unique)
+    assert topic.startswith(parsed.topic)
+    if len(f"{topic}-{partition}.{unique}-{state}") <= 255:
+        assert name == f"{topic}-{partition}.{unique}-{state}"
+    else:
+        assert len(name.encode()) == 255
+
+
+def test_a_live_directory_name_over_255_bytes_is_refused():
+    assert partition_dir_name("t" * 249, 99999) == "t" * 249 + "-99999"
+    with pytest.raises(InvalidTopicError):
+        partition_dir_name("t" * 249, 100000)
 
 
 class _Seg:

@@ -7,7 +7,9 @@ import pytest
 
 from kafkalog import Record
 from kafkalog.checkpoint import read_offset_checkpoint
-from kafkalog.errors import InvalidTopicError, LogDirFailureError, LogDirLockedError
+from kafkalog.errors import (
+    InvalidPartitionError, InvalidTopicError, LogDirFailureError, LogDirLockedError,
+)
 from kafkalog.manager import LogManager
 
 from conftest import process_dies
@@ -81,6 +83,37 @@ def test_topic_names_are_validated(tmp_path, topic):
             mgr.get_or_create_log("ok", -1)
 
 
+@pytest.mark.parametrize("partition", [-1, 2**31, 2**63, True, "0"])
+def test_partitions_outside_kafkas_range_are_refused(tmp_path, partition):
+    with LogManager([tmp_path], background=False) as mgr:
+        with pytest.raises(InvalidPartitionError):
+            mgr.get_or_create_log("ok", partition)
+        assert mgr.get_or_create_log("ok", 2**31 - 1).log_end_offset == 0
+    assert os.listdir(tmp_path / "ok-2147483647")
+
+
+def test_a_249_character_topic_is_created_moved_and_deleted(tmp_path):
+    """Its -future and -delete directory names are cut to 255 bytes (Kafka's
+    logDirNameWithSuffixCappedLength): a whole one would be 291."""
+    topic = "t" * 249
+    dirs = [str(tmp_path / "d1"), str(tmp_path / "d2")]
+    with LogManager(dirs, CONFIG, background=False) as mgr:
+        log = mgr.get_or_create_log(topic, 7)
+        log.append(records(30))
+        source = os.path.dirname(log.path)
+        target = dirs[1] if source == dirs[0] else dirs[0]
+        moved = mgr.move_log(topic, 7, target)
+        assert moved.path == os.path.join(target, f"{topic}-7")
+        assert [r.key for r in moved.records()] == [r.key for r in records(30)]
+        moved.append(records(1))
+        assert mgr.delete_log(topic, 7)
+        mgr.scheduler.run_pending_now()
+        for d in dirs:
+            assert not [n for n in os.listdir(d) if n.startswith("ttt")]
+    with LogManager(dirs, CONFIG, background=False) as again:
+        assert again.logs() == {}
+
+
 def test_delete_log(tmp_path):
     with LogManager([tmp_path], CONFIG, background=False) as mgr:
         log = mgr.get_or_create_log("gone", 0)
@@ -137,10 +170,10 @@ def test_background_tasks_run(tmp_path):
         assert checkpoint.exists()
 
 
-def _filled_manager(tmp_path):
+def _filled_manager(tmp_path, topic="moving"):
     dirs = [tmp_path / "d1", tmp_path / "d2"]
     mgr = LogManager(dirs, CONFIG, background=False)
-    log = mgr.get_or_create_log("moving", 0)
+    log = mgr.get_or_create_log(topic, 0)
     for _ in range(20):
         log.append(records(5))
     return mgr, dirs, [(r.offset, r.value) for r in log.records()]
@@ -162,11 +195,13 @@ def test_move_log_between_log_dirs(tmp_path):
         assert again.get_log("moving", 0).log_end_offset == 101
 
 
-@pytest.mark.parametrize("crash_at", ["copy", "rename-live", "rename-future"])
-def test_move_log_survives_a_crash(tmp_path, monkeypatch, crash_at):
+@pytest.mark.parametrize("crash_at, topic", [
+    ("copy", "moving"), ("rename-live", "moving"), ("rename-future", "moving"),
+    ("rename-future", "m" * 249)])      # the -future name cut: the marker names the partition
+def test_move_log_survives_a_crash(tmp_path, monkeypatch, crash_at, topic):
     import shutil as shutil_module
-    mgr, dirs, want = _filled_manager(tmp_path)
-    source = os.path.dirname(mgr.get_log("moving", 0).path)
+    mgr, dirs, want = _filled_manager(tmp_path, topic)
+    source = os.path.dirname(mgr.get_log(topic, 0).path)
     target = str(dirs[1]) if source == str(dirs[0]) else str(dirs[0])
     real_copy, real_replace = shutil_module.copy2, os.replace
     copies = []
@@ -186,13 +221,13 @@ def test_move_log_survives_a_crash(tmp_path, monkeypatch, crash_at):
     monkeypatch.setattr(shutil_module, "copy2", copy)
     monkeypatch.setattr(os, "replace", replace)
     with pytest.raises(LogDirFailureError):
-        mgr.move_log("moving", 0, target)
+        mgr.move_log(topic, 0, target)
     monkeypatch.setattr(shutil_module, "copy2", real_copy)
     monkeypatch.setattr(os, "replace", real_replace)
     process_dies(mgr)            # the process dies here
     mgr.scheduler.shutdown(run_pending=False)
     with LogManager(dirs, CONFIG, background=False) as again:
-        log = again.get_log("moving", 0)
+        log = again.get_log(topic, 0)
         assert [(r.offset, r.value) for r in log.records()] == want
         for d in dirs:
             assert not any(n.endswith(("-future", "-delete")) for n in os.listdir(d))
