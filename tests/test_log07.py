@@ -3,6 +3,7 @@ wrappers, torn tails, a full-length entry with a bad CRC followed by zeros, seve
 file names), 0.7's recovery of the newest file, reads by byte offset, and writing (roll, flush,
 retention). Runs with either kernels (``KAFKALOG_NO_EXTENSIONS=1`` for the twins)."""
 import gzip
+import itertools
 import logging
 import os
 import struct
@@ -104,11 +105,19 @@ def test_compressed_wrappers(tmp_path):
             log.read(g + 4, 100)
 
 
-def test_corrupt_inner_message_set(tmp_path):
-    inner = entry(b"x") + b"\0\0"                      # a torn inner entry
-    d = write_dir(tmp_path, {log07_file_name(0): entry(gzip.compress(inner), attributes=1)})
-    with Log07.open(d, read_only=True) as log, pytest.raises(CorruptRecordError, match="gzip"):
-        list(log.messages())
+def test_nested_and_corrupt_message_sets(tmp_path):
+    nested = entry(gzip.compress(entry(b"p") + snappy_wrapper(b"n1", b"n2")), attributes=1)
+    torn = entry(gzip.compress(entry(b"x") + b"\0\0"), attributes=1)   # a torn inner entry
+    d = write_dir(tmp_path, {log07_file_name(0): entry(b"a") + nested + torn})
+    a, n = len(entry(b"a")), len(entry(b"a") + nested)
+    with Log07.open(d, read_only=True) as log:
+        it = log.messages()
+        assert [(m.offset, m.next_offset, m.payload, m.codec) for m in itertools.islice(it, 4)] \
+            == [(0, a, b"a", "none"), (a, n, b"p", "gzip"), (a, n, b"n1", "gzip"),
+                (a, n, b"n2", "gzip")]
+        with pytest.raises(CorruptRecordError, match="gzip message set") as e:
+            next(it)
+        assert e.value.position == n
 
 
 def test_several_files_and_short_names(tmp_path):

@@ -11,10 +11,13 @@ import struct
 import zlib
 from typing import Any, Iterable, Iterator, NamedTuple
 
+import numpy as np
+
 from kafkalog import codecs
 from kafkalog._kernels import walk_log07
-from kafkalog._layout import WALK_END, WALK_PARTIAL
+from kafkalog._layout import HEADER_DTYPE, RECORD_DTYPE, WALK_END, WALK_PARTIAL
 from kafkalog.errors import CorruptRecordError, UnknownCodecError, UnsupportedCompressionError
+from kafkalog.records import RecordTable, TimestampType
 
 #: The codecs 0.7 knew (the low 2 bits of a magic 1 message's attributes).
 LOG07_CODECS = (codecs.NONE, codecs.GZIP, codecs.SNAPPY)
@@ -80,32 +83,113 @@ def walk_all(buf: Any, start: int, end: int, validate_crc: bool
         pos = stop
 
 
-def messages_of(buf: Any, entries: Any, base_offset: int, validate_crc: bool = True,
-                path: str | None = None) -> Iterator[Message07]:
-    """The messages of walked ``entries`` (``LOG07_ENTRY_DTYPE`` rows, positions in ``buf``,
-    whose first byte is at offset ``base_offset``), a wrapper's inner messages in its place."""
-    for row in entries.tolist():
-        position, payload_position, size, payload_size, crc, magic, _, codec, _ = row
-        offset = base_offset + position
-        payload = bytes(buf[payload_position:payload_position + payload_size])
-        if codec == codecs.NONE:
-            yield Message07(offset, offset + size, payload, "none", magic, crc, size)
-        else:
-            yield from _inner_messages(payload, codec, offset, offset + size, validate_crc,
-                                       path, position)
+class MessageColumns(NamedTuple):
+    """The messages of walked entries, columnar, in log order: ``data`` is the buffer
+    ``value_pos`` indexes into; ``entry`` the index of each message's top-level entry among
+    those walked; ``size``, ``crc``, ``magic`` the message's own; ``codec`` its top-level
+    entry's (the codec it was stored under)."""
+    data: Any
+    entry: np.ndarray
+    value_pos: np.ndarray
+    value_len: np.ndarray
+    size: np.ndarray
+    crc: np.ndarray
+    magic: np.ndarray
+    codec: np.ndarray
 
 
-def _inner_messages(payload, codec, offset, next_offset, validate_crc, path, position):
+def decode_entries(buf: Any, entries: np.ndarray, validate_crc: bool = True,
+                   path: str | None = None) -> MessageColumns:
+    """``MessageColumns`` of walked ``entries`` (``LOG07_ENTRY_DTYPE`` rows, positions in
+    ``buf``). Without a wrapper among them the payloads stay in ``buf`` (no copy); else the
+    walked bytes and each wrapper's decompressed message set (walked by the kernel, its own
+    wrappers decoded the same way, as 0.7's deep iterator did) are gathered in one buffer.
+
+    Raises CorruptRecordError for a wrapper whose message set does not decompress or walk
+    to its end (an inner CRC32 mismatch with ``validate_crc``), UnknownCodecError for a codec
+    0.7 did not know."""
+    wrappers = np.flatnonzero(entries["codec"] != codecs.NONE)
+    plain = entries if len(wrappers) == 0 else entries[entries["codec"] == codecs.NONE]
+    index = np.arange(len(entries)) if len(wrappers) == 0 else \
+        np.flatnonzero(entries["codec"] == codecs.NONE)
+    columns = [MessageColumns(None, index, plain["payload_position"].astype(np.int64),
+                              plain["payload_size"].astype(np.int32), plain["size"].copy(),
+                              plain["crc"].copy(), plain["magic"].copy(),
+                              plain["codec"].copy())]
+    if len(wrappers) == 0:
+        return columns[0]._replace(data=buf)
+    first = int(entries["position"][0])
+    last = entries[-1]
+    data = bytearray(buf[first:int(last["position"]) + int(last["size"])])
+    columns[0] = columns[0]._replace(value_pos=columns[0].value_pos - first)
+    for i in wrappers.tolist():
+        inner = _inner(buf, entries[i], validate_crc, path)
+        n = len(inner.entry)
+        columns.append(inner._replace(entry=np.full(n, i), value_pos=inner.value_pos + len(data),
+                                      codec=np.full(n, entries["codec"][i], np.int8)))
+        data += inner.data
+    order = np.argsort(np.concatenate([c.entry for c in columns]), kind="stable")
+    return MessageColumns(data, *(np.concatenate([getattr(c, f) for c in columns])[order]
+                                  for f in MessageColumns._fields[1:]))
+
+
+def _inner(buf, row, validate_crc, path):
+    """``MessageColumns`` of one wrapper's message set (its own ``data``); any damage inside
+    is a CorruptRecordError at the wrapper's position."""
+    codec, position = int(row["codec"]), int(row["position"])
     if codec not in LOG07_CODECS:
         raise UnknownCodecError(f"Kafka 0.7 message has unknown codec {codec}", position, path)
-    inner = codecs.decompress(codec, payload)
-    entries, status, stop, message = walk_log07(inner, 0, -1, validate_crc)
-    if status != WALK_END:
-        why = "a truncated message" if status == WALK_PARTIAL else message
-        raise CorruptRecordError(f"the {codecs.CODEC_NAMES[codec]} message set of the wrapper "
-                                 f"at offset {offset} holds {why} at inner position {stop}",
-                                 position, path)
     name = codecs.CODEC_NAMES[codec]
-    for m in messages_of(inner, entries, 0, validate_crc, path):
-        yield m._replace(offset=offset, next_offset=next_offset,
-                         codec=name if m.codec == "none" else m.codec)
+    start = int(row["payload_position"])
+    try:
+        inner = bytes(codecs.decompress(codec, buf[start:start + int(row["payload_size"])]))
+        entries, status, stop, message = walk_log07(inner, 0, -1, validate_crc)
+        if status != WALK_END:
+            why = "a truncated message" if status == WALK_PARTIAL else message
+            raise CorruptRecordError(f"holds {why} at inner position {stop}")
+        columns = decode_entries(inner, entries, validate_crc)
+    except CorruptRecordError as e:
+        raise CorruptRecordError(f"the {name} message set of the wrapper: {e.reason}",
+                                 position, path) from None
+    return columns._replace(data=bytes(columns.data))
+
+
+def messages_of(buf: Any, entries: np.ndarray, base_offset: int, validate_crc: bool = True,
+                path: str | None = None) -> Iterator[Message07]:
+    """The messages of walked ``entries`` (positions in ``buf``, whose first byte is at
+    offset ``base_offset``) as ``Message07``, a wrapper's inner messages in its place; a
+    damaged wrapper raises CorruptRecordError after the messages before it."""
+    try:
+        c = decode_entries(buf, entries, validate_crc, path)
+    except CorruptRecordError as e:
+        if e.position is not None:
+            yield from messages_of(buf, entries[entries["position"] < e.position], base_offset,
+                                   validate_crc, path)
+        raise
+    starts = base_offset + entries["position"].astype(np.int64)
+    ends = starts + entries["size"]
+    data = c.data
+    for e, pos, n, size, crc, magic, codec in zip(
+            c.entry.tolist(), c.value_pos.tolist(), c.value_len.tolist(), c.size.tolist(),
+            c.crc.tolist(), c.magic.tolist(), c.codec.tolist()):
+        yield Message07(int(starts[e]), int(ends[e]), bytes(data[pos:pos + n]),
+                        codecs.CODEC_NAMES.get(codec, str(codec)), magic, crc, size)
+
+
+def message_table(buf: Any, entries: np.ndarray, base_offset: int, validate_crc: bool = True,
+                  path: str | None = None) -> RecordTable:
+    """The messages of walked ``entries`` as a ``RecordTable`` (the readers' columnar form):
+    ``offset`` its top-level entry's byte offset, the payload as value, no key, no timestamp
+    (-1, ``NO_TIMESTAMP_TYPE``), no headers; ``batch`` the index of its top-level entry."""
+    c = decode_entries(buf, entries, validate_crc, path)
+    n = len(c.entry)
+    records = np.zeros(n, RECORD_DTYPE)
+    records["offset"] = base_offset + entries["position"][c.entry]
+    records["timestamp"] = -1
+    records["value_pos"] = c.value_pos
+    records["value_len"] = c.value_len
+    records["key_len"] = -1
+    records["size"] = c.size
+    return RecordTable(c.data, records, np.empty(0, HEADER_DTYPE), c.entry.astype(np.int32),
+                       np.full(n, -1, np.int64), c.crc.astype(np.int64),
+                       np.full(n, TimestampType.NO_TIMESTAMP_TYPE, np.int8))
