@@ -19,6 +19,8 @@ from kafkalog._layout import HEADER_DTYPE, RECORD_DTYPE, WALK_END, WALK_PARTIAL
 from kafkalog.errors import CorruptRecordError, UnknownCodecError, UnsupportedCompressionError
 from kafkalog.records import RecordTable, TimestampType
 
+#: A scan task's ``"format"`` when it reads a Kafka 0.7 file.
+LOG07_FORMAT = "0.7"
 #: The codecs 0.7 knew (the low 2 bits of a magic 1 message's attributes).
 LOG07_CODECS = (codecs.NONE, codecs.GZIP, codecs.SNAPPY)
 _ENTRY_CHUNK = 1 << 16        # entries per kernel call: bounds the entry table's memory

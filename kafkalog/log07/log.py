@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import numpy as np
 
+from kafkalog import storage
 from kafkalog._kernels import walk_log07
 from kafkalog._layout import WALK_END, WALK_INVALID, WALK_PARTIAL
 from kafkalog.config import LogConfig
@@ -74,6 +75,13 @@ class Segment07:
                 _close(buf)
             self._positions = np.concatenate(found) if found else np.empty(0, np.int64)
         return self._positions
+
+    def entry_start(self, offset: int) -> int:
+        """The position of its first entry at or after byte offset ``offset`` (its size when
+        there is none): where a read of the offsets from ``offset`` starts."""
+        positions = self.positions()
+        i = int(np.searchsorted(positions, offset - self.base_offset))
+        return int(positions[i]) if i < len(positions) else self.size
 
     def appended(self, size: int) -> None:
         self.size += size
@@ -139,6 +147,8 @@ class Log07:
         Raises ``LogNotFoundError`` when ``path`` does not exist,
         ``NotAPartitionDirectoryError`` when it is not a directory.
         """
+        if storage.is_remote(storage.normalize(os.fspath(path))):
+            raise KafkaLogError(f"{path}: Kafka 0.7 logs are read from local directories only")
         path = os.path.abspath(os.fspath(path))
         if not os.path.exists(path):
             raise LogNotFoundError(f"{path}: no such Kafka 0.7 partition directory")
@@ -173,6 +183,20 @@ class Log07:
     def high_watermark(self) -> int:
         """The log end offset (0.7 had no replication); the retention policies read it."""
         return self.log_end_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The log end offset (0.7 had no transactions)."""
+        return self.log_end_offset
+
+    def aborted_transactions(self, start_offset: int, end_offset: int) -> list[Any]:
+        """None: 0.7 had no transactions (the scan planner asks every log)."""
+        return []
+
+    def offset_for_timestamp(self, timestamp: int) -> None:
+        """None: 0.7 messages carry no timestamp, so none matches (Spark's source then
+        follows ``startingOffsetsByTimestampStrategy``)."""
+        return None
 
     @property
     def size(self) -> int:

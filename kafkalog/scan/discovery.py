@@ -7,6 +7,9 @@ replica whose newest segment starts at the highest offset (then: the most bytes,
 path given) is read for every offset it holds; offsets below its log start are read from the
 next replica that holds them, and so on down. Each offset is read once.
 
+Kafka 0.7 partition directories (``.kafka`` files, named ``<topic>-<partition>`` or
+``<topic>_<partition>``) are found too and read through ``Log07``: their offsets are byte offsets.
+
 Tiered storage: a prefix of objects written by Aiven's RemoteStorageManager (see
 ``kafkalog.tiered``) is discovered as partition directories like a log dir; given with a
 broker's log dir, it is one more replica of each partition.
@@ -18,9 +21,10 @@ import os
 
 from kafkalog import storage
 from kafkalog.errors import PartitionNotFoundError
-from kafkalog.files import topic_partition_or_none
+from kafkalog.files import log07_topic_partition, topic_partition_or_none
 from kafkalog.log import Log
-from kafkalog.log_dirs import partition_dirs
+from kafkalog.log07 import Log07
+from kafkalog.log_dirs import is_log07_dir, partition_dirs
 
 log = logging.getLogger(__name__)
 
@@ -28,14 +32,19 @@ ABOVE_ANY_OFFSET = 2 ** 63 - 1   # a high watermark the engine clamps to the log
 
 
 class Replica:
-    """One copy of a topic-partition: the engine's read-only view of its directory.
+    """One copy of a topic-partition: the engine's read-only view of its directory (a
+    ``Log07`` for a Kafka 0.7 one, whose offsets are byte offsets).
     ``log_end_is_latest``: its high watermark is the log end (``readAboveHighWatermark``)."""
 
-    def __init__(self, path, order, log_end_is_latest=False, storage_options=None):
+    def __init__(self, path, order, log_end_is_latest=False, storage_options=None,
+                 log07=False):
         self.order = order
-        self.log = Log.open(path, read_only=True,
-                            high_watermark=ABOVE_ANY_OFFSET if log_end_is_latest else None,
-                            storage_options=storage_options)
+        if log07:
+            self.log = Log07.open(path, read_only=True)
+        else:
+            self.log = Log.open(path, read_only=True,
+                                high_watermark=ABOVE_ANY_OFFSET if log_end_is_latest else None,
+                                storage_options=storage_options)
         self.path = self.log.path
 
     @property
@@ -68,8 +77,11 @@ def discover(paths, stack, log_end_is_latest=False, storage_options=None, rsm_ke
     order = 0
     for root in paths:
         root = storage.configure(os.fspath(root), storage_options, rsm_keys)
-        for directory in partition_dirs(root, recursive=True, required=True):
-            key = topic_partition_or_none(os.path.basename(directory))
+        for directory in partition_dirs(root, recursive=True, required=True, log07=True):
+            name = os.path.basename(directory)
+            # a listing more per partition, so local only: 0.7 logs are read from local dirs
+            log07 = not storage.is_remote(directory) and is_log07_dir(directory)
+            key = log07_topic_partition(name) if log07 else topic_partition_or_none(name)
             if key is None:
                 if directory == storage.abspath(storage.normalize(root)):
                     raise PartitionNotFoundError(
@@ -78,7 +90,7 @@ def discover(paths, stack, log_end_is_latest=False, storage_options=None, rsm_ke
                         "or link it under such a name")
                 log.debug("skipping %s: not named <topic>-<partition>", directory)
                 continue
-            replica = Replica(directory, order, log_end_is_latest, storage_options)
+            replica = Replica(directory, order, log_end_is_latest, storage_options, log07)
             stack.callback(replica.close)
             found.setdefault(key, []).append(replica)
             order += 1

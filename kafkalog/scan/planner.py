@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import os
 import re
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
@@ -38,6 +39,8 @@ import numpy as np
 from kafkalog import storage
 from kafkalog._layout import HEADER_SIZE_UP_TO_MAGIC
 from kafkalog.errors import InvalidConfigError, OffsetOutOfRangeError
+from kafkalog.log07 import Segment07
+from kafkalog.log07.format import LOG07_FORMAT
 from kafkalog.scan.discovery import ABOVE_ANY_OFFSET, discover, served_ranges
 
 if TYPE_CHECKING:
@@ -256,8 +259,9 @@ def _plan_tasks(paths, opts, start, end, keys, pushdown=None, storage_options=No
 def _first_magic(segment, directory):
     """The magic byte of a local segment's first batch (2: record batches; 0, 1: legacy
     message sets, which the JVM reader refuses); None for a remote or empty one (not fetched:
-    only local logs go to the JVM reader)."""
-    if segment is None or storage.is_remote(directory) or segment.size < HEADER_SIZE_UP_TO_MAGIC:
+    only local logs go to the JVM reader) and for a Kafka 0.7 file (no record batches)."""
+    if segment is None or isinstance(segment, Segment07) or storage.is_remote(directory) or \
+            segment.size < HEADER_SIZE_UP_TO_MAGIC:
         return None
     return segment.read_bytes(HEADER_SIZE_UP_TO_MAGIC - 1, 1)[0]
 
@@ -297,10 +301,13 @@ def _cut_at_batches(tasks, parts):
     lo, hi = _span(tasks)
     starts = []                        # (base offset, task index, position) of batch starts
     for i, t in enumerate(tasks):
-        batches = t["_segment"].batches(t["start_pos"])[0]
-        inside = (batches["position"] > t["start_pos"]) & (batches["position"] < t["end_pos"])
-        for base, pos in zip(batches["base_offset"][inside].tolist(),
-                             batches["position"][inside].tolist()):
+        if isinstance(t["_segment"], Segment07):
+            bases, positions = _index_entries(t["_segment"])
+        else:
+            batches = t["_segment"].batches(t["start_pos"])[0]
+            bases, positions = batches["base_offset"], batches["position"]
+        inside = (positions > t["start_pos"]) & (positions < t["end_pos"])
+        for base, pos in zip(bases[inside].tolist(), positions[inside].tolist()):
             starts.append((base, i, pos))
     if not starts:
         return tasks
@@ -415,36 +422,53 @@ def _pushed_spans(key, pushdown, start, end, ranges):
 
 
 def _index_entries(segment):
-    """(offsets, positions) of a segment's offset index; empty when it has none."""
+    """(offsets, positions) of a segment's offset index (of every entry of a 0.7 file, which
+    has no index); empty when it has none."""
+    if isinstance(segment, Segment07):
+        positions = segment.positions()
+        return segment.base_offset + positions, positions
     try:
         return segment.offset_index.entries_array()
     except FileNotFoundError:
         return np.empty(0, np.int64), np.empty(0, np.int64)
 
 
+def _byte_range(segment, lo, hi):
+    """(start, end) positions in a segment of the batches holding offsets [lo, hi)."""
+    if isinstance(segment, Segment07):
+        # a 0.7 offset is its entry's position: the entries starting in [lo, hi)
+        return segment.entry_start(max(lo, segment.base_offset)), segment.entry_start(hi)
+    start_pos = 0
+    if lo > segment.base_offset:
+        found = segment.translate_offset(lo)
+        start_pos = segment.size if found is None else found[0]
+    found = segment.translate_offset(hi)
+    # the batch holding hi may start below it: it is read whole, its records filtered
+    end_pos = segment.size if found is None else found[0] + found[1]
+    return start_pos, end_pos
+
+
 def _segment_tasks(key, replica, lo, hi, aborted):
     """Tasks covering offsets [lo, hi) of one replica."""
     tasks = []
     for segment in replica.log.segments.range(lo, hi):
-        start_pos = 0
-        if lo > segment.base_offset:
-            found = segment.translate_offset(lo)
-            start_pos = segment.size if found is None else found[0]
-        found = segment.translate_offset(hi)
-        # the batch holding hi may start below it: it is read whole, its records filtered
-        end_pos = segment.size if found is None else found[0] + found[1]
+        start_pos, end_pos = _byte_range(segment, lo, hi)
         if start_pos >= end_pos:
             continue
         offsets, positions = _index_entries(segment)
         inside = (positions > start_pos) & (positions < end_pos)
-        tasks.append({
+        task = {
             "topic": key[0], "partition": key[1], "dir": replica.path,
             "segment": segment.base_offset, "start_pos": start_pos, "end_pos": end_pos,
             "start_offset": lo, "end_offset": hi, "aborted": aborted, "_segment": segment,
             "segment_size": segment.size,
             "split_positions": positions[inside],
             "split_offsets": offsets[inside],
-        })
+        }
+        if isinstance(segment, Segment07):
+            # read by the 0.7 walk; a shorter name than 20 digits is possible
+            task.update(format=LOG07_FORMAT, file=os.path.basename(segment.path))
+        tasks.append(task)
     return tasks
 
 

@@ -12,11 +12,13 @@ import numpy as np
 
 from kafkalog import storage
 from kafkalog._kernels import gather_spans
+from kafkalog._layout import WALK_END
 from kafkalog.errors import (
-    KafkaLogError, ObjectChangedError, OffsetOutOfRangeError,
+    CorruptRecordError, KafkaLogError, ObjectChangedError, OffsetOutOfRangeError,
 )
 from kafkalog.files import LOG_SUFFIX, file_path
 from kafkalog.isolation import AbortedTxnFilter
+from kafkalog.log07.format import LOG07_FORMAT, message_table, walk_all
 from kafkalog.records import CONTROL_MASK, decode_batches, open_buffer
 from kafkalog.scan.schema import arrow_schema
 from kafkalog.segment_walker import ITERATE, ITERATE_LENIENT, walk_segment
@@ -63,6 +65,11 @@ def read_task(task: dict[str, Any], columns: Sequence[str] | None = None
         columns = task.get("columns")
     schema = arrow_schema(task["include_headers"], columns)
     builders = [_BUILDERS[name] for name in schema.names]
+    if task.get("format") == LOG07_FORMAT:
+        for table in _log07_tables(task):
+            yield pa.RecordBatch.from_arrays([build(pa, table, task) for build in builders],
+                                             schema=schema)
+        return
     path = file_path(task["dir"], task["segment"], LOG_SUFFIX)
     walked = _walk_task(task, path)
     if walked is None:
@@ -103,14 +110,7 @@ def _walk_task(task, path):
             isinstance(e, ObjectChangedError) and isinstance(e.__cause__, FileNotFoundError)
         if not deleted:
             raise
-        # Deleted after planning (retention, a compacted log's swap): its offsets are gone,
-        # which Spark's Kafka source reports as data loss.
-        lost = (f"{task['topic']}-{task['partition']}: segment {task['segment']} was "
-                f"deleted after planning, offsets [{task['start_offset']}, "
-                f"{task['end_offset']}) are no longer in the log")
-        if task["fail_on_data_loss"]:
-            raise OffsetOutOfRangeError(lost) from e
-        log.warning("%s (failOnDataLoss=false: skipped)", lost)
+        _deleted_after_planning(task, e)
         return None
     # Kafka's own iterator stops silently at a torn tail; anything else is data loss (with
     # failOnDataLoss=false, a WARNING and the batches before it).
@@ -119,6 +119,18 @@ def _walk_task(task, path):
                         policy=ITERATE if task["fail_on_data_loss"] else ITERATE_LENIENT)
     walk.raise_for_outcome()
     return buf, walk.batches
+
+
+def _deleted_after_planning(task, error):
+    """A task's segment was deleted after planning (retention, a compacted log's swap): its
+    offsets are gone, which Spark's Kafka source reports as data loss (raised, or with
+    failOnDataLoss=false a WARNING)."""
+    lost = (f"{task['topic']}-{task['partition']}: segment {task['segment']} was "
+            f"deleted after planning, offsets [{task['start_offset']}, "
+            f"{task['end_offset']}) are no longer in the log")
+    if task["fail_on_data_loss"]:
+        raise OffsetOutOfRangeError(lost) from error
+    log.warning("%s (failOnDataLoss=false: skipped)", lost)
 
 
 def _task_buffer(task, path):
@@ -135,6 +147,42 @@ def _task_buffer(task, path):
         size = storage.size_of(path)
     end = size if task["end_pos"] is None else min(task["end_pos"], size)
     return storage.range_buffer(path, size).ensure(task["start_pos"], end), end
+
+
+def _log07_tables(task):
+    """``RecordTable`` s of a Kafka 0.7 task's messages in its offset range, a chunk of
+    entries at a time: its file walked from ``start_pos`` to ``end_pos`` (entry boundaries)
+    with 0.7's checks; an invalid entry inside is data loss, as in ``_walk_task``."""
+    path = os.path.join(task["dir"], task["file"])
+    lo, hi = task["start_offset"], task["end_offset"]
+    offset_in = task.get("offset_in")
+    if task.get("ts_lo") is not None or task.get("ts_hi") is not None:
+        return                       # no 0.7 message has a timestamp: none passes a bound
+    try:
+        buf = open_buffer(path)
+    except FileNotFoundError as e:
+        _deleted_after_planning(task, e)
+        return
+    try:
+        end = len(buf) if task["end_pos"] is None else min(task["end_pos"], len(buf))
+        for entries, status, stop, message in walk_all(buf, task["start_pos"], end,
+                                                       task["validate_crc"]):
+            table = message_table(buf, entries, task["segment"], task["validate_crc"], path)
+            offsets = table.records["offset"]
+            keep = (offsets >= lo) & (offsets < hi)
+            if offset_in is not None:
+                keep &= np.isin(offsets, np.asarray(offset_in, np.int64))
+            if keep.any():
+                yield table if keep.all() else table.slice(keep)
+            if status != WALK_END:
+                lost = (f"{task['topic']}-{task['partition']}: {path} at position {stop}: "
+                        f"{message or 'a message runs past the end of the file'}")
+                if task["fail_on_data_loss"]:
+                    raise CorruptRecordError(lost, stop, path)
+                log.warning("%s (failOnDataLoss=false: the rest of the file skipped)", lost)
+    finally:
+        if hasattr(buf, "close"):
+            buf.close()
 
 
 class _TaskState:
@@ -246,6 +294,8 @@ def _offset(pa, table, task):
 
 
 def _timestamp(pa, table, task):
+    if task.get("format") == LOG07_FORMAT:
+        return pa.nulls(len(table), pa.timestamp("us", "UTC"))     # 0.7 had no timestamps
     return _fixed(pa, pa.timestamp("us", "UTC"), table.records["timestamp"] * 1000)
 
 
