@@ -618,9 +618,9 @@ def open_partition(path, config, build, *, recovery_point, log_start_offset, cle
     path = os.path.abspath(path)
     if read_only or os.path.lexists(path):
         check_partition_dir(path, read_only=read_only)
-    if not managed:                 # a LogManager checks its log dirs once
-        check_log_dir_links(os.path.dirname(path), read_only=read_only)
     try:
+        if not managed:                 # a LogManager checks its log dirs once
+            check_log_dir_links(os.path.dirname(path), read_only=read_only)
         if not os.path.isdir(path):
             os.makedirs(path, exist_ok=True)       # a racing writer may make it first
             checkpoint.fsync_dir(os.path.dirname(path))
