@@ -14,7 +14,7 @@ import stat
 
 import numpy as np
 
-from kafkalog import checkpoint, storage
+from kafkalog import checkpoint, progress, storage
 from kafkalog._kernels import walk_batches
 from kafkalog.errors import (
     CorruptIndexError, IndexOffsetOverflowError, InvalidOffsetError, KafkaLogError,
@@ -500,6 +500,7 @@ class LogLoader:
         state = None
         exact = True
         for segment in segments[start:]:
+            progress.advance(segment.size)
             if truncated:
                 self._drop(segment, "after a truncated segment")
                 continue
@@ -600,9 +601,13 @@ def open_partition(path, config, build, *, recovery_point, log_start_offset, cle
                                   clean_shutdown=clean_shutdown,
                                   first_dirty_offset=first_dirty_offset,
                                   high_watermark=high_watermark)
+        # A read-only load recovers nothing; told clean_shutdown=False (a read-only
+        # LogManager's, from its log dir), it checks what recovery would cut: not otherwise
+        # (a reader's open of a directory without the marker must not read every segment).
         loaded = LogLoader(path, config, recovery_point=known["recovery_point"],
                            log_start_offset=known["log_start_offset"],
-                           clean_shutdown=known["clean_shutdown"], read_only=read_only,
+                           clean_shutdown=clean_shutdown if read_only else
+                           known["clean_shutdown"], read_only=read_only,
                            time_fn=time_fn, salvage_dir=salvage_dir).load()
         return build(path, loaded, high_watermark=known["high_watermark"],
                      first_dirty_offset=known["first_dirty_offset"], read_only=read_only,

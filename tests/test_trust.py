@@ -112,6 +112,11 @@ def test_read_only_log_manager_writes_nothing(tmp_path, fixture_copy, caplog):
     assert damaged.startswith(f"{root / 'crashed-0'}: not recovered")
     assert "00000000000000000612.log at position 3936" in damaged
     assert "kafkalog recover --dry-run" in damaged
+    # a reader's read-only open (no clean_shutdown given) reads no segment for that
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="kafkalog.loader"):
+        Log.open(root / "crashed-0", read_only=True).close()
+    assert not caplog.records
     try:
         assert set(mgr.logs()) == {("plain", 0), ("crashed", 0)}
         plain = mgr.get_log("plain", 0)
