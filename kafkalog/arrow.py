@@ -37,7 +37,7 @@ from kafkalog.errors import (
 from kafkalog.scan.planner import plan
 from kafkalog.scan.reader import read_task
 from kafkalog.scan.schema import arrow_schema
-from kafkalog.spark.options import Options
+from kafkalog.spark.options import Options, closest_name
 
 if TYPE_CHECKING:
     import pandas
@@ -187,6 +187,11 @@ def _spark_options(options: Mapping[str, Any]) -> dict[str, Any]:
     for key, value in options.items():
         name = OPTION_ALIASES.get(key, key)
         lower = name.lower()
+        if name == key and "_" in key and value is not None:
+            # a snake_case keyword that is none of ours: answered in snake_case
+            close = closest_name(key, OPTION_ALIASES)
+            if close is not None:
+                raise InvalidConfigError(f"unknown option(s) {key} (did you mean {close}?)")
         if lower in ("path", "paths"):
             raise InvalidConfigError(f"option {key}: give the paths as the first argument")
         if lower in given:

@@ -5,6 +5,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import sys
 
 from kafkalog import __version__
@@ -50,23 +51,47 @@ def _dump(args):
     return 1 if status or report.damaged else 0
 
 
-class _Progress:
-    """A one-line progress bar on stderr, for runs over many partitions."""
+@contextlib.contextmanager
+def _progress_bar(args):
+    """A bar on stderr of the bytes of log the command gets through: with ``--progress``, or
+    when stderr is a terminal (for ``dump``, one that is not also its output). Lines printed
+    meanwhile on a terminal go above the bar."""
+    if not (args.progress or (sys.stderr.isatty() and not (args.command == "dump"
+                                                           and sys.stdout.isatty()))):
+        yield
+        return
+    from tqdm import tqdm
+    from tqdm.contrib import DummyTqdmFile
 
-    def __init__(self, total, label, enabled):
-        self.total, self.label, self.done = total, label, 0
-        self.enabled = enabled and total > 1
+    from kafkalog import progress
+    # the internal-topic commands read one topic of a log dir: no total to reach
+    total = None if args.command not in ("dump", "verify", "recover", "salvage") else \
+        _log_bytes(getattr(args, "paths", None) or [args.path])
+    with tqdm(total=total or None, unit="B", unit_scale=True, unit_divisor=1024,
+              desc=f"kafkalog {args.command}", file=sys.stderr, leave=False,
+              dynamic_ncols=True) as bar, progress.reporting(bar.update):
+        if sys.stdout.isatty():
+            with contextlib.redirect_stdout(DummyTqdmFile(sys.stdout)):
+                yield
+        else:
+            yield
 
-    def step(self, name):
-        self.done += 1
-        if self.enabled:
-            width = 30
-            filled = width * self.done // self.total
-            sys.stderr.write(f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] "
-                             f"{self.done}/{self.total} {os.path.basename(name)[:40]:40s}")
-            if self.done == self.total:
-                sys.stderr.write("\n")
-            sys.stderr.flush()
+
+def _log_bytes(paths):
+    """Bytes of the ``.log`` files of the partitions under ``paths`` (0 where unknown)."""
+    from kafkalog import storage
+    from kafkalog.verify import partition_dirs
+    total = 0
+    for path in paths:
+        try:
+            if not storage.isdir(path):
+                total += storage.size_of(path)
+                continue
+            for d in partition_dirs(path):
+                total += sum(e.size for e in storage.list_dir(d) if e.name.endswith(".log"))
+        except (KafkaLogError, OSError):
+            pass                # the command says what is wrong with the path
+    return total
 
 
 def _about(path, e):
@@ -91,7 +116,6 @@ def _partitions(paths):
 def _verify(args):
     from kafkalog.verify import problem, render_problem, verify_partition
     dirs, errors = _partitions(args.paths)
-    progress = _Progress(len(dirs), "verifying", args.progress or sys.stderr.isatty())
     reports = []
     for d in dirs:
         try:
@@ -99,7 +123,6 @@ def _verify(args):
         except (KafkaLogError, OSError) as e:
             reports.append({"dir": d, "ok": False, "deep": not args.shallow, "offsets": None,
                             "segments": [], "problems": [problem("cannot_open", d, str(e))]})
-        progress.step(d)
     ok = not errors and all(r["ok"] for r in reports)
     if args.json:
         json.dump({"ok": ok, "errors": errors, "partitions": reports}, sys.stdout)
@@ -203,7 +226,6 @@ def _recover(args):
     if config is None:
         return 1
     dirs, errors = _partitions(args.paths)
-    progress = _Progress(len(dirs), "recovering", args.progress or sys.stderr.isatty())
     status = 1 if errors else 0
     for e in errors:
         print(f"ERROR {e}", file=sys.stderr)
@@ -217,9 +239,7 @@ def _recover(args):
         except (KafkaLogError, OSError) as e:
             print(f"ERROR {_about(d, e)}", file=sys.stderr)
             status = 1
-            progress.step(d)
             continue
-        progress.step(d)
         results.append(result)
         if not args.json:
             _print_recovery(result, args.dry_run)
@@ -321,6 +341,12 @@ def _add_rsm_key(parser):
                              "tiered-storage segments (Aiven's format); repeatable")
 
 
+def _add_progress(parser):
+    parser.add_argument("--progress", action="store_true",
+                        help="show a progress bar on stderr even when it is not a terminal "
+                             "(it is shown on a terminal anyway)")
+
+
 def _add_config(parser):
     parser.add_argument("--config", metavar="FILE.properties",
                         help="the topic's settings (a Kafka .properties file, as "
@@ -328,11 +354,41 @@ def _add_config(parser):
                              "index.interval.bytes")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, answering a misspelt option or command with the closest valid one (as the
+    Spark and Arrow options are answered)."""
+
+    def parse_args(self, args=None, namespace=None):
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = getattr(self, "commands", {}).get(getattr(parsed, "command", None), self)
+            flags = re.findall(r"--[\w-]+", command.format_help())
+            self.error("unrecognized arguments: " + " ".join(
+                _with_closest(a.split("=")[0], flags) if a.startswith("--") else a
+                for a in extras))
+        return parsed
+
+    def error(self, message):
+        choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+        if choice and "did you mean" not in message:
+            names = re.findall(r"'([^']*)'", choice.group(2))
+            message = message.replace(f"'{choice.group(1)}'",
+                                      _with_closest(choice.group(1), names, quote="'"), 1)
+        super().error(message)
+
+
+def _with_closest(name, names, quote=""):
+    from kafkalog.spark.options import closest_name
+    close = closest_name(name, names)
+    return f"{quote}{name}{quote}" + (f" (did you mean {close}?)" if close else "")
+
+
 def build_parser():
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="kafkalog", description="Read, verify and repair Kafka log directories.")
     parser.add_argument("--version", action="version", version=f"kafkalog {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
+    parser.commands = sub.choices
     dump = sub.add_parser("dump", help="print batches, records, indexes and snapshots")
     dump.add_argument("--json", action="store_true",
                       help="the DUMP_JSON document (one line per partition directory)")
@@ -361,6 +417,7 @@ def build_parser():
                          help="print internal topics' keys and values as bytes")
     dump.set_defaults(decoder="auto")
     _add_rsm_key(dump)
+    _add_progress(dump)
     dump.add_argument("paths", nargs="+", metavar="PATH",
                       help="log dir, partition directory, or "
                            ".log/.index/.timeindex/.txnindex/.snapshot/leader-epoch-checkpoint")
@@ -372,7 +429,7 @@ def build_parser():
     verify.add_argument("--shallow", action="store_true",
                         help="skip decoding records (structure, CRCs, offsets, indexes and "
                              "snapshots only; faster)")
-    verify.add_argument("--progress", action="store_true", help="show a progress bar")
+    _add_progress(verify)
     _add_rsm_key(verify)
     verify.add_argument("paths", nargs="+", metavar="PATH",
                         help="partition directory or log dir")
@@ -386,6 +443,7 @@ def build_parser():
                               "dir, one partition directory each); without it, only report")
     _add_config(salvage)
     salvage.add_argument("--json", action="store_true", help="print the report as JSON")
+    _add_progress(salvage)
     salvage.add_argument("path", metavar="PATH", help="partition directory or log dir")
     salvage.set_defaults(func=_salvage)
     recover = sub.add_parser("recover", help="Kafka's recovery, offline: cut invalid tails, "
@@ -398,7 +456,7 @@ def build_parser():
                               "segments after a truncated one) into DIR/<partition> instead")
     _add_config(recover)
     recover.add_argument("--json", action="store_true", help="print the reports as JSON")
-    recover.add_argument("--progress", action="store_true", help="show a progress bar")
+    _add_progress(recover)
     recover.add_argument("paths", nargs="+", metavar="PATH",
                          help="partition directory or log dir")
     recover.set_defaults(func=_recover)
@@ -415,6 +473,7 @@ def build_parser():
              "__cluster_metadata")]:
         answer = sub.add_parser(name, help=help_)
         answer.add_argument("--json", action="store_true", help="print the answer as JSON")
+        _add_progress(answer)
         answer.add_argument("paths", nargs="+", metavar="PATH",
                             help=f"a {what} partition directory or a log dir holding one")
         answer.set_defaults(func=_internal)
@@ -431,7 +490,8 @@ def main(argv=None):
         print(f"kafkalog {args.command}: {e}", file=sys.stderr)
         return 2
     try:
-        return args.func(args)
+        with _progress_bar(args):
+            return args.func(args)
     except BrokenPipeError:
         return 0
 

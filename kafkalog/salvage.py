@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping, NamedTuple, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from kafkalog import checkpoint, codecs
+from kafkalog import checkpoint, codecs, progress
 from kafkalog._kernels import decode_v2_records
 from kafkalog._layout import V2_HEADER_SIZE
 from kafkalog.config import LogConfig
@@ -345,6 +345,7 @@ def salvage_segment(path: StrPath, previous_last_offset: int | None = None,
     intact = np.concatenate(kept) if kept else batches[:0]
     first = np.concatenate(firsts) if firsts else np.empty(0, np.int64)
     gaps = _gaps_with_offsets(path, sorted(gaps), intact, first)
+    progress.advance(size)
     for g in gaps:
         log.info("%s: skipping bytes [%d, %d) (%d bytes) between offsets %s and %s: %s",
                  path, g.start, g.end, g.bytes, g.offset_before, g.offset_after, g.message)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
-from kafkalog import checkpoint, log_dirs, storage, tiered
+from kafkalog import checkpoint, log_dirs, progress, storage, tiered
 from kafkalog._layout import WALK_CORRUPT, WALK_END, WALK_INVALID
 from kafkalog.errors import (
     CorruptIndexError, CorruptSnapshotError, KafkaLogError, TieredStorageError,
@@ -159,6 +159,7 @@ def verify_partition(path: StrPath, deep: bool = True,
     for base in bases:
         seg = _verify_segment(path, base, carry, deep, chunk_bytes, base == bases[-1])
         report["segments"].append(seg)
+        progress.advance(seg["size"])
         problems.extend(seg["problems"])
     log_end = report["offsets"]["log_end_offset"] if report["offsets"] else None
     problems.extend(_verify_snapshots(path, log_end))

@@ -296,8 +296,13 @@ def test_a_segment_deleted_after_planning_is_data_loss(tmp_path, caplog):
 
 # ------------------------------------------------------------------------------- errors
 def test_option_errors_are_raised_when_the_call_is_made(log_dir):
-    with pytest.raises(InvalidConfigError, match="unknown option"):
+    with pytest.raises(InvalidConfigError, match=r"startingOfsets \(did you mean "
+                                                 r"startingOffsets\?\)"):
         kafkalog.record_batch_reader(log_dir, startingOfsets="earliest")
+    # a snake_case typo is answered in snake_case
+    with pytest.raises(InvalidConfigError, match=r"^unknown option\(s\) starting_offset "
+                                                 r"\(did you mean starting_offsets\?\)$"):
+        kafkalog.read_arrow(log_dir, starting_offset="earliest")
     with pytest.raises(InvalidConfigError, match="can't be latest"):
         kafkalog.read_arrow(log_dir, startingOffsets="latest")
     with pytest.raises(InvalidConfigError, match="Only one of"):
@@ -389,6 +394,21 @@ def test_polars_reads_the_table_and_the_stream(log_dir):
     assert counts == {"orders": 600, "payments": 300, "audit": 300}
     streamed = pl.from_arrow(kafkalog.record_batch_reader(log_dir, subscribe="audit"))
     assert streamed["offset"].to_list() == list(range(300))
+
+
+def test_a_timestamp_no_record_reaches_names_the_strategy(tmp_path):
+    """A log dir where one partition has no timestamps (magic v0): the README's DuckDB example
+    is refused naming the option that makes it work, and works with it."""
+    duckdb = pytest.importorskip("duckdb")
+    shutil.copytree(FIXTURES / "legacy_v0-0", tmp_path / "legacy_v0-0")
+    shutil.copytree(FIXTURES / "plain-0", tmp_path / "plain-0")
+    with pytest.raises(InvalidConfigError, match="legacy_v0-0.*startingOffsetsByTimestampStrategy"
+                                                 "=latest"):
+        kafkalog.record_batch_reader(tmp_path, startingTimestamp=str(T0))
+    reader = kafkalog.record_batch_reader(tmp_path, startingTimestamp=str(T0),  # noqa: F841
+                                          starting_offsets_by_timestamp_strategy="latest")
+    assert duckdb.sql("SELECT topic, count(*) FROM reader GROUP BY topic").fetchall() == \
+        [("plain", len(reference("plain-0")))]
 
 
 def test_duckdb_queries_the_stream(log_dir):

@@ -48,3 +48,47 @@ def test_verify_and_recover_bad_paths(tmp_path, capfd):
     assert main(["verify", str(tmp_path / "nope")]) == 1
     assert main(["recover", str(tmp_path)]) == 1
     assert "neither a partition directory" in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("argv,answer", [
+    (["verfy", "x"], "invalid choice: 'verfy' (did you mean verify?)"),
+    (["dump", "--records", "ful", "x"], "invalid choice: 'ful' (did you mean full?)"),
+    (["recover", "--dry-rn", "x"], "unrecognized arguments: --dry-rn (did you mean --dry-run?)"),
+    (["verify", "--shalow", "--jsn", "x"], "--jsn (did you mean --json?)"),
+])
+def test_typos_are_answered_with_the_closest_name(argv, answer, capfd):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2 and answer in capfd.readouterr().err
+
+
+def _log_bytes(d):
+    return sum(p.stat().st_size for p in d.glob("*.log"))
+
+
+@pytest.mark.parametrize("argv", [["verify"], ["dump", "--records", "none"], ["salvage"],
+                                  ["recover", "--dry-run"]])
+def test_progress_of_one_partition(fixture_copy, argv, capfd):
+    d = fixture_copy("multiseg-0")
+    main([*argv, str(d)])
+    assert capfd.readouterr().err == ""          # piped: silent unless asked
+    main([*argv, "--progress", str(d)])
+    err = capfd.readouterr().err
+    assert f"kafkalog {argv[0]}: " in err and "B/s" in err
+
+
+def test_the_library_reports_progress_and_never_prints(fixture_copy, capfd):
+    from kafkalog import progress
+    from kafkalog.dump import DumpOptions, iter_json
+    from kafkalog.recovery import recover_partition
+    from kafkalog.salvage import salvage_partition
+    from kafkalog.verify import verify_partition
+    d = fixture_copy("multiseg-0")
+    for work in (lambda: verify_partition(d), lambda: salvage_partition(d),
+                 lambda: recover_partition(d, dry_run=True),
+                 lambda: "".join(iter_json(d, DumpOptions(records="none")))):
+        seen = []
+        with progress.reporting(seen.append):
+            work()
+        assert sum(seen) == _log_bytes(d) and len(seen) > 1
+    assert capfd.readouterr() == ("", "")

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kafkalog import codecs, storage
+from kafkalog import codecs, progress, storage
 from kafkalog._kernels import span_bytes
 from kafkalog._layout import BATCH_DTYPE
 from kafkalog.errors import InternalRecordError, InvalidConfigError, KafkaLogError
@@ -260,7 +260,10 @@ class SegmentScan:
                 return f.read(n)
             walk = FileWalk(read, self.end, self.size, policy=DUMP, path=self.path,
                             first=_FIRST_CHUNK, most=_MAX_CHUNK)
+            read_to = 0
             for pos, buf, batches in walk:
+                progress.advance(pos + len(buf) - read_to)    # stretches may overlap
+                read_to = max(read_to, pos + len(buf))
                 chunk, past_end = self._chunk(buf, pos, batches)
                 if chunk is not None:
                     yield chunk

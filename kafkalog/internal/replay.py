@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from typing import Iterator, NamedTuple
 
+from kafkalog import progress
 from kafkalog._typing import StrPath
 from kafkalog.errors import KafkaLogError
 from kafkalog.files import topic_partition_or_none
@@ -52,6 +53,7 @@ def read_partition(path: StrPath, start_offset: int | None = None) -> Iterator[I
             data = log.read(offset, _READ_BYTES).records
             if not data:
                 break
+            progress.advance(len(data))
             before = offset
             for batch in iter_batches(data):
                 yield from _records_of(batch, offset)

@@ -361,8 +361,12 @@ def _resolve_start(key, limit, earliest, latest, ranges, request):
         return found
     if request["strategy"] == "latest":
         return latest
+    # Spark's message, and the way out: a partition without a record that late (or without
+    # timestamps at all: magic v0) can start at its end instead.
     raise InvalidConfigError(f"No offset matched from request of topic-partition {_tp(key)} "
-                             f"and timestamp {ts}.")
+                             f"and timestamp {ts}. (No record there is that late, or it has no "
+                             f"timestamps; startingOffsetsByTimestampStrategy=latest starts "
+                             f"such a partition at its latest offset.)")
 
 
 def _resolve_end(key, limit, latest, ranges):

@@ -331,13 +331,19 @@ class Options:
         return level == "read_committed"
 
 
+def closest_name(name: str, names: Iterable[str]) -> str | None:
+    """The one of ``names`` closest to ``name`` in spelling (case-insensitive: PySpark gives a
+    data source its options lower-cased), or None when none is close: the answer to a typo in
+    an option of Spark, of the Arrow readers or of the command line."""
+    by_lower = {n.lower(): n for n in names}
+    close = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=0.75)
+    return by_lower[close[0]] if close else None
+
+
 def _suggest(name: str) -> str:
     """``name``, with the option it is closest to (in its spelling), if one is close."""
-    close = difflib.get_close_matches(name.lower(), list(_SPELLED_BY_LOWER), n=1, cutoff=0.75)
-    return f"{name} (did you mean {_SPELLED_BY_LOWER[close[0]]}?)" if close else name
-
-
-_SPELLED_BY_LOWER = {name.lower(): name for name in _SPELLED}
+    close = closest_name(name, _SPELLED)
+    return f"{name} (did you mean {close}?)" if close else name
 
 
 # Table options a catalog table cannot carry to its reader (see catalog_table_options).
