@@ -39,6 +39,7 @@ from kafkalog._kernels import (
     offset_map_get, offset_map_put, walk_batches,
 )
 from kafkalog.codecs import CODEC_NAMES
+from kafkalog.control_records import ControlType, parse_control_record
 from kafkalog.errors import CleaningAbortedError
 from kafkalog.isolation import AbortedTxnFilter
 from kafkalog.local_log import create_cleaned_segment
@@ -62,7 +63,7 @@ CleanerStats = collections.namedtuple(
 
 CleaningSnapshot = collections.namedtuple(
     "CleaningSnapshot", "segments log_start_offset log_end_offset high_watermark "
-                        "first_dirty_offset first_unstable_offset producer_last_offsets config")
+                        "first_dirty_offset first_unstable_offset producer_last_records config")
 CleaningSnapshot.__doc__ = """What a cleaner pass needs of a log, taken together under the
 log's lock (``Log.cleaning_snapshot``): the cleaner never reads a log's live state."""
 
@@ -247,10 +248,11 @@ def clean(snapshot, now_ms, memory_budget, replace, check_aborted):
     to_clean = [s for s, e in bounds if e <= end]
     horizon = now_ms + snapshot.config["delete.retention.ms"]
     stats = collections.Counter()
+    txns = _Transactions()
     for group in _groups(to_clean, snapshot.config["segment.bytes"]):
         check_aborted()
-        data = b"".join(_rewrite(decoded[id(s)], offset_map, snapshot.producer_last_offsets,
-                                 now_ms, horizon, stats) for s in group)
+        data = b"".join(_rewrite(decoded[id(s)], offset_map, snapshot.producer_last_records,
+                                 now_ms, horizon, stats, txns) for s in group)
         stats["bytes_read"] += sum(s.size for s in group)
         stats["bytes_written"] += len(data)
         replace(group, data)
@@ -325,7 +327,45 @@ def _groups(segments, max_bytes):
         yield group
 
 
-def _rewrite(item, offset_map, last_batch_of, now_ms, horizon, stats):
+class _Transactions:
+    """Kafka's CleanedTransactionMetadata for one pass: the producers whose transaction has a
+    batch in the segments rewritten so far (committed or aborted) and no marker yet. A
+    marker may go only once no batch of its transaction is left (else a reload would take
+    the transaction for open, or its aborted records for live)."""
+
+    def __init__(self):
+        self.committed = set()
+        self.aborted = set()
+
+    def discardable_markers(self, item, is_control, transactional, starts):
+        """For each batch of ``item``, in offset order: a marker whose transaction has no
+        batch left (an empty control batch was cleaned already: discardable too)."""
+        discard = np.zeros(len(item.batches), dtype=bool)
+        pids = item.batches["producer_id"].tolist()
+        for b in np.flatnonzero(transactional).tolist():
+            pid = pids[b]
+            if not is_control[b]:
+                (self.aborted if item.aborted[b] else self.committed).add(pid)
+                continue
+            kind = ControlType.ABORT if starts[b] == starts[b + 1] else parse_control_record(
+                item.table.key(int(starts[b])), None)[0]
+            ongoing = self.aborted if kind == ControlType.ABORT else self.committed
+            discard[b] = pid not in ongoing or starts[b] == starts[b + 1]
+            ongoing.discard(pid)
+        return discard
+
+
+def _is_last_of_producer(last_records, pid, last_offset, control, epoch):
+    """Whether compaction keeps the batch (empty if need be) for its producer's state: the
+    batch of its last data offset, or, for a producer known only by markers, its markers of
+    the current epoch (Kafka's isBatchLastRecordOfProducer)."""
+    last = last_records.get(pid) if pid >= 0 else None
+    if last is None:
+        return False
+    return last[0] == last_offset if last[0] >= 0 else control and epoch == last[1]
+
+
+def _rewrite(item, offset_map, last_records, now_ms, horizon, stats, txns):
     """The retained bytes of one segment: what to do with each batch decided for all batches
     at once, then runs of uncompressed v2 batches written by the ``compact_batches`` kernel and
     other batches that lose records rebuilt one by one."""
@@ -339,21 +379,26 @@ def _rewrite(item, offset_map, last_batch_of, now_ms, horizon, stats):
     horizon_passed = has_horizon & (now_ms >= batches["base_timestamp"])
     is_control = v2 & ((attributes & CONTROL_MASK) != 0)
     tombstone = recs["value_len"] < 0
+    starts = np.searchsorted(of, np.arange(n + 1))
+    discard = txns.discardable_markers(item, is_control,
+                                       v2 & ((attributes & TRANSACTIONAL_MASK) != 0), starts)
     keep = (recs["key_len"] >= 0) & ~(offset_map.latest(table) > recs["offset"])
     if (horizon_passed | is_control | item.aborted).any():      # else no record needs them
         keep &= ~(horizon_passed[of] & tombstone)
-        keep = np.where(is_control[of], ~horizon_passed[of], keep)
+        keep = np.where(is_control[of], ~(horizon_passed & discard)[of], keep)
         keep &= ~item.aborted[of]
-    starts = np.searchsorted(of, np.arange(n + 1))
     counts = np.diff(starts)
     retained = np.diff(np.concatenate(([0], np.cumsum(keep)))[starts])
     kept_tombstones = np.diff(np.concatenate(([0], np.cumsum(keep & tombstone)))[starts])
-    needs_horizon = ~has_horizon & (is_control | (kept_tombstones > 0))
+    needs_horizon = ~has_horizon & ((is_control & discard) | (kept_tombstones > 0))
     last_of_producer = np.array(
-        [pid >= 0 and last_batch_of.get(pid) == last for pid, last in
-         zip(batches["producer_id"].tolist(), batches["last_offset"].tolist())], dtype=bool)
+        [_is_last_of_producer(last_records, *row) for row in zip(
+            batches["producer_id"].tolist(), batches["last_offset"].tolist(),
+            is_control.tolist(), batches["producer_epoch"].tolist())], dtype=bool)
     action = np.full(n, COMPACT_REBUILD, dtype=np.int8)
-    action[(retained == counts) & ~needs_horizon] = COMPACT_COPY
+    # (an empty batch is copied only while it holds its producer's state)
+    action[(retained == counts) & ~needs_horizon & ((counts > 0) | last_of_producer)] = \
+        COMPACT_COPY
     action[(retained == 0) & ~last_of_producer & (action != COMPACT_COPY)] = COMPACT_DROP
     batch_horizon = np.where(needs_horizon, horizon,
                              np.where(has_horizon, batches["base_timestamp"], -1))

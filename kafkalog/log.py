@@ -628,7 +628,7 @@ class Log:
                 self.segments, self._log_start_offset, self.log_end_offset,
                 self._high_watermark, self.first_dirty_offset,
                 self._producer_state.first_unstable_offset(),
-                self._producer_state.last_data_offsets(), self.config)
+                self._producer_state.last_records(), self.config)
 
     def compact(self, now_ms: int | None = None, memory_budget: int | None = None
                 ) -> CleanerStats:

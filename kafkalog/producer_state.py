@@ -563,9 +563,12 @@ class ProducerStateManager:
             first = earliest if first is None else min(first, earliest)
         return first
 
-    def last_data_offsets(self):
-        """Producer id -> offset of its last data batch (-1 when only a marker is known)."""
-        return {pid: entry.last_data_offset for pid, entry in self.producers.items()}
+    def last_records(self):
+        """Producer id -> (offset of its last data batch, -1 when only a marker is known; its
+        epoch): the batches compaction keeps of each producer (Kafka's
+        ``lastRecordsOfActiveProducers``)."""
+        return {pid: (entry.last_data_offset, entry.producer_epoch)
+                for pid, entry in self.producers.items()}
 
     # ------------------------------------------------------------------------------ snapshots
     def take_snapshot(self, offset):

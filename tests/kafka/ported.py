@@ -74,17 +74,27 @@ def append_non_transactional(log, n):
     log.append(value_records(str(i) for i in range(n)))
 
 
+def keyed_records(keys, timestamp=None):
+    """Records whose key and value are the key's digits (upstream's ``key.toString``)."""
+    return [dict(key=str(k).encode(), value=str(k).encode(), timestamp=timestamp) for k in keys]
+
+
 def idempotent_appender(log, producer_id, epoch, time, transactional=False):
     """Upstream's ``appendIdempotentAsLeader`` / ``appendTransactionalAsLeader``: a function
-    appending ``n`` records of the producer, its sequence going on from call to call."""
+    appending the producer's next records, its sequence going on from call to call; given a
+    count ``n`` (``LogTestUtils``) the records are unkeyed, "seq".."seq+n-1", given a list of
+    keys (``LogCleanerTest``) they are ``keyed_records``. Returns the ``LogAppendInfo``."""
     sequence = 0
 
-    def append(n):
+    def append(n_or_keys):
         nonlocal sequence
-        log.append(value_records((str(s) for s in range(sequence, sequence + n)), time.ms),
-                   producer_id=producer_id, producer_epoch=epoch, base_sequence=sequence,
-                   transactional=transactional)
-        sequence += n
+        records = value_records((str(s) for s in range(sequence, sequence + n_or_keys)),
+                                time.ms) if isinstance(n_or_keys, int) else \
+            keyed_records(n_or_keys, time.ms)
+        info = log.append(records, producer_id=producer_id, producer_epoch=epoch,
+                          base_sequence=sequence, transactional=transactional)
+        sequence += len(records)
+        return info
     return append
 
 
