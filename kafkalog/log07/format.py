@@ -171,10 +171,10 @@ def messages_of(buf: Any, entries: np.ndarray, base_offset: int, validate_crc: b
     starts = base_offset + entries["position"].astype(np.int64)
     ends = starts + entries["size"]
     data = c.data
-    for e, pos, n, size, crc, magic, codec in zip(
+    for i, pos, n, size, crc, magic, codec in zip(
             c.entry.tolist(), c.value_pos.tolist(), c.value_len.tolist(), c.size.tolist(),
             c.crc.tolist(), c.magic.tolist(), c.codec.tolist()):
-        yield Message07(int(starts[e]), int(ends[e]), bytes(data[pos:pos + n]),
+        yield Message07(int(starts[i]), int(ends[i]), bytes(data[pos:pos + n]),
                         codecs.CODEC_NAMES.get(codec, str(codec)), magic, crc, size)
 
 

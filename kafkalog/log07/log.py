@@ -119,7 +119,8 @@ class Log07:
         self.path = path
         self.config = config
         self.read_only = read_only
-        self.segments = segments
+        # a LogSegments of Segment07 (LogSegments is annotated for LogSegment)
+        self.segments: Any = segments
         self.recovery_report = recovery_report
         self._time_fn = time_fn
         self._lock = threading.RLock()
@@ -162,8 +163,9 @@ class Log07:
             name = log07_file_name(0)
             open(os.path.join(path, name), "ab").close()
             files = [(0, name)]
-        segments = [Segment07(os.path.join(path, n), o, os.path.getsize(os.path.join(path, n)))
-                    for o, n in files]
+        segments: list[Any] = [Segment07(os.path.join(path, n), o,
+                                         os.path.getsize(os.path.join(path, n)))
+                               for o, n in files]
         if segments:
             _check_newest(segments[-1], read_only, report, salvage_dir)
         return cls(path, config, read_only, LogSegments(segments), report, time_fn)
