@@ -2,6 +2,7 @@
 ``record_batch_reader``, the planner's options): the Kafka source's schema with offset = byte
 offset, value = payload, key and timestamp null, topic and partition from ``my_topic-0`` or
 ``my_topic_0``. Hand-built bytes from test_log07; both kernel modes."""
+import datetime
 import json
 
 import pyarrow as pa
@@ -10,6 +11,7 @@ import pytest
 import kafkalog
 from kafkalog.errors import CorruptRecordError, InvalidConfigError, OffsetOutOfRangeError
 from kafkalog.files import log07_file_name
+from kafkalog.scan.pushdown import Pushdown
 from kafkalog.scan.reader import read_task
 from kafkalog.spark import plan
 
@@ -87,3 +89,36 @@ def test_a_file_deleted_after_planning_is_data_loss(root, caplog):
         list(read_task(tasks[0]))
     assert list(read_task(dict(tasks[0], fail_on_data_loss=False))) == []
     assert "deleted after planning" in caplog.text
+
+
+class _Filter:
+    """A PySpark data source filter, as ``Pushdown`` reads one (class name, attribute,
+    value)."""
+
+    def __init__(self, attribute, value=None):
+        self.attribute, self.value = (attribute,), value
+
+
+class GreaterThanOrEqual(_Filter):
+    pass
+
+
+class IsNotNull(_Filter):
+    pass
+
+
+def test_pushed_filters(root):
+    a = len(entry(b"a", magic=0))
+    pushdown, rest = Pushdown.from_filters([GreaterThanOrEqual("offset", a),
+                                            IsNotNull("timestamp")])
+    assert rest and isinstance(rest[0], IsNotNull)     # Spark applies it: 0.7 rows are null
+    tasks = plan([root / "my_topic_0"], None, pushdown)
+    assert values(tasks) == [b"g1", b"g2", b"b", b"s1"]
+    since, _ = Pushdown.from_filters([GreaterThanOrEqual(
+        "timestamp", datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc))])
+    assert values(plan([root / "my_topic_0"], None, since)) == []
+    assert values([dict(t, ts_lo=0) for t in tasks]) == []
+
+
+def values(tasks):
+    return [v for t in tasks for b in read_task(t) for v in b.column("value").to_pylist()]

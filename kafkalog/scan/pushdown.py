@@ -7,7 +7,8 @@ import datetime
 from typing import Any, Iterable
 
 EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)   # Spark's timestamps' zero
-_NEVER_NULL = frozenset({"topic", "partition", "offset", "timestamp", "timestampType"})
+# timestamp is not among them: Kafka 0.7 messages have none (null in their rows)
+_NEVER_NULL = frozenset({"topic", "partition", "offset", "timestampType"})
 _MAX_OFFSET_RUNS = 256        # an IN list of more runs of offsets is planned as one span
 
 
