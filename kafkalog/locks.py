@@ -7,10 +7,11 @@ nothing to clean up.
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 
-from kafkalog.errors import LogDirFailureError, LogDirLockedError
+from kafkalog.errors import LogDirFailureError, LogDirLockedError, SymlinkOutsideError
 
 
 class FileLock:
@@ -26,11 +27,16 @@ class FileLock:
         self.path = path
         flags = os.O_RDONLY
         if create:
-            flags = os.O_RDWR | os.O_CREAT
+            # O_NOFOLLOW: creating the lock file must not create or open what a link leads to
+            flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW
         try:
             # O_NONBLOCK: a FIFO planted under the lock's name must not hang the open.
             self._fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
         except OSError as e:
+            if create and e.errno == errno.ELOOP:
+                raise SymlinkOutsideError(
+                    f"{path} is a symbolic link (to {os.path.realpath(path)}): a lock file is "
+                    "never created through one", path=path, target=os.path.realpath(path)) from None
             raise LogDirFailureError(f"cannot open {path} to lock it: {e}", errno=e.errno) from e
         try:
             fcntl.flock(self._fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)

@@ -137,3 +137,15 @@ def test_a_checkpoint_write_replaces_a_linked_temporary_file(tmp_path):
     assert outside.read_bytes() == b"untouched"
     assert checkpoint.read_leader_epoch_checkpoint(path) == [(1, 0)]
     assert not os.path.lexists(path.parent / "leader-epoch-checkpoint.tmp")
+
+
+def test_a_dangling_lock_link_creates_nothing(tmp_path):
+    """The log dir's ``.lock`` is created when missing: a link in its place (dangling or not)
+    is refused, and what it leads to is not created."""
+    root = tmp_path / "logdir"
+    root.mkdir()
+    outside = tmp_path / "elsewhere.lock"
+    os.symlink(outside, root / ".lock")
+    with pytest.raises(SymlinkOutsideError, match=r"\.lock is a symbolic link"):
+        LogManager(root, background=False)
+    assert not outside.exists()
