@@ -21,6 +21,7 @@ from kafkalog.errors import (
 from kafkalog.files import (
     log07_file_name, log07_files, log07_topic_partition, parse_log07_file_name,
 )
+from kafkalog.log07.format import message_table, walk_all
 from kafkalog.retention import SegmentCountRetention
 
 
@@ -324,3 +325,23 @@ def test_open_errors(tmp_path):
     with pytest.raises(PartitionNotFoundError, match="Log07"):
         Log.open(d)                                       # no .log is created beside it
     assert os.listdir(d) == ["0.kafka"]
+
+
+def test_python_paths_agree_with_the_twins(tmp_path):
+    """Recovery, messages, reads and the scan reader's tables through the compiled kernels
+    and through their twins, in one process (``twins.both_ways``)."""
+    from twins import PURE, both_ways
+    if PURE:
+        pytest.skip("the twins are the kernels in this process")
+    runs = iter(range(2))
+
+    def scenario():
+        good = entry(b"a", magic=0) + gzip_wrapper(b"g1", b"g2") + snappy_wrapper(b"s")
+        d = write_dir(tmp_path, {log07_file_name(0): good + entry(b"bad", crc=3) + b"\0" * 9},
+                      name=f"t-{next(runs)}")
+        with Log07.open(d) as log:
+            rows = next(walk_all(memoryview(good), 0, len(good), True))[0]
+            table = message_table(good, rows, 0)
+            return (list(log.recovery_report), listing(log), log.read(0, 1000),
+                    table.records.tolist(), bytes(table.data))
+    both_ways(scenario)
