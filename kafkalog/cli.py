@@ -62,19 +62,24 @@ def _progress_bar(args):
         return
     from tqdm import tqdm
     from tqdm.contrib import DummyTqdmFile
+    from tqdm.contrib.logging import logging_redirect_tqdm
 
     from kafkalog import progress
     # the internal-topic commands read one topic of a log dir: no total to reach
     total = None if args.command not in ("dump", "verify", "recover", "salvage") else \
         _log_bytes(getattr(args, "paths", None) or [args.path])
-    with tqdm(total=total or None, unit="B", unit_scale=True, unit_divisor=1024,
-              desc=f"kafkalog {args.command}", file=sys.stderr, leave=False,
-              dynamic_ncols=True) as bar, progress.reporting(bar.update):
+    with contextlib.ExitStack() as stack:
+        bar = stack.enter_context(tqdm(total=total or None, unit="B", unit_scale=True,
+                                       unit_divisor=1024, desc=f"kafkalog {args.command}",
+                                       file=sys.stderr, leave=False, dynamic_ncols=True))
+        stack.enter_context(progress.reporting(bar.update))
+        # what is written meanwhile to the bar's terminal goes above it, not through it
+        stack.enter_context(logging_redirect_tqdm([logging.getLogger("kafkalog")]))
+        if sys.stderr.isatty():
+            stack.enter_context(contextlib.redirect_stderr(DummyTqdmFile(sys.stderr)))
         if sys.stdout.isatty():
-            with contextlib.redirect_stdout(DummyTqdmFile(sys.stdout)):
-                yield
-        else:
-            yield
+            stack.enter_context(contextlib.redirect_stdout(DummyTqdmFile(sys.stdout)))
+        yield
 
 
 def _log_bytes(paths):
@@ -391,7 +396,8 @@ def build_parser():
     parser.commands = sub.choices
     dump = sub.add_parser("dump", help="print batches, records, indexes and snapshots")
     dump.add_argument("--json", action="store_true",
-                      help="the DUMP_JSON document (one line per partition directory)")
+                      help="the JSON document of docs/dump-json.md (one line per partition "
+                           "directory)")
     dump.add_argument("--records", choices=RECORD_MODES, default="full",
                       help="per-record listing (full), only a digest, or none")
     dump.add_argument("--max-bytes", type=_non_negative, metavar="N",

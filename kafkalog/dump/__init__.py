@@ -1,4 +1,4 @@
-"""``kafkalog dump``: the DUMP_JSON document (``../shared/docs/DUMP_JSON.md``) and a
+"""``kafkalog dump``: the DUMP_JSON document (``docs/dump-json.md``) and a
 kafka-dump-log style listing, both streamed.
 
 ``segments`` walks each ``.log`` with the segment walker (``kafkalog.segment_walker``'s ``DUMP``

@@ -1,4 +1,4 @@
-"""``kafkalog dump --json``: the DUMP_JSON document (``../shared/docs/DUMP_JSON.md``), streamed.
+"""``kafkalog dump --json``: the DUMP_JSON document (``docs/dump-json.md``), streamed.
 
 ``iter_json`` writes the document piece by piece as the segments are walked; joined, the pieces
 are the document ``dump_partition`` returns.
