@@ -554,7 +554,7 @@ class Log:
     def _truncate_fully_and_start_at(self, new_offset):
         with self._local.io("truncate"):
             self._local.truncate_fully_and_start_at(new_offset)
-            self._log_start_offset = new_offset
+            self._log_start_offset = self._high_watermark = new_offset    # as Kafka's
             self._leader_epochs.clear()
             self._producer_state.clear()
             self._producer_state.delete_snapshots_above(-1)

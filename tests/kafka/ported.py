@@ -1,21 +1,23 @@
 """What the ports of Kafka's unit tests in ``tests/kafka/`` share.
 
+Its fixtures (``kernel_mode``, ``no_fsync``, ``time``, ``closing``) are in this directory's
+``conftest.py``.
+
 - ``no_api(reason)``: the stand-in for an upstream test that has nothing to run against in
   kafkalog; it skips with ``no API: <reason>``. A port lists it under the upstream test's name
   (``test_force_unmap = no_api("...")``), so every upstream case has its line in the report.
-- ``kernel_mode``: a fixture that runs a test once with the compiled kernels and once with
+- ``kernel_mode``: runs a test once with the compiled kernels and once with
   their pure-Python twins swapped in (``twins.kernels_of``), for ports whose cases go through
   the kernels; a module takes it with ``pytestmark = pytest.mark.usefixtures("kernel_mode")``.
-- ``no_fsync``: a fixture that makes ``os.fsync`` do nothing, for ports that roll and reopen
+- ``no_fsync``: makes ``os.fsync`` do nothing, for ports that roll and reopen
   whole logs: what they check is what loading and recovery make of the files, not that the
   files are durable, and a roll's fsyncs cost milliseconds on a busy disk.
-- ``MockTime``, ``open_log`` and the append helpers of upstream's ``LogTestUtils``.
+- ``MockTime`` (the ``time`` fixture is one), ``open_log``, ``log_config`` and the append
+  helpers of upstream's ``LogTestUtils``; the ``closing`` fixture closes the logs a test
+  opened (upstream's ``logsToClose``).
 """
-import os
-
 import pytest
 
-from twins import kernels_of
 
 
 def no_api(reason):
@@ -23,19 +25,6 @@ def no_api(reason):
     def upstream_test_without_api():
         pytest.skip(f"no API: {reason}")
     return upstream_test_without_api
-
-
-@pytest.fixture
-def no_fsync(monkeypatch):
-    """``os.fsync`` does nothing during the test."""
-    monkeypatch.setattr(os, "fsync", lambda fd: None)
-
-
-@pytest.fixture
-def kernel_mode(kernels):
-    """The test, run with ``kernels`` (conftest's fixture: each kernel module) in place."""
-    with kernels_of(kernels):
-        yield kernels
 
 
 class MockTime:
@@ -50,6 +39,13 @@ class MockTime:
 
     def sleep(self, ms):
         self.ms += ms
+
+
+def log_config(defaults=None, **settings):
+    """Upstream's ``LogTestUtils.createLogConfig``: ``settings`` named as Kafka's topic
+    configs with ``_`` for ``.`` (``segment_bytes=1024``), over ``defaults``."""
+    from kafkalog.config import LogConfig
+    return LogConfig({**(defaults or {}), **{k.replace("_", "."): v for k, v in settings.items()}})
 
 
 def open_log(path, config=None, time=None, *, recovery_point=0, log_start_offset=0,

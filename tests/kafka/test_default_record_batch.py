@@ -26,7 +26,7 @@ from kafkalog.errors import CorruptRecordError
 from kafkalog.producer_state import decrement_sequence
 from kafkalog.records import NO_SEQUENCE, TimestampType, increment_sequence, iter_batches
 
-from ported import kernel_mode, no_api  # noqa: F401  (kernel_mode: a fixture)
+from ported import no_api
 
 pytestmark = pytest.mark.usefixtures("kernel_mode")
 

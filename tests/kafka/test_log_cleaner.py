@@ -31,8 +31,8 @@ from kafkalog import build_batch, iter_batches
 from kafkalog.cleaner import cleanable_range
 from kafkalog.config import LogConfig
 
-from ported import (  # noqa: F401  (no_fsync: a fixture)
-    MockTime, append_end_txn_marker, idempotent_appender, keyed_records, no_api, no_fsync,
+from ported import (
+    append_end_txn_marker, idempotent_appender, keyed_records, log_config, no_api,
     open_log,
 )
 
@@ -51,27 +51,15 @@ NO_CLEANER_THREADS = ("kafkalog has no LogCleaner threads, metrics or throttler:
 
 
 @pytest.fixture
-def time():
-    return MockTime()
-
-
-@pytest.fixture
-def make_log(tmp_path, time):
-    """Upstream's ``makeLog``: a compacted log of 1 KiB segments (``segment_bytes``, the
-    settings given override); closed after the test."""
-    made = []
-
+def make_log(tmp_path, time, closing):
+    """Upstream's ``makeLog``: a compacted log of 1 KiB segments; the settings given (as
+    ``ported.log_config`` takes them) override."""
     def make(name="test-0", recovery_point=0, **settings):
-        config = {"segment.bytes": 1024, "segment.index.bytes": 1024,
-                  "cleanup.policy": "compact"}
-        config.update({k.replace("_", "."): v for k, v in settings.items()})
-        log = open_log(str(tmp_path / name), LogConfig(config), time,
-                       recovery_point=recovery_point)
-        made.append(log)
-        return log
-    yield make
-    for log in made:
-        log.close()
+        config = log_config({"segment.bytes": 1024, "segment.index.bytes": 1024,
+                             "cleanup.policy": "compact"}, **settings)
+        return closing(open_log(str(tmp_path / name), config, time,
+                                recovery_point=recovery_point))
+    return make
 
 
 def clean(log, first_dirty, now_ms=None):

@@ -1,7 +1,7 @@
 # Port of apache/kafka core/src/test/scala/unit/kafka/log/LogLoaderTest.scala (commit 1eb7644349cb07139d6a3c1ad1986979647cac99)
 """Kafka's LogLoaderTest cases, run against ``kafkalog.log.Log.open`` (which loads with
 ``kafkalog.loader.LogLoader``): one test per upstream test, with its inputs and expected
-values. The cases write and reload whole logs, so they run once, with the kernels of the
+values. The cases write and reload whole closing, so they run once, with the kernels of the
 run (``KAFKALOG_NO_EXTENSIONS=1`` runs them with the pure-Python twins), and without fsync
 (``ported.no_fsync``).
 
@@ -34,15 +34,14 @@ import random
 import pytest
 
 from kafkalog import build_batch
-from kafkalog.config import LogConfig
 from kafkalog.files import DELETED_SUFFIX
 from kafkalog.offset_index import OffsetIndex
 from kafkalog.producer_state import list_snapshots, snapshot_path
 from kafkalog.transaction_index import AbortedTxn
 
-from ported import (  # noqa: F401  (no_fsync: a fixture)
-    MockTime, all_aborted_transactions, append_end_txn_marker, append_non_transactional,
-    idempotent_appender, no_api, no_fsync, open_log, value_records,
+from ported import (
+    all_aborted_transactions, append_end_txn_marker, append_non_transactional,
+    idempotent_appender, log_config, no_api, open_log, value_records,
 )
 
 pytestmark = pytest.mark.usefixtures("no_fsync")
@@ -59,26 +58,6 @@ NO_SPLIT = ("kafkalog splits a segment whose offsets overflow inside loading onl
 @pytest.fixture
 def log_dir(tmp_path):
     return str(tmp_path / "topic-0")
-
-
-@pytest.fixture
-def time():
-    return MockTime()
-
-
-@pytest.fixture
-def logs():
-    """Logs to close after the test (upstream's ``logsToClose``)."""
-    opened = []
-    yield opened
-    for log in opened:
-        log.close()
-
-
-def config(**settings):
-    """Upstream's ``LogTestUtils.createLogConfig``, keyword names as Kafka's topic configs
-    with ``_`` for ``.``."""
-    return LogConfig({k.replace("_", "."): v for k, v in settings.items()})
 
 
 def producers_last_sequence(log):
@@ -102,7 +81,7 @@ test_skip_loading_if_empty_producer_state_before_truncation = no_api(NO_MOCKED_S
 def test_recover_after_non_monotonic_coordinator_epoch_write(log_dir, time):
     # KAFKA-9144: a coordinator epoch may go backwards; recovery takes the latest write
     producer_id, coordinator_epoch, epoch = 1, 5, 0
-    cfg = config(segment_bytes=1024 * 1024 * 5)
+    cfg = log_config(segment_bytes=1024 * 1024 * 5)
     log = open_log(log_dir, cfg, time)
     first_timestamp = time.ms
     append_end_txn_marker(log, producer_id, epoch, "abort", first_timestamp,
@@ -134,8 +113,8 @@ def producer_record(log, pid, sequence, value, time):
                base_sequence=sequence)
 
 
-def test_load_producers_after_delete_records_mid_segment(log_dir, time, logs):
-    cfg = config(segment_bytes=2048 * 5)
+def test_load_producers_after_delete_records_mid_segment(log_dir, time, closing):
+    cfg = log_config(segment_bytes=2048 * 5)
     log = open_log(log_dir, cfg, time)
     producer_record(log, 1, 0, "a", time)
     producer_record(log, 2, 0, "b", time)
@@ -148,7 +127,7 @@ def test_load_producers_after_delete_records_mid_segment(log_dir, time, logs):
     log.close()
     # the log start did not pass a segment: the snapshots stay and the state is rebuilt
     reloaded = open_log(log_dir, cfg, time, log_start_offset=1, clean_shutdown=False)
-    logs.append(reloaded)
+    closing(reloaded)
     assert producers_last_sequence(reloaded) == retained
 
 
@@ -157,8 +136,8 @@ test_loading_log_keeps_largest_stray_producer_state_snapshot = no_api(
     "removeStraySnapshots); a corrupt one is deleted when recovery reads it")
 
 
-def test_load_producers_after_delete_records_on_segment(log_dir, time, logs):
-    cfg = config(segment_bytes=2048 * 5)
+def test_load_producers_after_delete_records_on_segment(log_dir, time, closing):
+    cfg = log_config(segment_bytes=2048 * 5)
     log = open_log(log_dir, cfg, time)
     producer_record(log, 1, 0, "a", time)
     log.roll()
@@ -176,7 +155,7 @@ def test_load_producers_after_delete_records_on_segment(log_dir, time, logs):
     # start offset); kafkalog recovers from that snapshot and keeps producer 1 too (see the
     # module's docstring)
     reloaded = open_log(log_dir, cfg, time, log_start_offset=1, clean_shutdown=False)
-    logs.append(reloaded)
+    closing(reloaded)
     assert producers_last_sequence(reloaded) == {1: 0, 2: 0}
 
 
@@ -187,7 +166,7 @@ def append_random_values(log, n, size, time, rng, step_ms=10):
 
 def test_log_recovers_to_correct_offset(log_dir, time):
     num_messages, message_size = 100, 100
-    cfg = config(segment_bytes=7 * message_size, index_interval_bytes=3 * message_size,
+    cfg = log_config(segment_bytes=7 * message_size, index_interval_bytes=3 * message_size,
                  segment_index_bytes=4096)
     log = open_log(log_dir, cfg, time)
     append_random_values(log, num_messages, message_size, time, random.Random(1))
@@ -242,7 +221,7 @@ def reopen_after_damaging_indexes(log_dir, time, seed, damage):
     """Upstream's 200 records of 10 random bytes, two a segment; every offset and time index
     file goes through ``damage(path)`` and the log is reopened (recovery point 0)."""
     num_messages = 200
-    cfg = config(segment_bytes=200, index_interval_bytes=1)
+    cfg = log_config(segment_bytes=200, index_interval_bytes=1)
     log = open_log(log_dir, cfg, time)
     append_random_values(log, num_messages, 10, time, random.Random(seed))
     paths = [p for s in log.segments for p in (s.index_path, s.time_index_path)]
@@ -254,9 +233,9 @@ def reopen_after_damaging_indexes(log_dir, time, seed, damage):
     return log
 
 
-def test_index_rebuild(log_dir, time, logs):
+def test_index_rebuild(log_dir, time, closing):
     log = reopen_after_damaging_indexes(log_dir, time, 2, os.remove)
-    logs.append(log)
+    closing(log)
     assert log.segments.first.offset_index.entries > 0
     assert log.segments.first.time_index.entries > 0
     check_reads_and_timestamps(log, 200, time)
@@ -270,9 +249,9 @@ def write_two_spaces(path):
         f.write("  ")
 
 
-def test_corrupt_index_rebuild(log_dir, time, logs):
+def test_corrupt_index_rebuild(log_dir, time, closing):
     log = reopen_after_damaging_indexes(log_dir, time, 3, write_two_spaces)
-    logs.append(log)
+    closing(log)
     check_reads_and_timestamps(log, 200, time)
 
 
@@ -286,7 +265,7 @@ def test_bogus_index_segments_are_removed(log_dir, time):
     for path in (bogus_index2, bogus_time_index2):
         open(path, "wb").close()
     one = build_batch(value_records(["test"], time.ms))
-    log = open_log(log_dir, config(segment_bytes=len(one) * 5, segment_index_bytes=1000,
+    log = open_log(log_dir, log_config(segment_bytes=len(one) * 5, segment_index_bytes=1000,
                                    index_interval_bytes=1), time)
     log.segments.first.offset_index, log.segments.first.time_index    # (opened lazily)
     assert os.path.getsize(bogus_index1) > 0
@@ -298,24 +277,24 @@ def test_bogus_index_segments_are_removed(log_dir, time):
     log.close()
 
 
-def test_reopen_then_truncate(log_dir, time, logs):
+def test_reopen_then_truncate(log_dir, time, closing):
     one = build_batch(value_records(["test"], time.ms))
-    cfg = config(segment_bytes=len(one) * 5, segment_index_bytes=1000,
+    cfg = log_config(segment_bytes=len(one) * 5, segment_index_bytes=1000,
                  index_interval_bytes=10000)
     log = open_log(log_dir, cfg, time)
     for _ in range(100):
         log.append(value_records(["test"], time.ms))
     log.close()
     log = open_log(log_dir, cfg, time, clean_shutdown=False)
-    logs.append(log)
+    closing(log)
     log.truncate_to(3)
     assert len(log.segments) == 1
     assert log.log_end_offset == 3
 
 
-def test_open_deletes_obsolete_files(log_dir, time, logs):
+def test_open_deletes_obsolete_files(log_dir, time, closing):
     one = build_batch(value_records(["test"], time.ms - 1000))
-    cfg = config(segment_bytes=len(one) * 5, segment_index_bytes=1000, retention_ms=999)
+    cfg = log_config(segment_bytes=len(one) * 5, segment_index_bytes=1000, retention_ms=999)
     log = open_log(log_dir, cfg, time)
     for _ in range(100):
         log.append(value_records(["test"], time.ms - 1000))
@@ -323,7 +302,7 @@ def test_open_deletes_obsolete_files(log_dir, time, logs):
     log.delete_old_segments(time.ms)                  # every segment expired
     log.close()
     log = open_log(log_dir, cfg, time, clean_shutdown=False)
-    logs.append(log)
+    closing(log)
     assert len(log.segments) == 1
 
 
@@ -332,7 +311,7 @@ def all_records(log):
 
 
 def test_corrupt_log(tmp_path, time):
-    cfg = config(segment_bytes=1000, index_interval_bytes=1, max_message_bytes=64 * 1024)
+    cfg = log_config(segment_bytes=1000, index_interval_bytes=1, max_message_bytes=64 * 1024)
     rng = random.Random(4)
     for attempt in range(10):
         log_dir = str(tmp_path / f"topic-{attempt}")
@@ -368,7 +347,7 @@ def check_index_files_have_entries(log_dir, count):
 
 
 def test_over_compacted_log_recovery(log_dir, time):
-    log = open_log(log_dir, config(segment_bytes=1000, index_interval_bytes=1,
+    log = open_log(log_dir, log_config(segment_bytes=1000, index_interval_bytes=1,
                                    max_message_bytes=64 * 1024), time)
     log.append_as_follower(follower_batch(0, ("v1", "k1")))
     assert log.active_segment.base_offset == 0
@@ -388,7 +367,7 @@ test_leader_epoch_cache_cleared_after_static_message_format_downgrade = no_api(N
 
 
 def test_over_compacted_log_recovery_multi_record(log_dir, time):
-    log = open_log(log_dir, config(segment_bytes=1000, index_interval_bytes=1,
+    log = open_log(log_dir, log_config(segment_bytes=1000, index_interval_bytes=1,
                                    max_message_bytes=64 * 1024), time)
     log.append_as_follower(follower_batch(0, ("v1", "k1")))
     assert log.active_segment.base_offset == 0
@@ -415,20 +394,20 @@ test_recovery_after_crash_during_split_phase4 = no_api(NO_SPLIT)
 test_recovery_after_crash_during_split_phase5 = no_api(NO_SPLIT)
 
 
-def test_clean_shutdown_file(log_dir, time, logs):
-    cfg = config(segment_bytes=1000, index_interval_bytes=1, max_message_bytes=64 * 1024)
+def test_clean_shutdown_file(log_dir, time, closing):
+    cfg = log_config(segment_bytes=1000, index_interval_bytes=1, max_message_bytes=64 * 1024)
     log = open_log(log_dir, cfg, time)
     for _ in range(100):
         log.append(value_records(["test"], time.ms))
     log.close()
     # a clean shutdown: no recovery, although the recovery point is 0
     log = open_log(log_dir, cfg, time)
-    logs.append(log)
+    closing(log)
     assert log.log_end_offset == 100
     assert log.recovery_point == 100
 
 
-def test_log_recovers_for_leader_epoch(log_dir, time, logs):
+def test_log_recovers_for_leader_epoch(log_dir, time, closing):
     log = open_log(log_dir, None, time)
     cache = log.leader_epoch_cache
     for offset, leader_epoch in ((0, 1), (1, 2), (2, 2), (3, 3)):
@@ -439,7 +418,7 @@ def test_log_recovers_for_leader_epoch(log_dir, time, logs):
     assert [tuple(e) for e in cache.entries] != [(1, 0), (2, 1), (3, 3)]
     log.close()
     recovered = open_log(log_dir, None, time, clean_shutdown=False)
-    logs.append(recovered)
+    closing(recovered)
     assert [tuple(e) for e in recovered.leader_epoch_cache.entries] == [(1, 0), (2, 1), (3, 3)]
 
 
@@ -471,33 +450,33 @@ def delete_offset_and_txn_indexes(segments):
                 os.remove(path)
 
 
-def reload_and_check_aborted(log_dir, time, logs, **kwargs):
-    reloaded = open_log(log_dir, config(segment_bytes=1024 * 5), time, clean_shutdown=False,
+def reload_and_check_aborted(log_dir, time, closing, **kwargs):
+    reloaded = open_log(log_dir, log_config(segment_bytes=1024 * 5), time, clean_shutdown=False,
                         **kwargs)
-    logs.append(reloaded)
+    closing(reloaded)
     assert all_aborted_transactions(reloaded) == EXPECTED_ABORTED
 
 
-def test_full_transaction_index_recovery(log_dir, time, logs):
-    log = open_log(log_dir, config(segment_bytes=128 * 5), time)
+def test_full_transaction_index_recovery(log_dir, time, closing):
+    log = open_log(log_dir, log_config(segment_bytes=128 * 5), time)
     write_transactions(log, time)
     segments = list(log.segments)
     log.close()
     delete_offset_and_txn_indexes(segments)      # recovery is forced
-    reload_and_check_aborted(log_dir, time, logs)
+    reload_and_check_aborted(log_dir, time, closing)
 
 
-def test_recover_only_last_segment(log_dir, time, logs):
-    log = open_log(log_dir, config(segment_bytes=128 * 5), time)
+def test_recover_only_last_segment(log_dir, time, closing):
+    log = open_log(log_dir, log_config(segment_bytes=128 * 5), time)
     write_transactions(log, time)
     last = list(log.segments)[-1]
     log.close()
     delete_offset_and_txn_indexes([last])
-    reload_and_check_aborted(log_dir, time, logs, recovery_point=last.base_offset)
+    reload_and_check_aborted(log_dir, time, closing, recovery_point=last.base_offset)
 
 
-def test_recover_last_segment_with_no_snapshots(log_dir, time, logs):
-    log = open_log(log_dir, config(segment_bytes=128 * 5), time)
+def test_recover_last_segment_with_no_snapshots(log_dir, time, closing):
+    log = open_log(log_dir, log_config(segment_bytes=128 * 5), time)
     write_transactions(log, time)
     last = list(log.segments)[-1]
     log.close()
@@ -505,7 +484,7 @@ def test_recover_last_segment_with_no_snapshots(log_dir, time, logs):
         os.remove(path)
     # the producer state is rebuilt from the start of the log
     delete_offset_and_txn_indexes([last])
-    reload_and_check_aborted(log_dir, time, logs, recovery_point=last.base_offset)
+    reload_and_check_aborted(log_dir, time, closing, recovery_point=last.base_offset)
 
 
 def roll_one_record_segments(log, n, time):
@@ -514,8 +493,8 @@ def roll_one_record_segments(log, n, time):
         log.roll()
 
 
-def test_log_end_less_than_start_after_reopen(log_dir, time, logs):
-    cfg = config()
+def test_log_end_less_than_start_after_reopen(log_dir, time, closing):
+    cfg = log_config()
     log = open_log(log_dir, cfg, time)
     roll_one_record_segments(log, 5, time)
     assert len(log.segments) == 6
@@ -527,7 +506,7 @@ def test_log_end_less_than_start_after_reopen(log_dir, time, logs):
     # reopened: that segment is truncated and every later one deleted; what is left is below
     # the log start offset, so one empty active segment starts at the log start offset
     log = open_log(log_dir, cfg, time, log_start_offset=start_offset, clean_shutdown=False)
-    logs.append(log)
+    closing(log)
     assert len(log.segments) == 1
     assert (log.log_start_offset, log.log_end_offset) == (start_offset, start_offset)
     only = log.segments.first
@@ -537,8 +516,8 @@ def test_log_end_less_than_start_after_reopen(log_dir, time, logs):
 
 
 def test_corrupted_log_recovery_does_not_delete_producer_state_snapshots_post_recovery(
-        log_dir, time, logs):
-    cfg = config()
+        log_dir, time, closing):
+    cfg = log_config()
     log = open_log(log_dir, cfg, time)
     roll_one_record_segments(log, 9, time)      # [0] [1] ... [8] [9-] (empty active)
     assert len(log.segments) == 10
@@ -553,7 +532,7 @@ def test_corrupted_log_recovery_does_not_delete_producer_state_snapshots_post_re
     log.close()
     # reopened at log start 4: one empty active segment at 4, no snapshot at or below it
     log = open_log(log_dir, cfg, time, log_start_offset=new_log_start, clean_shutdown=False)
-    logs.append(log)
+    closing(log)
     assert len(log.segments) == 1
     assert (log.log_start_offset, log.active_segment.base_offset, log.log_end_offset) == \
         (4, 4, 4)
@@ -569,7 +548,7 @@ def test_corrupted_log_recovery_does_not_delete_producer_state_snapshots_post_re
 
 def test_recover_with_empty_active_segment(log_dir, time):
     num_messages, message_size = 100, 100
-    cfg = config(segment_bytes=7 * message_size, index_interval_bytes=3 * message_size,
+    cfg = log_config(segment_bytes=7 * message_size, index_interval_bytes=3 * message_size,
                  segment_index_bytes=4096)
     rng = random.Random(5)
     log = open_log(log_dir, cfg, time)

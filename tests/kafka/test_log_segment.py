@@ -28,23 +28,12 @@ from kafkalog.leader_epoch import LeaderEpochCache
 from kafkalog.producer_state import BatchMetadata, ProducerStateEntry, ProducerStateManager
 from kafkalog.segment import LogSegment
 
-from ported import kernel_mode, no_api  # noqa: F401  (kernel_mode: a fixture)
+from ported import MockTime, no_api
 
 pytestmark = pytest.mark.usefixtures("kernel_mode")
 
 NO_TIMESTAMP = -1
 INT_MAX = 2**31 - 1
-
-
-class MockTime:
-    def __init__(self):
-        self.ms = 1_700_000_000_000
-
-    def __call__(self):           # a segment's time_fn: seconds
-        return self.ms / 1000
-
-    def sleep(self, ms):
-        self.ms += ms
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import pytest
 from kafkalog.errors import IndexFullError, InvalidOffsetError
 from kafkalog.offset_index import OffsetIndex, OffsetPosition
 
-from ported import kernel_mode, no_api  # noqa: F401  (kernel_mode: a fixture)
+from ported import no_api
 
 pytestmark = pytest.mark.usefixtures("kernel_mode")
 

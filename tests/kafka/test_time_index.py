@@ -14,7 +14,6 @@ import pytest
 from kafkalog.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
 from kafkalog.time_index import TimeIndex, TimestampOffset
 
-from ported import kernel_mode  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.usefixtures("kernel_mode")
 
