@@ -80,3 +80,15 @@ def test_recover(log_dir, tmp_path, capfd):
 def test_salvage_refuses_a_0_7_directory(log_dir, capfd):
     assert main(["salvage", str(log_dir[1])]) == 1
     assert "Kafka 0.7 partition directory" in capfd.readouterr().err
+
+
+def test_dump_of_one_kafka_file(log_dir, capfd):
+    _, d, invalid, _ = log_dir
+    second = sorted(os.listdir(d))[1]
+    assert main(["dump", "--json", str(d / second)]) == 1
+    doc = json.loads(capfd.readouterr().out)
+    assert (doc["file"], doc["format"]) == (second, "0.7")
+    assert [base64.b64decode(m["payload"]) for m in doc["segment"]["messages"]] == [b"b", b"s1"]
+    assert doc["segment"]["next_offset"] == invalid and len(doc["problems"]) == 1
+    assert main(["dump", str(d / second)]) == 1
+    assert "payload: s1" in capfd.readouterr().out

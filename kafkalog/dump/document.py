@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from kafkalog import storage
 from kafkalog.files import (
-    INDEX_SUFFIX, LEADER_EPOCH_CHECKPOINT, LOG_SUFFIX, SNAPSHOT_SUFFIX,
+    INDEX_SUFFIX, LEADER_EPOCH_CHECKPOINT, LOG07_SUFFIX, LOG_SUFFIX, SNAPSHOT_SUFFIX,
     TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, file_path, offsets_of, topic_partition_or_none,
 )
 from kafkalog.index import OffsetIndex, TimeIndex
@@ -100,6 +100,9 @@ def _file_json(path, options, report):
     if kind in (LOG_SUFFIX, KRAFT_SNAPSHOT):
         yield '"segment": '
         yield from _segment_json(path, options, report, indexes=kind == LOG_SUFFIX)
+    elif kind == LOG07_SUFFIX:
+        yield '"format": "0.7", "segment": '
+        yield from log07.segment_json(path, base_offset, options, report)
     elif kind == INDEX_SUFFIX:
         yield '"offset_index": '
         yield from _index_json(index_or_problem(OffsetIndex, path, base_offset, report))

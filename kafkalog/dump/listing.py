@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from kafkalog import storage
 from kafkalog.files import (
-    INDEX_SUFFIX, LEADER_EPOCH_CHECKPOINT, LOG_SUFFIX, SNAPSHOT_SUFFIX,
+    INDEX_SUFFIX, LEADER_EPOCH_CHECKPOINT, LOG07_SUFFIX, LOG_SUFFIX, SNAPSHOT_SUFFIX,
     TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, file_path, offsets_of, topic_partition_or_none,
 )
 from kafkalog.index import OffsetIndex, TimeIndex
@@ -84,6 +84,9 @@ def _file_text(path, options, report):
     kind, base_offset = file_kind(path)
     if kind in (LOG_SUFFIX, KRAFT_SNAPSHOT):
         yield from _segment_text(path, options, report, indexes=False)
+    elif kind == LOG07_SUFFIX:
+        yield from log07.segment_text(path, base_offset, options, report,
+                                      _PAYLOAD_RENDERERS[options.payload])
     elif kind == INDEX_SUFFIX:
         yield from _index_text(path, index_or_problem(OffsetIndex, path, base_offset, report),
                                "offset", "position")

@@ -1,5 +1,6 @@
 """``kafkalog dump`` of a Kafka 0.7 partition directory (``.kafka`` files): each message's
-offset, size, CRC32, codec and payload, as text or in the JSON document (``"format": "0.7"``).
+offset, size, CRC32, codec and payload, as text or in the JSON document (``"format": "0.7"``);
+a single ``.kafka`` file too.
 
 Each file is walked up to its first invalid entry (0.7's rule: the size fits and the CRC32
 matches), which is reported with the bytes left unread; the messages inside a compressed
@@ -94,18 +95,26 @@ def partition_json(path: str, options: DumpOptions, report: DumpReport) -> Itera
         head["limits"] = options.limits()
     yield json.dumps(head)[:-1] + ', "segments": ['
     for i, (base, file_path) in enumerate(_files_in_range(path, options)):
-        scan = _FileScan(file_path, base, options, report)
-        yield (", " if i else "") + "{" + f'"file": {json.dumps(os.path.basename(file_path))}, ' \
-            f'"base_offset": {base}, "messages": ['
-        listed = 0
-        for m in scan.messages():
-            if options.records == "full":
-                yield (", " if listed else "") + json.dumps(_message_dict(m))
-                listed += 1
-        yield (f'], "size": {scan.size}, "message_count": {scan.message_count}, '
-               f'"next_offset": {scan.next_offset}, "error": '
-               f'{json.dumps(scan.problem["message"] if scan.problem else None)}}}')
+        if i:
+            yield ", "
+        yield from segment_json(file_path, base, options, report)
     yield f'], "problems": {json.dumps(report.problems[first_problem:])}}}'
+
+
+def segment_json(path: str, base: int, options: DumpOptions, report: DumpReport
+                 ) -> Iterator[str]:
+    """The JSON object of one ``.kafka`` file whose first entry is at byte offset ``base``."""
+    scan = _FileScan(path, base, options, report)
+    yield "{" + f'"file": {json.dumps(os.path.basename(path))}, "base_offset": {base}, ' \
+        '"messages": ['
+    listed = 0
+    for m in scan.messages():
+        if options.records == "full":
+            yield (", " if listed else "") + json.dumps(_message_dict(m))
+            listed += 1
+    yield (f'], "size": {scan.size}, "message_count": {scan.message_count}, '
+           f'"next_offset": {scan.next_offset}, "error": '
+           f'{json.dumps(scan.problem["message"] if scan.problem else None)}}}')
 
 
 def partition_text(path: str, options: DumpOptions, report: DumpReport,
@@ -117,19 +126,25 @@ def partition_text(path: str, options: DumpOptions, report: DumpReport,
     yield (f"Kafka 0.7 partition directory {name} (topic {tp[0]}, partition {tp[1]})\n" if tp
            else f"Kafka 0.7 partition directory {name}\n")
     for base, file_path in _files_in_range(path, options):
-        scan = _FileScan(file_path, base, options, report)
-        yield f"Dumping {file_path}\nStarting offset: {base}\n"
-        batch = []
-        for m in scan.messages():
-            if options.records == "full":
-                batch.append(m)
-                if len(batch) >= 1024:
-                    yield _message_lines(batch, render)
-                    batch = []
-        yield _message_lines(batch, render)
-        if scan.problem is not None:
-            yield f"Found {scan.problem['message']}\n"
-        yield f"Next offset: {scan.next_offset}  messages: {scan.message_count}\n"
+        yield from segment_text(file_path, base, options, report, render)
+
+
+def segment_text(path: str, base: int, options: DumpOptions, report: DumpReport,
+                 render: Any) -> Iterator[str]:
+    """The listing of one ``.kafka`` file whose first entry is at byte offset ``base``."""
+    scan = _FileScan(path, base, options, report)
+    yield f"Dumping {path}\nStarting offset: {base}\n"
+    batch = []
+    for m in scan.messages():
+        if options.records == "full":
+            batch.append(m)
+            if len(batch) >= 1024:
+                yield _message_lines(batch, render)
+                batch = []
+    yield _message_lines(batch, render)
+    if scan.problem is not None:
+        yield f"Found {scan.problem['message']}\n"
+    yield f"Next offset: {scan.next_offset}  messages: {scan.message_count}\n"
 
 
 def _message_lines(messages, render):

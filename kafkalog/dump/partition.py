@@ -15,8 +15,8 @@ from kafkalog import storage
 from kafkalog.checkpoint import read_leader_epoch_checkpoint
 from kafkalog.errors import KafkaLogError, LogNotFoundError, NotARegularFileError
 from kafkalog.files import (
-    INDEX_SUFFIXES, LEADER_EPOCH_CHECKPOINT, LOG_SUFFIX, SNAPSHOT_SUFFIX,
-    parse_file_name, parse_kraft_snapshot_name,
+    INDEX_SUFFIXES, LEADER_EPOCH_CHECKPOINT, LOG07_SUFFIX, LOG_SUFFIX, SNAPSHOT_SUFFIX,
+    parse_file_name, parse_kraft_snapshot_name, parse_log07_file_name,
 )
 from kafkalog.index import TXN_ENTRY_DTYPE, TimeIndex, TransactionIndex
 from kafkalog.log_dirs import partition_dirs
@@ -184,19 +184,24 @@ KRAFT_SNAPSHOT = "kraft-snapshot"
 
 
 def file_kind(path):
-    """(kind, base offset) of a single file dump's path; raises KafkaLogError for others."""
+    """(kind, base offset) of a single file dump's path (kind: its suffix, ``KRAFT_SNAPSHOT`` or
+    ``LEADER_EPOCH_CHECKPOINT``; a 0.7 file's base offset is a byte offset); raises
+    KafkaLogError for others."""
     if not storage.exists(path):
         raise LogNotFoundError(f"{path}: no such file or directory")
     name = os.path.basename(path)
     parsed = parse_file_name(name)
     kind = parsed[1] if parsed is not None and not parsed[2] else None
-    if name == LEADER_EPOCH_CHECKPOINT:
+    log07_base = parse_log07_file_name(name)
+    if log07_base is not None:
+        kind, parsed = LOG07_SUFFIX, (log07_base,)
+    elif name == LEADER_EPOCH_CHECKPOINT:
         kind = name
     elif parse_kraft_snapshot_name(name) is not None:
         kind = KRAFT_SNAPSHOT
     elif kind not in (LOG_SUFFIX, SNAPSHOT_SUFFIX) + INDEX_SUFFIXES:
         raise KafkaLogError(f"{path}: not a partition directory or a Kafka segment, index, "
-                            f"snapshot, KRaft snapshot or checkpoint file")
+                            f"snapshot, KRaft snapshot, checkpoint or 0.7 .kafka file")
     if not storage.isfile(path):
         raise NotARegularFileError(f"{path}: not a regular file")
     return kind, parsed[0] if parsed else None
