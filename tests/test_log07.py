@@ -2,6 +2,7 @@
 wrappers, torn tails, a full-length entry with a bad CRC followed by zeros, several files, short
 file names), 0.7's recovery of the newest file, reads by byte offset, and writing (roll, flush,
 retention). Runs with either kernels (``KAFKALOG_NO_EXTENSIONS=1`` for the twins)."""
+import errno
 import gzip
 import itertools
 import logging
@@ -14,7 +15,7 @@ import pytest
 
 from kafkalog import Log, Log07
 from kafkalog.errors import (
-    CorruptRecordError, KafkaLogError, LogClosedError, LogNotFoundError,
+    CorruptRecordError, KafkaLogError, LogClosedError, LogDirFailureError, LogNotFoundError,
     NotAPartitionDirectoryError, OffsetOutOfRangeError, PartitionNotFoundError,
     RecordTooLargeError, UnsupportedCompressionError,
 )
@@ -345,3 +346,23 @@ def test_python_paths_agree_with_the_twins(tmp_path):
             return (list(log.recovery_report), listing(log), log.read(0, 1000),
                     table.records.tolist(), bytes(table.data))
     both_ways(scenario)
+
+
+def test_a_failed_write_takes_the_log_offline(tmp_path, monkeypatch):
+    d = tmp_path / "t-0"
+    d.mkdir()
+    log = Log07.open(d, config={"flush.messages": 1})
+    log.append([b"a"])
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(LogDirFailureError) as e:
+        log.append([b"b"])
+    assert e.value.errno == errno.ENOSPC
+    with pytest.raises(KafkaLogError, match="offline"):
+        log.append([b"c"])
+    log.close()                                     # no flush of an offline log, no error
+    monkeypatch.undo()
+    with Log07.open(d) as log:
+        assert [m.payload for m in log.messages()] == [b"a", b"b"]

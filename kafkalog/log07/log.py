@@ -10,6 +10,7 @@ bytes when the inode grew before the data blocks were written).
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -24,7 +25,7 @@ from kafkalog._kernels import walk_log07
 from kafkalog._layout import WALK_END, WALK_INVALID, WALK_PARTIAL
 from kafkalog.config import LogConfig
 from kafkalog.errors import (
-    CorruptRecordError, KafkaLogError, LogClosedError, LogNotFoundError,
+    CorruptRecordError, KafkaLogError, LogClosedError, LogDirFailureError, LogNotFoundError,
     NotAPartitionDirectoryError, OffsetOutOfRangeError, RecordTooLargeError,
 )
 from kafkalog.files import log07_file_name, log07_files
@@ -125,6 +126,7 @@ class Log07:
         self._time_fn = time_fn
         self._lock = threading.RLock()
         self._closed = False
+        self._failed: OSError | None = None
         self._active_file: Any = None
         self._unflushed = 0
         self._last_flush_ms = self._now_ms()
@@ -158,16 +160,19 @@ class Log07:
                                               "directory")
         config = LogConfig.of(config)
         report = RecoveryReport(path)
-        files = log07_files(os.listdir(path))
-        if not files and not read_only:
-            name = log07_file_name(0)
-            open(os.path.join(path, name), "ab").close()
-            files = [(0, name)]
-        segments: list[Any] = [Segment07(os.path.join(path, n), o,
-                                         os.path.getsize(os.path.join(path, n)))
-                               for o, n in files]
-        if segments:
-            _check_newest(segments[-1], read_only, report, salvage_dir)
+        try:
+            files = log07_files(os.listdir(path))
+            if not files and not read_only:
+                name = log07_file_name(0)
+                open(os.path.join(path, name), "ab").close()
+                files = [(0, name)]
+            segments: list[Any] = [Segment07(os.path.join(path, n), o,
+                                             os.path.getsize(os.path.join(path, n)))
+                                   for o, n in files]
+            if segments:
+                _check_newest(segments[-1], read_only, report, salvage_dir)
+        except OSError as e:
+            raise LogDirFailureError(f"opening {path} failed: {e}", errno=e.errno) from e
         return cls(path, config, read_only, LogSegments(segments), report, time_fn)
 
     # ------------------------------------------------------------------------------ offsets
@@ -242,7 +247,8 @@ class Log07:
                 return b""
             start = max(offset, segment.base_offset) - segment.base_offset
             end = min(segment.size, start + max_bytes)
-            buf = open_buffer(segment.path)
+            with self._io("read"):
+                buf = open_buffer(segment.path)
         try:
             stop = start
             for _, status, stop, message in walk_all(buf, start, end, False):
@@ -271,7 +277,8 @@ class Log07:
             segment = self.segments.higher(segment.base_offset)
 
     def _segment_messages(self, segment, start, validate_crc):
-        buf = open_buffer(segment.path)
+        with self._io("read"):
+            buf = open_buffer(segment.path)
         try:
             for entries, status, stop, message in walk_all(buf, start, segment.size,
                                                            validate_crc):
@@ -302,17 +309,18 @@ class Log07:
             if count == 1 and len(data) > limit:
                 raise RecordTooLargeError(f"{self.path}: message of {len(data)} bytes is above "
                                           f"max.message.bytes ({limit})")
-            if self.segments.active.size > self.config["segment.bytes"]:
-                self._roll()
-            first = self.log_end_offset
-            active = self.segments.active
-            if self._active_file is None:
-                self._active_file = open(active.path, "ab")
-            self._active_file.write(data)
-            self._active_file.flush()
-            active.appended(len(data))
-            self._unflushed += count
-            self.maybe_flush()
+            with self._io("append"):
+                if self.segments.active.size > self.config["segment.bytes"]:
+                    self._roll()
+                first = self.log_end_offset
+                active = self.segments.active
+                if self._active_file is None:
+                    self._active_file = open(active.path, "ab")
+                self._active_file.write(data)
+                self._active_file.flush()
+                active.appended(len(data))
+                self._unflushed += count
+                self.maybe_flush()
             return first, self.log_end_offset
 
     def _roll(self) -> None:
@@ -344,7 +352,7 @@ class Log07:
 
     def flush(self) -> None:
         """fsync the newest file."""
-        with self._lock:
+        with self._lock, self._io("flush"):
             if self._active_file is not None:
                 os.fsync(self._active_file.fileno())
             self._unflushed = 0
@@ -359,21 +367,26 @@ class Log07:
         with self._lock:
             self._check_writable()
             now = self._now_ms() if now_ms is None else now_ms
-            deleted = 0
-            for predicate, reason in breached_policies(self, tuple(policies), now):
-                doomed = deletable_segments(self, predicate)
-                if not doomed:
-                    continue
-                if len(doomed) == len(self.segments):
-                    self._roll()
-                self.segments = self.segments.replace(remove=doomed)
-                for segment in doomed:
-                    log.warning("%s: deleting %s (%d bytes, offsets [%d, %d)): %s", self.path,
-                                os.path.basename(segment.path), segment.size,
-                                segment.base_offset, segment.end_offset, reason)
-                    os.remove(segment.path)
-                deleted += len(doomed)
-            return deleted
+            with self._io("retention"):
+                return self._delete_breached(tuple(policies), now)
+
+    def _delete_breached(self, policies, now):
+        """Delete what each breached policy releases; returns the number of files deleted."""
+        deleted = 0
+        for predicate, reason in breached_policies(self, policies, now):
+            doomed = deletable_segments(self, predicate)
+            if not doomed:
+                continue
+            if len(doomed) == len(self.segments):
+                self._roll()
+            self.segments = self.segments.replace(remove=doomed)
+            for segment in doomed:
+                log.warning("%s: deleting %s (%d bytes, offsets [%d, %d)): %s", self.path,
+                            os.path.basename(segment.path), segment.size,
+                            segment.base_offset, segment.end_offset, reason)
+                os.remove(segment.path)
+            deleted += len(doomed)
+        return deleted
 
     # ------------------------------------------------------------------------------ lifecycle
     def _now_ms(self) -> int:
@@ -387,19 +400,36 @@ class Log07:
         self._check_open()
         if self.read_only:
             raise KafkaLogError(f"log {self.path} was opened read-only")
+        if self._failed is not None:
+            raise KafkaLogError(f"log {self.path} is offline after an I/O error "
+                                f"({self._failed}); reopen it") from self._failed
+
+    @contextlib.contextmanager
+    def _io(self, what: str) -> Iterator[None]:
+        """A failed file operation takes the log offline (LogDirFailureError), as ``Log``
+        does after Kafka's ``maybeHandleIOException``."""
+        try:
+            yield
+        except OSError as e:
+            self._failed = e
+            raise LogDirFailureError(f"{what} failed for {self.path}: {e}; the log is offline "
+                                     f"until reopened", errno=e.errno) from e
 
     def _close_active_file(self) -> None:
         if self._active_file is not None:
-            self.flush()
-            self._active_file.close()
-            self._active_file = None
+            try:
+                if self._failed is None:         # an offline log's data is not flushed
+                    self.flush()
+            finally:
+                self._active_file.close()
+                self._active_file = None
 
     def close(self) -> None:
         """Flush and close; later reads and writes raise LogClosedError."""
         with self._lock:
             if not self._closed:
-                self._close_active_file()
                 self._closed = True
+                self._close_active_file()
 
     def __enter__(self) -> Log07:
         return self
