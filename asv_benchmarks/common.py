@@ -62,3 +62,15 @@ def write_small_segments(directory, n):
         with open(stem + ".timeindex", "wb") as f:
             f.write(struct.pack(">qi", 1009 + base, 9))
     write_snapshot(os.path.join(directory, f"{n * 10:020d}.snapshot"), [])
+
+
+def log07_entries(n, payload_bytes, seed=0, codec="none", per_wrapper=1):
+    """``n`` Kafka 0.7 entries of random payloads (seeded), as 0.7 wrote them: magic 1
+    messages, or wrappers of ``per_wrapper`` messages compressed with ``codec``."""
+    from kafkalog.log07.format import codec_of, encode_message_set
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        payloads = [rng.randbytes(payload_bytes) for _ in range(per_wrapper)]
+        out.append(encode_message_set(payloads, codec_of(codec))[0])
+    return b"".join(out)
