@@ -5,7 +5,8 @@ Its fixtures (``kernel_mode``, ``no_fsync``, ``time``, ``closing``) are in this 
 
 - ``no_api(reason)``: the stand-in for an upstream test that has nothing to run against in
   kafkalog; it skips with ``no API: <reason>``. A port lists it under the upstream test's name
-  (``test_force_unmap = no_api("...")``), so every upstream case has its line in the report.
+  (``test_force_unmap = no_api("...")``), so every upstream case has its line in the report;
+  ``no_api_cases(globals(), reason, *names)`` does it for several cases of one reason.
 - ``kernel_mode``: runs a test once with the compiled kernels and once with
   their pure-Python twins swapped in (``twins.kernels_of``), for ports whose cases go through
   the kernels; a module takes it with ``pytestmark = pytest.mark.usefixtures("kernel_mode")``.
@@ -25,6 +26,12 @@ def no_api(reason):
     def upstream_test_without_api():
         pytest.skip(f"no API: {reason}")
     return upstream_test_without_api
+
+
+def no_api_cases(namespace, reason, *names):
+    """``no_api(reason)`` under each of ``names`` in ``namespace`` (a module's globals)."""
+    for name in names:
+        namespace[name] = no_api(reason)
 
 
 class MockTime:

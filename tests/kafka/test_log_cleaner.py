@@ -32,7 +32,7 @@ from kafkalog.cleaner import cleanable_range
 from kafkalog.config import LogConfig
 
 from ported import (
-    append_end_txn_marker, idempotent_appender, keyed_records, log_config, no_api,
+    append_end_txn_marker, idempotent_appender, keyed_records, log_config, no_api, no_api_cases,
     open_log,
 )
 
@@ -46,6 +46,8 @@ NO_MAP_SLOTS = ("kafkalog's cleaner takes no offset map of a given number of slo
                 "whole segments at a time, within a memory budget")
 NO_READ_BUFFER = ("kafkalog's cleaner has no read buffer bounded by max.message.bytes to "
                   "overflow or to size from a corrupt header: it decodes a segment whole")
+NO_GROUPING = ("kafkalog's grouping of segments by size is internal to the pass (no "
+               "groupSegmentsBySize)")
 NO_CLEANER_THREADS = ("kafkalog has no LogCleaner threads, metrics or throttler: a pass is "
                       "Log.compact, called by its user")
 
@@ -448,9 +450,11 @@ def test_large_message(make_log, time):
     assert keys_in_log(log) == [0, 2, 1]
 
 
-test_message_larger_than_max_message_size = no_api(NO_READ_BUFFER)
-test_message_larger_than_max_message_size_with_corrupt_header = no_api(NO_READ_BUFFER)
-test_corrupt_message_size_larger_than_bytes_available = no_api(NO_READ_BUFFER)
+no_api_cases(
+    globals(), NO_READ_BUFFER,
+    "test_message_larger_than_max_message_size",
+    "test_message_larger_than_max_message_size_with_corrupt_header",
+    "test_corrupt_message_size_larger_than_bytes_available")
 
 
 def test_cleaning_with_deletes(make_log, time):
@@ -570,14 +574,12 @@ test_clean_segments_with_abort = no_api(
     "kafkalog's cleaner takes no checkDone callback; an abort comes from the log "
     "(truncation, deletion, close), see test_cleaner_coordination")
 test_clean_segments_retaining_last_empty_batch = no_api(NO_MAP_SLOTS)
-test_segment_grouping = no_api(
-    "kafkalog's grouping of segments by size is internal to the pass (no groupSegmentsBySize)")
-test_segment_grouping_with_sparse_offsets_and_empty_segments = no_api(
-    "kafkalog's grouping of segments by size is internal to the pass (no groupSegmentsBySize)")
-test_segment_grouping_with_sparse_offsets = no_api(
-    "kafkalog's grouping of segments by size is internal to the pass (no groupSegmentsBySize)")
-test_segment_grouping_following_load_of_zero_index = no_api(
-    "kafkalog's grouping of segments by size is internal to the pass (no groupSegmentsBySize)")
+no_api_cases(
+    globals(), NO_GROUPING,
+    "test_segment_grouping",
+    "test_segment_grouping_with_sparse_offsets_and_empty_segments",
+    "test_segment_grouping_with_sparse_offsets",
+    "test_segment_grouping_following_load_of_zero_index")
 test_build_offset_map = no_api(NO_MAP_SLOTS)
 test_segment_with_offset_overflow = no_api(
     "kafkalog splits a segment whose offsets overflow when loading it; the cleaner has no "

@@ -41,7 +41,7 @@ from kafkalog.transaction_index import AbortedTxn
 
 from ported import (
     all_aborted_transactions, append_end_txn_marker, append_non_transactional,
-    idempotent_appender, log_config, no_api, open_log, value_records,
+    idempotent_appender, log_config, no_api, no_api_cases, open_log, value_records,
 )
 
 pytestmark = pytest.mark.usefixtures("no_fsync")
@@ -221,7 +221,8 @@ def reopen_after_damaging_indexes(log_dir, time, seed, damage):
     """Upstream's 200 records of 10 random bytes, two a segment; every offset and time index
     file goes through ``damage(path)`` and the log is reopened (recovery point 0)."""
     num_messages = 200
-    cfg = log_config(segment_bytes=200, index_interval_bytes=1)
+    # (indexes of 4 KiB, not the default 10 MiB: each of the 100 rolls allocates two)
+    cfg = log_config(segment_bytes=200, index_interval_bytes=1, segment_index_bytes=4096)
     log = open_log(log_dir, cfg, time)
     append_random_values(log, num_messages, 10, time, random.Random(seed))
     paths = [p for s in log.segments for p in (s.index_path, s.time_index_path)]
@@ -311,7 +312,8 @@ def all_records(log):
 
 
 def test_corrupt_log(tmp_path, time):
-    cfg = log_config(segment_bytes=1000, index_interval_bytes=1, max_message_bytes=64 * 1024)
+    cfg = log_config(segment_bytes=1000, index_interval_bytes=1, max_message_bytes=64 * 1024,
+                     segment_index_bytes=4096)     # (as in reopen_after_damaging_indexes)
     rng = random.Random(4)
     for attempt in range(10):
         log_dir = str(tmp_path / f"topic-{attempt}")
@@ -386,12 +388,14 @@ def test_over_compacted_log_recovery_multi_record(log_dir, time):
 
 
 test_over_compacted_log_recovery_multi_record_v1 = no_api(NO_OLD_FORMAT)
-test_recovery_of_segment_with_offset_overflow = no_api(NO_SPLIT)
-test_recovery_after_crash_during_split_phase1 = no_api(NO_SPLIT)
-test_recovery_after_crash_during_split_phase2 = no_api(NO_SPLIT)
-test_recovery_after_crash_during_split_phase3 = no_api(NO_SPLIT)
-test_recovery_after_crash_during_split_phase4 = no_api(NO_SPLIT)
-test_recovery_after_crash_during_split_phase5 = no_api(NO_SPLIT)
+no_api_cases(
+    globals(), NO_SPLIT,
+    "test_recovery_of_segment_with_offset_overflow",
+    "test_recovery_after_crash_during_split_phase1",
+    "test_recovery_after_crash_during_split_phase2",
+    "test_recovery_after_crash_during_split_phase3",
+    "test_recovery_after_crash_during_split_phase4",
+    "test_recovery_after_crash_during_split_phase5")
 
 
 def test_clean_shutdown_file(log_dir, time, closing):

@@ -26,6 +26,8 @@ from kafkalog.producer_state import (
 )
 from kafkalog.records import NO_SEQUENCE
 
+from ported import no_api
+
 PRODUCER_ID = 1
 EPOCH = 0
 DEFAULT_SEQUENCE = 0
@@ -200,30 +202,21 @@ def test_control_record_bumps_producer_epoch(state, time):
     assert last_entry(state, PRODUCER_ID).first_seq == DEFAULT_SEQUENCE
 
 
-@pytest.mark.skip(reason="kafkalog keeps the first unstable offset as an offset, without the "
-                         "segment and position of its LogOffsetMetadata")
-def test_txn_first_offset_metadata_cached():
-    pass
+test_txn_first_offset_metadata_cached = no_api(
+    "kafkalog keeps the first unstable offset as an offset, without the "
+    "segment and position of its LogOffsetMetadata")
 
 
-@pytest.mark.skip(reason=NO_LATE_TRANSACTIONS)
-def test_has_late_transaction():
-    pass
+test_has_late_transaction = no_api(NO_LATE_TRANSACTIONS)
 
 
-@pytest.mark.skip(reason=NO_LATE_TRANSACTIONS)
-def test_has_late_transaction_initialized_after_reload():
-    pass
+test_has_late_transaction_initialized_after_reload = no_api(NO_LATE_TRANSACTIONS)
 
 
-@pytest.mark.skip(reason=NO_LATE_TRANSACTIONS)
-def test_has_late_transaction_updated_after_partial_truncation():
-    pass
+test_has_late_transaction_updated_after_partial_truncation = no_api(NO_LATE_TRANSACTIONS)
 
 
-@pytest.mark.skip(reason=NO_LATE_TRANSACTIONS)
-def test_has_late_transaction_updated_after_full_truncation():
-    pass
+test_has_late_transaction_updated_after_full_truncation = no_api(NO_LATE_TRANSACTIONS)
 
 
 def test_prepare_update_does_not_mutate(state, time):
@@ -442,10 +435,9 @@ def test_truncate_fully_and_start_at(state, log_dir, time):
     assert snapshot_offsets(log_dir) == {1}
 
 
-@pytest.mark.skip(reason="kafkalog keeps no in-memory list of snapshot files to reload "
-                         "(truncateFullyAndReloadSnapshots): it lists the directory each time")
-def test_reload_snapshots():
-    pass
+test_reload_snapshots = no_api(
+    "kafkalog keeps no in-memory list of snapshot files to reload "
+    "(truncateFullyAndReloadSnapshots): it lists the directory each time")
 
 
 def test_first_unstable_offset_after_truncation(state, log_dir, time):
@@ -624,16 +616,14 @@ def test_append_empty_control_batch(state):
     assert last_entry(state, producer_id).current_txn_first_offset is None
 
 
-@pytest.mark.skip(reason="kafkalog's load does not remove stray snapshots "
-                         "(ProducerStateManager.removeStraySnapshots)")
-def test_remove_stray_snapshots_keep_clean_shutdown_snapshot():
-    pass
+test_remove_stray_snapshots_keep_clean_shutdown_snapshot = no_api(
+    "kafkalog's load does not remove stray snapshots "
+    "(ProducerStateManager.removeStraySnapshots)")
 
 
-@pytest.mark.skip(reason="kafkalog's load does not remove stray snapshots "
-                         "(ProducerStateManager.removeStraySnapshots)")
-def test_remove_all_stray_snapshots():
-    pass
+test_remove_all_stray_snapshots = no_api(
+    "kafkalog's load does not remove stray snapshots "
+    "(ProducerStateManager.removeStraySnapshots)")
 
 
 def test_remove_and_mark_snapshot_for_deletion(state, log_dir):
@@ -655,35 +645,22 @@ def test_remove_and_mark_snapshot_for_deletion_already_deleted(state, log_dir):
     assert snapshot_offsets(log_dir) == set()
 
 
-@pytest.mark.skip(reason=NO_VERIFICATION)
-def test_entry_for_verification():
-    pass
+test_entry_for_verification = no_api(NO_VERIFICATION)
 
 
-@pytest.mark.skip(reason=NO_VERIFICATION)
-def test_sequence_and_epoch_in_verification_entry():
-    pass
+test_sequence_and_epoch_in_verification_entry = no_api(NO_VERIFICATION)
 
 
-@pytest.mark.skip(reason=NO_VERIFICATION)
-@pytest.mark.parametrize("dynamically_disable", [True, False])
-def test_throw_out_of_order_sequence_with_verification_sequence_check(dynamically_disable):
-    pass
+test_throw_out_of_order_sequence_with_verification_sequence_check = no_api(NO_VERIFICATION)
 
 
-@pytest.mark.skip(reason=NO_VERIFICATION)
-def test_verification_state_entry_expiration():
-    pass
+test_verification_state_entry_expiration = no_api(NO_VERIFICATION)
 
 
-@pytest.mark.skip(reason=NO_VERIFICATION)
-def test_reject_non_zero_sequence_for_transactions_v2_with_empty_state():
-    pass
+test_reject_non_zero_sequence_for_transactions_v2_with_empty_state = no_api(NO_VERIFICATION)
 
 
-@pytest.mark.skip(reason=NO_VERIFICATION)
-def test_allow_non_zero_sequence_for_transactions_v1_with_empty_state():
-    pass
+test_allow_non_zero_sequence_for_transactions_v1_with_empty_state = no_api(NO_VERIFICATION)
 
 
 def test_reject_non_zero_sequence_for_direct_epoch_bump(state, time):

@@ -31,7 +31,7 @@ from kafkalog.transaction_index import AbortedTxn
 
 from ported import (
     all_aborted_transactions, append_end_txn_marker, append_non_transactional,
-    idempotent_appender, log_config, no_api, open_log, value_records,
+    idempotent_appender, log_config, no_api_cases, open_log, value_records,
 )
 
 pytestmark = pytest.mark.usefixtures("no_fsync")
@@ -545,7 +545,9 @@ def test_maybe_update_high_watermark_as_follower(make_log):
         [99, 99, 100, 100, 100]
 
 
-test_transaction_is_ongoing_and_verification_guard = no_api(NO_VERIFICATION)
-test_empty_transaction_still_clears_verification_guard = no_api(NO_VERIFICATION)
-test_disabled_verification_clears_verification_guard = no_api(NO_VERIFICATION)
-test_enabling_verification_when_request_is_at_log_layer = no_api(NO_VERIFICATION)
+no_api_cases(
+    globals(), NO_VERIFICATION,
+    "test_transaction_is_ongoing_and_verification_guard",
+    "test_empty_transaction_still_clears_verification_guard",
+    "test_disabled_verification_clears_verification_guard",
+    "test_enabling_verification_when_request_is_at_log_layer")
