@@ -27,7 +27,7 @@ from kafkalog.files import (
 from kafkalog.index import OffsetIndex, TimeIndex, TransactionIndex
 from kafkalog.log import Log
 from kafkalog.log07 import Log07
-from kafkalog.log07.format import messages_of, walk_all
+from kafkalog.log07.format import decode_entries, walk_all
 from kafkalog.producer_state import list_snapshots, read_snapshot
 from kafkalog.records import open_buffer
 from kafkalog.salvage import DECODE_CHUNK_BYTES, iter_decoded, scan_segment
@@ -253,7 +253,7 @@ def _verify_log07_file(log_path, base, deep, last):
                 last_offset = base + int(rows["position"][-1])
             if deep:
                 try:
-                    records += sum(1 for _ in messages_of(buf, rows, base, True, log_path))
+                    records += len(decode_entries(buf, rows, True, log_path).entry)
                 except KafkaLogError as e:
                     at = getattr(e, "position", None)
                     problems.append(problem("undecodable_records", log_path,

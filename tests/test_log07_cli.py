@@ -1,6 +1,7 @@
 """``kafkalog dump``, ``verify`` and ``recover`` (and ``salvage``'s refusal) on Kafka 0.7
 partition directories, found by their ``.kafka`` files; hand-built bytes from test_log07."""
 import base64
+import gzip
 import json
 import os
 
@@ -92,3 +93,14 @@ def test_dump_of_one_kafka_file(log_dir, capfd):
     assert doc["segment"]["next_offset"] == invalid and len(doc["problems"]) == 1
     assert main(["dump", str(d / second)]) == 1
     assert "payload: s1" in capfd.readouterr().out
+
+
+def test_verify_deep_decodes_wrappers(tmp_path, capfd):
+    bad = entry(gzip.compress(entry(b"x") + b"\0\0"), attributes=1)   # valid CRC, torn inside
+    d = write_dir(tmp_path, {log07_file_name(0): entry(b"a") + bad})
+    assert main(["verify", "--shallow", str(d)]) == 0
+    capfd.readouterr()
+    assert main(["verify", "--json", str(d)]) == 1
+    (report,) = json.loads(capfd.readouterr().out)["partitions"]
+    assert [(p["code"], p["offset"]) for p in report["problems"]] == \
+        [("undecodable_records", len(entry(b"a")))]
