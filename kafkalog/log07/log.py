@@ -226,6 +226,8 @@ class Log07:
         position = offset - segment.base_offset
         if position == segment.size:
             return nxt
+        if position == 0:
+            return segment           # a file starts with an entry: no walk to find it
         positions = segment.positions()
         i = int(np.searchsorted(positions, position))
         if i == len(positions) or positions[i] != position:
