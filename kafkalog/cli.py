@@ -32,7 +32,7 @@ def _dump(args):
     try:
         for path in args.paths:
             try:
-                for piece in pieces(path, options, report):
+                for piece in pieces(path, options, report, rsm_keys=args.keys):
                     out.write(piece)
             except BrokenPipeError:
                 raise
@@ -107,12 +107,12 @@ def _about(path, e):
         f"{path}: {text}"
 
 
-def _partitions(paths):
+def _partitions(paths, rsm_keys=None):
     from kafkalog.verify import partition_dirs
     found, errors = [], []
     for path in paths:
         try:
-            found.extend(partition_dirs(path))
+            found.extend(partition_dirs(path, rsm_keys=rsm_keys))
         except (KafkaLogError, OSError) as e:
             errors.append(_about(path, e))
     return found, errors
@@ -120,7 +120,7 @@ def _partitions(paths):
 
 def _verify(args):
     from kafkalog.verify import problem, render_problem, verify_partition
-    dirs, errors = _partitions(args.paths)
+    dirs, errors = _partitions(args.paths, args.keys)
     reports = []
     for d in dirs:
         try:
@@ -489,9 +489,11 @@ def build_parser():
 def main(argv=None):
     args = build_parser().parse_args(argv)
     try:
+        # the keys of this command's reads (a keyring: loaded, and checked, once)
+        args.keys = None
         if getattr(args, "rsm_key", None):
             from kafkalog import tiered
-            tiered.add_keys(dict(args.rsm_key))
+            args.keys = tiered.keyring(dict(args.rsm_key)).keys
     except KafkaLogError as e:
         print(f"kafkalog {args.command}: {e}", file=sys.stderr)
         return 2

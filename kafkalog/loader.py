@@ -592,8 +592,9 @@ def open_partition(path, config, build, *, recovery_point, log_start_offset, cle
     topic_id)`` makes the log of a ``LoadedLog``; the partition's locks are released when it
     fails. Offsets not given are read from the log dir's checkpoint files. A remote ``path``
     opens read-only and unlocked; a local load that fails on I/O raises LogDirFailureError.
-    A local ``path`` that is a file, a log dir or (``read_only``) missing or holding no segment
-    raises a ``LogNotFoundError`` naming what is there (``log_dirs.check_partition_dir``).
+    A ``path`` that is a file, a log dir or (``read_only``, always for a remote one) missing or
+    holding no segment raises a ``LogNotFoundError`` naming what is there
+    (``log_dirs.check_partition_dir``).
     """
     def load(read_only, topic_id, managed, salvage_dir, locks):
         known = _from_checkpoints(path, replicated, recovery_point=recovery_point,
@@ -617,8 +618,8 @@ def open_partition(path, config, build, *, recovery_point, log_start_offset, cle
         if not read_only or topic_id is not None:
             storage.check_writable(path)
         storage.refresh(path)
-        if not storage.isdir(path):
-            raise LogNotFoundError(f"{path}: no such partition directory")
+        # as a local path: a log dir (a tiered topic prefix) or a file is named as such
+        check_partition_dir(path, read_only=True)
         return load(True, None, False, None, [])
     path = os.path.abspath(path)
     if read_only or os.path.lexists(path):

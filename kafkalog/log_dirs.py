@@ -199,5 +199,10 @@ def _what_is_in(path, entries):
     if not entries:
         return "an empty directory"
     dirs = sum(e.is_dir for e in entries)
+    below = storage.shown_below(path) if dirs else []
+    hint = "" if not below else (
+        f"; tiered-storage topic prefixes are below it, in {', '.join(below[:3])}"
+        f"{', ...' if len(below) > 3 else ''}: give "
+        f"{'that path' if len(below) == 1 else 'one of those paths'}")
     return (f"{len(entries) - dirs} file(s) and {dirs} director{'y' if dirs == 1 else 'ies'} "
-            f"holding no .log segment: {shown}")
+            f"holding no .log segment: {shown}{hint}")

@@ -39,9 +39,19 @@ _backends: dict[str, StorageBackend] = {}          # "<scheme>" or "<view scheme
 
 def register(scheme: str, backend: StorageBackend) -> None:
     """Serve the URLs of ``scheme`` with ``backend``; a scheme ending in ``+`` (``rsm+``) is
-    a view, whose URLs are ``<scheme><url of the objects it shows>``. Every later
+    a view, whose URLs are ``<scheme><url of the objects it shows>``, its scheme optionally
+    qualified by the view (``rsm.<qualifier>+``: the tiered view's keyring). Every later
     ``configure`` also asks ``backend`` what it shows a path as (``resolve``)."""
     _backends[scheme.lower()] = backend
+
+
+def _view_prefix(protocol: str) -> str | None:
+    """The view part of a view URL's (lower-cased) protocol, as written (``rsm+``, or with the
+    view's own qualifier after a dot, ``rsm.<qualifier>+``); None for any other protocol."""
+    view, plus, _ = protocol.partition("+")
+    if plus and view.partition(".")[0] + plus in _backends:
+        return view + plus
+    return None
 
 
 def _backend(path: Any) -> StorageBackend:
@@ -51,8 +61,10 @@ def _backend(path: Any) -> StorageBackend:
     protocol = url[0].lower()
     if protocol == "file":
         return _LOCAL
-    view, plus, _ = protocol.partition("+")
-    return _backends.get(view + plus if plus else protocol, _FSSPEC)
+    view = _view_prefix(protocol)
+    if view is not None:
+        return _backends[view.partition(".")[0].rstrip("+") + "+"]
+    return _backends.get(protocol, _FSSPEC)
 
 
 # ------------------------------------------------------------------------------ paths
@@ -70,10 +82,10 @@ def normalize(path: Any) -> Any:
     if url is None:
         return path
     protocol, rest = url[0].lower(), url[1]
-    view, plus, _ = protocol.partition("+")
-    if plus and view + plus in _backends:
-        inner = normalize(path[len(view) + 1:])
-        return view + plus + (inner if is_remote(inner) else "file://" + inner)
+    view = _view_prefix(protocol)
+    if view is not None:
+        inner = normalize(path[len(view):])
+        return view + (inner if is_remote(inner) else "file://" + inner)
     if protocol == "file":
         return rest if rest.startswith("/") else "/" + rest
     protocol = _ALIASES.get(protocol, protocol)
@@ -100,6 +112,13 @@ def configure(path: Any, storage_options: Mapping[str, Any] | None = None,
     for backend in list(_backends.values()):
         path = backend.resolve(path, rsm_keys)
     return path
+
+
+def shown_below(path: Any) -> list[str]:
+    """Directories a few levels below directory ``path`` that a registered view shows as log
+    dirs (an Aiven storage root's key prefix holding tiered topic prefixes): where to look
+    when ``path`` holds no partition. Lists directories: for error messages only."""
+    return [found for backend in list(_backends.values()) for found in backend.shown_below(path)]
 
 
 def check_writable(path: Any) -> None:

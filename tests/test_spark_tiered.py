@@ -59,3 +59,16 @@ def test_a_tiered_prefix_in_a_bucket(spark, s3, tmp_path):
     assert df.count() == 28000
     assert rows(df) == rows(ks.read(spark, [source("multiseg")],
                                     endingOffsets=json.dumps({"multiseg": {"0": 28000}})))
+
+
+def test_keys_reach_only_the_reads_they_were_given_to(spark):
+    from kafkalog.errors import TieredKeyError
+    objects_d = objects("d-aes-4kib-txn-only")
+    assert ks.plan([objects_d], {"rsmKeys": KEYS})     # planned: its indexes decrypted
+    # the same session and processes, later reads without keys or with another key id
+    with pytest.raises(TieredKeyError, match="no keys were given"):
+        ks.read(spark, [objects_d])
+    with pytest.raises(Exception, match="key1"):
+        spark.read.format("kafkalog").option("rsmKeys", json.dumps({"key2": KEYS["key1"]})) \
+            .load(objects_d).count()
+

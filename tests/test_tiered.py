@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -18,9 +19,11 @@ import sys
 import pytest
 
 import kafkalog
+import kafkalog.spark
 from kafkalog import storage, tiered
 from kafkalog.errors import (
-    CorruptTieredObjectError, LogNotFoundError, MissingTieredExtraError, TieredKeyError,
+    CorruptTieredObjectError, LogNotFoundError, MissingTieredExtraError,
+    PartitionNotFoundError, TieredKeyError,
 )
 from kafkalog.files import LEADER_EPOCH_CHECKPOINT, LOG_SUFFIX, PARTITION_METADATA, file_name
 from kafkalog.log import Log
@@ -237,19 +240,95 @@ def test_a_wrong_key_is_refused():
         Log.open(prefix("c-zstd-aes-64kib", "txn"), read_only=True, rsm_keys={"key1": other})
 
 
+def test_keys_reach_only_the_call_they_were_given_to():
+    part = prefix("c-zstd-aes-64kib", "txn")
+    seg = os.path.join(part, sorted(n for n in os.listdir(part) if n.endswith(".log"))[2])
+    with Log.open(part, read_only=True, rsm_keys=KEYS) as keyed:
+        # later calls of the same process: without keys, or with the key under another id,
+        # nothing is decrypted, whatever was given before
+        with pytest.raises(TieredKeyError, match="no keys were given") as e:
+            Log.open(part, read_only=True)
+        assert e.value.key_id == "key1"
+        with pytest.raises(TieredKeyError, match="keys given are for 'key2'"):
+            Log.open(part, read_only=True, rsm_keys={"key2": KEYS["key1"]})
+        with pytest.raises(TieredKeyError):
+            kafkalog.read_arrow(part)
+        with pytest.raises(TieredKeyError):
+            list(iter_batches(seg))
+        with pytest.raises(TieredKeyError):
+            kafkalog.spark.plan([objects("c-zstd-aes-64kib")])
+        # what the keys were given to keeps reading
+        assert records(keyed) == originals("txn")
+    assert len(list(iter_batches(seg, rsm_keys=KEYS))) > 0
+
+
+def test_planned_tasks_read_with_the_planning_calls_keys_or_their_own():
+    from kafkalog.scan.reader import read_task
+    from kafkalog.tiered import crypto
+    tasks = kafkalog.spark.plan([prefix("d-aes-4kib-txn-only", "txn")],
+                                {"rsmKeys": json.dumps(KEYS)})
+    assert sum(b.num_rows for b in read_task(tasks[0])) > 0
+    # a task read in another process (no keyring there): only with the keys given to it
+    crypto.forget_keys()
+    storage.clear_cache()
+    tiered.view._partitions.clear()
+    with pytest.raises(TieredKeyError):
+        list(read_task(tasks[1]))
+    assert sum(b.num_rows for b in read_task(tasks[1], rsm_keys=KEYS)) > 0
+
+
+def test_the_command_line_keys_are_the_commands():
+    from kafkalog.cli import main
+    part = prefix("d-aes-4kib-txn-only", "txn")
+    assert main(["verify", "--rsm-key", f"key1={KEYS['key1']}", part]) == 0
+    assert main(["verify", part]) == 1
+
+
+# ---------------------------------------------------------------------------- which level
+def test_plan_and_log_open_take_the_same_tiered_paths():
+    root = objects("b-zstd-64kib")
+    part = prefix("b-zstd-64kib", "txn")
+    for path in (part, part + "/", "file://" + part):
+        assert {t["topic"] for t in kafkalog.spark.plan([path])} == {"txn"}
+        with Log.open(path, read_only=True) as log:
+            assert log.log_end_offset == 594
+    # a prefix holding partitions: planned whole, refused by Log.open naming them
+    for path, names in ((os.path.dirname(part), "txn-0"), (root, "multiseg-0, txn-0")):
+        planned = kafkalog.spark.plan([path])
+        assert {(t["topic"], t["partition"]) for t in planned} == \
+            {(n[:-2], 0) for n in names.split(", ")}
+        with pytest.raises(PartitionNotFoundError, match=f"log dir holding .*\\({names}\\)"):
+            Log.open(path, read_only=True)
+
+
+@pytest.mark.parametrize("config,given,right", [
+    ("c-zstd-aes-64kib", "objects", "objects/tiered"),      # the storage root, key.prefix below
+    ("b-zstd-64kib", "", "objects"),                         # the config dir above it
+])
+def test_a_level_above_the_tiered_prefixes_names_the_right_path(config, given, right):
+    path = os.path.join(TIERED, config, given).rstrip("/")
+    want = re.escape(f"tiered-storage topic prefixes are below it, in "
+                     f"{os.path.join(TIERED, config, right)}: give that path")
+    for call in (lambda: kafkalog.read_arrow(path, rsm_keys=KEYS),
+                 lambda: kafkalog.spark.plan([path], {"rsmKeys": KEYS}),
+                 lambda: Log.open(path, read_only=True, rsm_keys=KEYS)):
+        with pytest.raises(PartitionNotFoundError, match=want):
+            call()
+
+
 def test_a_key_file_that_is_no_key_is_refused(tmp_path):
     bad = tmp_path / "bad.pem"
     bad.write_text("-----BEGIN PRIVATE KEY-----\nnot a key\n-----END PRIVATE KEY-----\n")
     with pytest.raises(TieredKeyError, match="key1"):
-        tiered.add_keys({"key1": str(bad)})
+        tiered.keyring({"key1": str(bad)})
     with pytest.raises(TieredKeyError):
-        tiered.add_keys({"key1": str(tmp_path / "missing.pem")})
+        tiered.keyring({"key1": str(tmp_path / "missing.pem")})
 
 
 def test_without_cryptography_encrypted_objects_need_the_tiered_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "cryptography", None)
     with pytest.raises(MissingTieredExtraError) as e:
-        tiered.add_keys(KEYS)
+        tiered.keyring(KEYS)
     assert isinstance(e.value, ImportError) and e.value.missing == ("cryptography",)
     assert "kafkalog[tiered]" in str(e.value)
     with pytest.raises(MissingTieredExtraError):

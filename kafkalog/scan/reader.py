@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -42,8 +42,8 @@ def _log_kernels_once():
              "compiled" if kernels.COMPILED else "pure-Python", kernels.KERNELS_FILE)
 
 
-def read_task(task: dict[str, Any], columns: Sequence[str] | None = None
-              ) -> Iterator[pyarrow.RecordBatch]:
+def read_task(task: dict[str, Any], columns: Sequence[str] | None = None,
+              rsm_keys: Mapping[str, Any] | None = None) -> Iterator[pyarrow.RecordBatch]:
     """Yield ``pyarrow.RecordBatch`` es of one planned task (at most about ``_CHUNK_BYTES`` of
     log each): the records of its byte range in ``[start_offset, end_offset)`` that a consumer
     sees, and that the pushed filters keep (``ts_lo``/``ts_hi``: timestamps in ms,
@@ -58,7 +58,9 @@ def read_task(task: dict[str, Any], columns: Sequence[str] | None = None
     A remote segment (``dir`` an fsspec URL) is read with the task's ``storage_options``
     (None: the filesystem's defaults, for S3 the AWS_* environment of this process), fetching
     only the blocks of ``[start_pos, end_pos)`` by ranged GETs (``storage_backend.BLOCK_SIZE``
-    aligned), never the whole object."""
+    aligned), never the whole object. A tiered segment's is read with the keys of the call
+    that planned it, or with ``rsm_keys`` (as ``Log.open`` takes them) where it is read in
+    another process than the one that planned it."""
     import pyarrow as pa
     _log_kernels_once()
     if columns is None:
@@ -71,7 +73,7 @@ def read_task(task: dict[str, Any], columns: Sequence[str] | None = None
                                              schema=schema)
         return
     path = file_path(task["dir"], task["segment"], LOG_SUFFIX)
-    walked = _walk_task(task, path)
+    walked = _walk_task(task, path, rsm_keys)
     if walked is None:
         return
     buf, batches = walked
@@ -98,12 +100,12 @@ def read_task(task: dict[str, Any], columns: Sequence[str] | None = None
         del table
 
 
-def _walk_task(task, path):
+def _walk_task(task, path, rsm_keys=None):
     """(buffer, ``BATCH_DTYPE`` rows) of the batches in the task's byte range, walked by the
     segment walker (CRCs checked with ``validate_crc``), or None when its segment was deleted
     after planning and ``failOnDataLoss`` is off."""
     try:
-        buf, end = _task_buffer(task, path)
+        buf, end = _task_buffer(task, path, rsm_keys)
     except (FileNotFoundError, ObjectChangedError) as e:
         # a local file gone, a remote object gone (planned with its size: no listing here)
         deleted = isinstance(e, FileNotFoundError) and not isinstance(e, KafkaLogError) or \
@@ -133,7 +135,7 @@ def _deleted_after_planning(task, error):
     log.warning("%s (failOnDataLoss=false: skipped)", lost)
 
 
-def _task_buffer(task, path):
+def _task_buffer(task, path, rsm_keys=None):
     """(buffer of the task's ``.log``, end of its byte range): the mapping of a local file;
     for a remote one its ``storage.range_buffer`` with the blocks of [start_pos, end) fetched
     (the object's size as planned, ``segment_size``, else asked for)."""
@@ -141,7 +143,7 @@ def _task_buffer(task, path):
         buf = open_buffer(path)
         end = len(buf) if task["end_pos"] is None else min(task["end_pos"], len(buf))
         return buf, end
-    path = storage.configure(path, task.get("storage_options"))
+    path = storage.configure(path, task.get("storage_options"), rsm_keys)
     size = task.get("segment_size")
     if size is None:
         size = storage.size_of(path)

@@ -238,11 +238,14 @@ class KafkaLogStream:
         return plan_ranges(self.paths, self.opts, ranges) if ranges else []
 
 
-def read_stream_task(task: dict[str, Any], columns: list[str] | None = None
+def read_stream_task(task: dict[str, Any], columns: list[str] | None = None,
+                     rsm_keys: Mapping[str, Any] | None = None
                      ) -> Iterator[pyarrow.RecordBatch]:
-    """``read_task`` for a micro-batch task (only ``columns``, None: all); a segment deleted
-    (by retention) between planning and reading is data loss, as in :class:`KafkaLogStream`."""
-    batches = read_task(task, columns)
+    """``read_task`` for a micro-batch task (only ``columns``, None: all; ``rsm_keys``: the
+    query's, for tiered segments read in another process than the planning one); a segment
+    deleted (by retention) between planning and reading is data loss, as in
+    :class:`KafkaLogStream`."""
+    batches = read_task(task, columns, rsm_keys)
     try:
         first = next(batches)
     except StopIteration:
@@ -314,7 +317,7 @@ def _stream_reader_classes() -> type:
             task = getattr(partition, "task", None)
             if task is None:           # InputPartition(None): PySpark's stand-in for none
                 return iter(())
-            return read_stream_task(task, self.columns)
+            return read_stream_task(task, self.columns, self.stream.opts.rsm_keys)
 
     return KafkaLogStreamReader
 

@@ -12,11 +12,11 @@ The loader, segments, indexes, ``dump``, ``verify``, the Spark planner and reade
 as they read any remote partition (``storage.is_remote`` is true for it): small files whole,
 the ``.log`` through a ``ChunkBuffer`` that fetches, decrypts and decompresses only the chunks
 covering the bytes a read asks for (``chunks``). Encrypted segments need the RSA private keys
-registered with ``add_keys`` (``crypto``).
+given to the call that reads them (``rsm_keys``; ``crypto.keyring``).
 """
 from kafkalog import storage
 from kafkalog.tiered.chunks import ChunkBuffer
-from kafkalog.tiered.crypto import add_keys, key_pem, rsa_oaep_sha3_512_decrypt
+from kafkalog.tiered.crypto import Keyring, key_pem, keyring, rsa_oaep_sha3_512_decrypt
 from kafkalog.tiered.manifest import (
     INDEXES_SUFFIX, IV_SIZE, MANIFEST_SUFFIX, TAG_SIZE, Partition, Segment, decode_chunk_sizes,
 )
@@ -29,7 +29,7 @@ storage.register(SCHEME, TieredView())
 
 __all__ = [
     "SCHEME", "MANIFEST_SUFFIX", "INDEXES_SUFFIX", "IV_SIZE", "TAG_SIZE", "ChunkBuffer",
-    "Partition", "Segment", "TieredView", "add_keys", "check_segment", "decode_chunk_sizes",
-    "is_topic_view", "is_view", "key_pem", "partitions_cached", "real_path", "reset",
+    "Keyring", "Partition", "Segment", "TieredView", "check_segment", "decode_chunk_sizes",
+    "is_topic_view", "is_view", "key_pem", "keyring", "partitions_cached", "real_path", "reset",
     "resolve", "rsa_oaep_sha3_512_decrypt", "work",
 ]

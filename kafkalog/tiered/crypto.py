@@ -1,11 +1,14 @@
-"""The keys and ciphers of encrypted tiered-storage segments: RSA private keys registered by
-key-pair id, a segment's data key unwrapped with RSA-OAEP, chunks and indexes decrypted with
+"""The keys and ciphers of encrypted tiered-storage segments: RSA private keys by key-pair id
+(a ``Keyring``), a segment's data key unwrapped with RSA-OAEP, chunks and indexes decrypted with
 AES-256-GCM.
 
-Keys: ``add_keys({"key1": "private.pem"})`` registers RSA private keys by the key-pair id the
-plugin names them with (process-wide, like storage options); a segment's data key is unwrapped
-once with RSA-OAEP (SHA3-512, MGF1-SHA3-512: the plugin's Bouncy Castle parameters, which
-``cryptography`` refuses, so the OAEP decoding is done here around its raw RSA numbers).
+Keys reach exactly the calls they are given to: ``keyring(rsm_keys)`` loads the RSA private keys
+by the key-pair id the plugin names them with, and the tiered view a call resolves carries the
+keyring's ``token`` in its paths (``kafkalog.tiered.view``), so the segments read through that
+call, and only those, find them; a call given no keys, or other keys, gets a view without them
+and a ``TieredKeyError``. A segment's data key is unwrapped with RSA-OAEP (SHA3-512,
+MGF1-SHA3-512: the plugin's Bouncy Castle parameters, which ``cryptography`` refuses, so the
+OAEP decoding is done here around its raw RSA numbers).
 """
 from __future__ import annotations
 
@@ -18,20 +21,47 @@ from typing import Any, Mapping
 from kafkalog.errors import MissingTieredExtraError, TieredKeyError
 
 _lock = threading.Lock()
-_keys: dict[str, Any] = {}
+# token -> Keyring: the keyrings of the views resolved in this process. A view path names its
+# keyring by token, so only the paths a call resolved with keys reach them.
+_keyrings: dict[str, Keyring] = {}
 
 
-def add_keys(rsm_keys: Mapping[str, Any] | None) -> None:
-    """Register RSA private keys by key-pair id: each value a PEM file's path, PEM text
-    (``str`` or ``bytes`` starting with ``-----BEGIN``) or a ``cryptography`` private key.
-    Every later read in the process decrypts with them."""
+class Keyring:
+    """RSA private keys by key-pair id, and a ``token`` naming them (a digest of the ids and
+    the public moduli: the same keys give the same token in every process, e.g. a Spark
+    executor given the same ``rsmKeys``)."""
+
+    def __init__(self, keys: Mapping[str, Any]) -> None:
+        self.keys = dict(keys)
+        digest = hashlib.sha256()
+        for key_id in sorted(self.keys):
+            n = self.keys[key_id].private_numbers().public_numbers.n
+            digest.update(f"{key_id}\0{n:x}\0".encode())
+        self.token = digest.hexdigest()[:16]
+
+    def get(self, key_id: str) -> Any:
+        return self.keys.get(key_id)
+
+
+def keyring(rsm_keys: Mapping[str, Any] | None) -> Keyring | None:
+    """The keyring of ``rsm_keys`` (key-pair id → a PEM file's path, PEM text (``str`` or
+    ``bytes`` starting with ``-----BEGIN``) or a ``cryptography`` private key), registered
+    under its token for the views that name it; None for no keys. Raises TieredKeyError for a
+    key that cannot be read."""
     if not rsm_keys:
-        return
-    loaded = {}
-    for key_id, value in rsm_keys.items():
-        loaded[str(key_id)] = _load_key(str(key_id), value)
+        return None
+    ring = Keyring({str(key_id): _load_key(str(key_id), value)
+                    for key_id, value in rsm_keys.items()})
     with _lock:
-        _keys.update(loaded)
+        return _keyrings.setdefault(ring.token, ring)
+
+
+def keyring_of(token: str | None) -> Keyring | None:
+    """The keyring registered under ``token`` (None for None or a token not known here)."""
+    if token is None:
+        return None
+    with _lock:
+        return _keyrings.get(token)
 
 
 def key_pem(value: Any) -> str:
@@ -66,9 +96,9 @@ def _load_key(key_id, value):
 
 
 def forget_keys() -> None:
-    """Forget every registered key."""
+    """Forget every keyring (views resolved before cannot decrypt any more)."""
     with _lock:
-        _keys.clear()
+        _keyrings.clear()
 
 
 def _require_cryptography():
@@ -83,22 +113,23 @@ def aes_gcm(key: bytes) -> Any:
     return AESGCM(key)
 
 
-def unwrap_data_key(key_id: str, wrapped: bytes, manifest_path: str) -> bytes:
-    """The data key wrapped in ``manifest_path`` with key pair ``key_id``, unwrapped with
-    the private key registered under that id."""
-    with _lock:
-        key = _keys.get(key_id)
+def unwrap_data_key(ring: Keyring | None, key_id: str, wrapped: bytes,
+                    manifest_path: str) -> bytes:
+    """The data key wrapped in ``manifest_path`` with key pair ``key_id``, unwrapped with the
+    private key ``ring`` (the keys of the call reading it) holds under that id."""
+    key = None if ring is None else ring.get(key_id)
     if key is None:
+        given = "no keys were given" if ring is None else \
+            f"the keys given are for {', '.join(repr(k) for k in sorted(ring.keys))}"
         raise TieredKeyError(
-            f"{manifest_path}: its data key is encrypted with key pair {key_id!r}, and no "
-            f"private key is registered under that id (rsm_keys={{{key_id!r}: "
-            f"'private.pem'}}, the rsmKeys option, or --rsm-key {key_id}=PATH)",
-            key_id=key_id, object=manifest_path)
+            f"{manifest_path}: its data key is encrypted with key pair {key_id!r} and "
+            f"{given} (rsm_keys={{{key_id!r}: 'private.pem'}}, the rsmKeys option, or "
+            f"--rsm-key {key_id}=PATH)", key_id=key_id, object=manifest_path)
     data_key = rsa_oaep_sha3_512_decrypt(key, wrapped)
     if data_key is None or len(data_key) != 32:
         raise TieredKeyError(
             f"{manifest_path}: key {key_id!r} does not decrypt this segment's data key (a "
-            f"different key pair registered under that id, or a damaged manifest)",
+            f"different key pair given under that id, or a damaged manifest)",
             key_id=key_id, object=manifest_path)
     return data_key
 

@@ -30,7 +30,7 @@ from kafkalog.files import (
     TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, file_name,
 )
 from kafkalog.storage_backend import Entry
-from kafkalog.tiered.crypto import aes_gcm, unwrap_data_key
+from kafkalog.tiered.crypto import aes_gcm, keyring_of, unwrap_data_key
 
 log = logging.getLogger("kafkalog.tiered")
 
@@ -149,11 +149,13 @@ class Segment:
 
     # -------------------------------------------------------------------------- decoding
     def data_key(self) -> bytes:
-        """The segment's AES-256 key, unwrapped once with the registered RSA key."""
+        """The segment's AES-256 key, unwrapped once with the RSA key of its partition's
+        keyring (the keys of the call that resolved the view)."""
         with self._lock:
             if self._data_key is None:
                 assert self.key_id is not None and self._wrapped_key is not None
-                self._data_key = unwrap_data_key(self.key_id, self._wrapped_key,
+                self._data_key = unwrap_data_key(keyring_of(self.partition.keyring),
+                                                 self.key_id, self._wrapped_key,
                                                  self.manifest_path)
             return self._data_key
 
@@ -256,10 +258,12 @@ def decode_chunk_sizes(data: bytes) -> list[int]:
 
 class Partition:
     """The uploaded segments of one partition prefix, by base offset, and the files of its
-    view."""
+    view; ``keyring`` is the token of the keyring its encrypted segments are read with (None:
+    no keys; looked up when a data key is needed, so keys given to a read task later serve)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, keyring: str | None = None) -> None:
         self.url = url
+        self.keyring = keyring
         self.real = storage.normalize(url)
         topic_dir, self.partition = os.path.split(url)
         match = TOPIC_DIR.match(os.path.basename(topic_dir))

@@ -3,7 +3,9 @@ partition directories, through ``kafkalog.storage``.
 
 A view is a path ``rsm+<url of the objects>`` (``SCHEME``) that ``storage.configure`` returns
 for a path naming Aiven's objects (``resolve``) and whose calls ``storage`` hands to
-``TieredView``. Inside a view the topic directory keeps its name and the partition directory
+``TieredView``. A view resolved with keys names their keyring in its scheme,
+``rsm.<token>+<url>`` (``crypto.Keyring``): its encrypted segments are read with those keys,
+those of a view without a token, or with another token, with none or other keys. Inside a view the topic directory keeps its name and the partition directory
 ``<p>`` is named ``<topic>-<p>``, as in a broker's log dir; it holds, for each segment,
 ``<base>.log`` (the original bytes), ``<base>.index``, ``.timeindex``, ``.txnindex`` (when the
 segment has one) and ``<end + 1>.snapshot``; plus the newest segment's
@@ -16,6 +18,7 @@ from __future__ import annotations
 import io
 import logging
 import os
+import re
 import threading
 from typing import Any, Mapping
 
@@ -24,7 +27,7 @@ from kafkalog.errors import KafkaLogError, LogNotFoundError, TieredKeyError, Tie
 from kafkalog.files import LOG_SUFFIX, file_name, parse_file_name, topic_partition_or_none
 from kafkalog.storage_backend import Entry, StorageBackend, cached_buffer
 from kafkalog.tiered.chunks import ChunkBuffer, LogReader
-from kafkalog.tiered.crypto import add_keys, forget_keys
+from kafkalog.tiered.crypto import forget_keys, keyring
 from kafkalog.tiered.manifest import (
     INDEXES, INDEXES_SUFFIX, MANIFEST_SUFFIX, PARTITION_NAME, SEGMENT_OBJECT, TOPIC_DIR,
     Partition,
@@ -33,11 +36,24 @@ from kafkalog.tiered.manifest import (
 log = logging.getLogger("kafkalog.tiered")
 
 SCHEME = "rsm+"
+_VIEW = re.compile(r"^rsm(?:\.([0-9a-f]+))?\+")
 
 
 def is_view(path: Any) -> bool:
-    """True for a path inside a tiered-storage view (``rsm+...``)."""
-    return isinstance(path, str) and path.startswith(SCHEME)
+    """True for a path inside a tiered-storage view (``rsm+...``, ``rsm.<token>+...``)."""
+    return isinstance(path, str) and _VIEW.match(path) is not None
+
+
+def _scheme(token: str | None) -> str:
+    """The scheme of a view whose keys are the keyring ``token`` names (None: no keys)."""
+    return SCHEME if token is None else f"rsm.{token}+"
+
+
+def _split(path: str) -> tuple[str | None, str]:
+    """(keyring token or None, the URL of the objects) of view path ``path``."""
+    match = _VIEW.match(path)
+    assert match is not None
+    return match.group(1), path[match.end():]
 
 
 def _url(path: str) -> str:
@@ -45,8 +61,9 @@ def _url(path: str) -> str:
     return path if storage.is_remote(path) else "file://" + os.path.abspath(path)
 
 
-def resolve(path: Any) -> Any:
-    """The view of ``path`` when it names Aiven objects, else ``path`` unchanged.
+def resolve(path: Any, token: str | None = None) -> Any:
+    """The view of ``path`` when it names Aiven objects (its keys the keyring ``token``
+    names), else ``path`` unchanged.
 
     ``path`` (normalized, see ``storage.normalize``) may be a partition prefix
     (``.../<topic>-<topicId>/<p>``), a topic prefix (``.../<topic>-<topicId>``), a prefix
@@ -57,16 +74,16 @@ def resolve(path: Any) -> Any:
     parent, name = os.path.split(path.rstrip("/"))
     match = SEGMENT_OBJECT.match(name)
     if match is not None and match.group(3) != INDEXES_SUFFIX:
-        directory = _partition_view(parent)
+        directory = _partition_view(parent, token)
         if directory is not None:
             return os.path.join(directory, file_name(int(match.group(1)), LOG_SUFFIX))
         return path
     if PARTITION_NAME.match(name) and TOPIC_DIR.match(os.path.basename(parent)):
-        return _partition_view(path) or path
+        return _partition_view(path, token) or path
     if TOPIC_DIR.match(name):
-        return SCHEME + _url(path) if storage.isdir(path) else path
+        return _scheme(token) + _url(path) if storage.isdir(path) else path
     if _holds_topic_prefixes(path):
-        return SCHEME + _url(path)
+        return _scheme(token) + _url(path)
     return path
 
 
@@ -75,13 +92,13 @@ def is_topic_view(path: Any) -> bool:
     return is_view(path) and TOPIC_DIR.match(os.path.basename(path.rstrip("/"))) is not None
 
 
-def _partition_view(real):
+def _partition_view(real, token):
     """The view of real partition prefix ``real`` (None when it is not one)."""
     topic_dir, partition = os.path.split(real.rstrip("/"))
     topic = TOPIC_DIR.match(os.path.basename(topic_dir))
     if topic is None or not PARTITION_NAME.match(partition):
         return None
-    return SCHEME + os.path.join(_url(topic_dir), f"{topic.group(1)}-{partition}")
+    return _scheme(token) + os.path.join(_url(topic_dir), f"{topic.group(1)}-{partition}")
 
 
 def _holds_topic_prefixes(path):
@@ -103,13 +120,46 @@ def _holds_topic_prefixes(path):
     return bool(topics)
 
 
+def _prefixes_below(path, depth, limit=20):
+    """Directories down to ``depth`` levels below ``path`` that hold tiered topic prefixes
+    (the first ``limit`` subdirectories of each level looked at)."""
+    try:
+        dirs = [e.name for e in storage.list_dir(path) if e.is_dir][:limit]
+    except (OSError, KafkaLogError):
+        return []
+    found = []
+    for name in dirs:
+        child = os.path.join(path, name)
+        if _holds_topic_prefixes(child) and _holds_manifests(child):
+            found.append(child)
+        elif depth > 1:
+            found.extend(_prefixes_below(child, depth - 1, limit))
+    return found
+
+
+def _holds_manifests(path):
+    """Whether a partition prefix of the first topic prefix in ``path`` holds a manifest
+    (unlike a tree that only mirrors the names, as the plugin's test outputs do)."""
+    try:
+        topic = next(e.name for e in storage.list_dir(path)
+                     if e.is_dir and TOPIC_DIR.match(e.name))
+        topic_dir = os.path.join(path, topic)
+        partition = next(e.name for e in storage.list_dir(topic_dir)
+                         if e.is_dir and PARTITION_NAME.match(e.name))
+        return any(SEGMENT_OBJECT.match(e.name) and e.name.endswith(MANIFEST_SUFFIX)
+                   for e in storage.list_dir(os.path.join(topic_dir, partition)))
+    except (StopIteration, OSError, KafkaLogError):
+        return False
+
+
 class _Place:
     """Where a view path points: ``real`` (the real prefix or object URL of a directory
     above the partitions), or a partition (``partition_url``, its real prefix) and a ``name``
-    inside it (None for the partition directory itself)."""
+    inside it (None for the partition directory itself); ``token`` names its keyring."""
 
     def __init__(self, path):
-        rest = path[len(SCHEME):].rstrip("/")
+        self.token, rest = _split(path)
+        rest = rest.rstrip("/")
         parts = rest.split("/")
         self.partition_url = self.name = self.real = None
         for i in range(len(parts) - 1, 0, -1):
@@ -128,18 +178,22 @@ class _Place:
 
 # ------------------------------------------------------------------------------ partitions
 _lock = threading.Lock()
-_partitions: dict[str, Partition] = {}
+# (real prefix, keyring token) -> Partition: a partition read with other keys (or none) is
+# another object, so a data key unwrapped for one call never serves another.
+_partitions: dict[tuple[str, str | None], Partition] = {}
 
 
-def _partition(url: str) -> Partition:
-    """The partition at real prefix ``url``, listed and its manifests read once (until
-    ``refresh``)."""
+def _partition(place: _Place) -> Partition:
+    """The partition at ``place``'s real prefix with its keyring, listed and its manifests
+    read once (until ``refresh``)."""
+    assert place.partition_url is not None
+    key = (place.partition_url, place.token)
     with _lock:
-        found = _partitions.get(url)
+        found = _partitions.get(key)
     if found is None:
-        found = Partition(url)
+        found = Partition(place.partition_url, place.token)
         with _lock:
-            found = _partitions.setdefault(url, found)
+            found = _partitions.setdefault(key, found)
     return found
 
 
@@ -150,7 +204,7 @@ def _file(path):
                                 f"partition prefixes)")
     if place.name is None:
         raise IsADirectoryError(path)
-    partition = _partition(place.partition_url)
+    partition = _partition(place)
     file = partition.files.get(place.name)
     if file is None:
         raise FileNotFoundError(f"{path}: no such file in the tiered partition "
@@ -167,7 +221,7 @@ def _range_buffer(path: str, size: int) -> ChunkBuffer:
 
 
 def reset() -> None:
-    """Forget every partition read and every registered key."""
+    """Forget every partition read and every keyring."""
     with _lock:
         _partitions.clear()
     forget_keys()
@@ -184,11 +238,18 @@ class TieredView(StorageBackend):
     """``storage``'s calls for a path inside a view (see the module docstring)."""
 
     def resolve(self, path: Any, keys: Mapping[str, Any] | None) -> Any:
-        add_keys(keys)
-        return resolve(path)
+        ring = keyring(keys)
+        token = None if ring is None else ring.token
+        if is_view(path):
+            # a view resolved before (a read task's): given keys, it is read with them
+            return path if ring is None else _scheme(token) + _split(path)[1]
+        return resolve(path, token)
 
     def set_options(self, path: str, options: Mapping[str, Any]) -> None:
-        storage.set_options(path[len(SCHEME):], options)
+        storage.set_options(_split(path)[1], options)
+
+    def shown_below(self, path: str) -> list[str]:
+        return [] if is_view(path) else _prefixes_below(path, 2)
 
     def groups_partitions(self, path: str) -> bool:
         return is_topic_view(path)
@@ -198,7 +259,7 @@ class TieredView(StorageBackend):
         if place.partition_url is not None:
             if place.name is not None:
                 raise LogNotFoundError(f"{path}: not a directory")
-            return _partition(place.partition_url).entries()
+            return _partition(place).entries()
         real = storage.normalize(place.real)
         out = []
         in_topic = TOPIC_DIR.match(os.path.basename(real.rstrip("/")))
@@ -217,7 +278,7 @@ class TieredView(StorageBackend):
             if place.name is not None:
                 return False
             try:
-                return bool(_partition(place.partition_url).files)
+                return bool(_partition(place).files)
             except LogNotFoundError:
                 return False
         return storage.isdir(storage.normalize(place.real))
@@ -227,7 +288,7 @@ class TieredView(StorageBackend):
         if place.name is None:
             return False
         try:
-            return place.name in _partition(place.partition_url).files
+            return place.name in _partition(place).files
         except LogNotFoundError:
             return False
 
@@ -262,11 +323,10 @@ class TieredView(StorageBackend):
         storage under the view cached of them."""
         place = _Place(path)
         with _lock:
-            if place.partition_url is not None:
-                _partitions.pop(place.partition_url, None)
-            else:
-                for key in [k for k in _partitions if k.startswith(place.real)]:
-                    del _partitions[key]
+            for key in [k for k in _partitions
+                        if (k[0] == place.partition_url if place.partition_url is not None
+                            else k[0].startswith(place.real))]:
+                del _partitions[key]
         storage.refresh(real_path(path))
 
     def reset(self) -> None:
