@@ -389,8 +389,9 @@ def test_find_batch_agrees():
 def test_index_entries_for_agrees(interval):
     data = PAD + b"".join(sample_batches(30, seed=interval))
     walked = both("walk_batches", data, len(PAD))[0]
-    offsets, times, max_ts, max_off = both("index_entries_for", walked, interval, 0)
+    offsets, times, max_ts, max_off, since_last = both("index_entries_for", walked, interval, 0)
     assert max_ts == int(walked["max_timestamp"].max())
+    assert 0 <= since_last <= int(walked["size"].sum())
     if interval == 0:
         assert len(offsets) == len(walked) - 1
     assert len(times) < 2 or (np.diff(times[:, 0]) > 0).all()
