@@ -32,7 +32,7 @@ from kafkalog.log_dirs import (
     check_log_dir_links, check_partition_dir, check_partition_links,
 )
 from kafkalog.log_segments import LogSegments
-from kafkalog.producer_state import ProducerStateManager
+from kafkalog.producer_state import ProducerStateManager, stray_snapshot_offsets
 from kafkalog.records import RecordBatch
 from kafkalog.segment import LogSegment
 from kafkalog.segment_walker import RECOVER, intact_extent, walk_segment
@@ -212,6 +212,11 @@ class LogLoader:
         log_start = max(self.log_start_offset, segments.first.base_offset)
         if not self.read_only:
             self._delete_snapshots_above(log_end)
+            # (as Kafka's load: one left by an interrupted deletion would be loaded later)
+            self._delete_snapshots(
+                set(stray_snapshot_offsets([o for o, _ in self._snapshot_list()],
+                                           [s.base_offset for s in segments])),
+                "a stray: at no segment's base offset")
         if state is None:
             state = rebuild_producer_state(self.directory, segments, log_end, self.read_only,
                                            self._snapshot_list())
@@ -245,11 +250,15 @@ class LogLoader:
     def _delete_snapshots_above(self, log_end, reason=None):
         """Producer snapshots above the log end describe data that is gone (Kafka's
         ``truncateAndReload`` deletes them)."""
+        self._delete_snapshots({o for o, _ in self._snapshot_list() if o > log_end},
+                               reason or f"above the log end offset {log_end}")
+
+    def _delete_snapshots(self, offsets, reason):
+        """Delete (and report) the producer snapshots at ``offsets``."""
         kept = []
         for offset, path in self._snapshot_list():
-            if offset > log_end:
-                self.report.add("deleted_snapshot", path, offset,
-                                reason=reason or f"above the log end offset {log_end}")
+            if offset in offsets:
+                self.report.add("deleted_snapshot", path, offset, reason=reason)
                 _remove_quietly(path)
             else:
                 kept.append((offset, path))

@@ -131,6 +131,17 @@ def list_snapshots(directory):
     return sorted(out)
 
 
+def stray_snapshot_offsets(offsets, segment_base_offsets):
+    """The snapshot offsets Kafka's ``removeStraySnapshots`` deletes: those at no segment's
+    base offset, except the largest of them when it is above every base offset (the
+    snapshot a clean shutdown wrote at the log end)."""
+    bases = set(segment_base_offsets)
+    strays = sorted(o for o in offsets if o not in bases)
+    if strays and (not bases or strays[-1] > max(bases)):
+        strays.pop()
+    return strays
+
+
 def control_of(buf, row, path=None):
     """(control type, coordinator epoch or None) of a control batch's first record; (None,
     None) for an empty one."""
@@ -583,6 +594,12 @@ class ProducerStateManager:
             os.remove(snapshot_path(self.directory, offset))
         except FileNotFoundError:
             pass
+
+    def remove_stray_snapshots(self, segment_base_offsets):
+        """Delete the snapshots ``stray_snapshot_offsets`` names."""
+        offsets = [offset for offset, _ in list_snapshots(self.directory)]
+        for offset in stray_snapshot_offsets(offsets, segment_base_offsets):
+            self.delete_snapshot(offset)
 
     def delete_snapshots_above(self, offset):
         for snap_offset, path in list_snapshots(self.directory):

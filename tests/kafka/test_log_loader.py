@@ -26,8 +26,7 @@ Deliberate differences:
 - A rolled segment's index files exist at once (the roll sizes them), so upstream's
   assertions that the new active segment's offset index is missing until the log is flushed
   have no counterpart; ``sanity_check()`` is called without ``time_index_newly_created``,
-  which shrinks a time index to nothing (as Kafka's does) and is the loader's to pass.
-- Loading does not remove stray producer snapshots (``removeStraySnapshots``)."""
+  which shrinks a time index to nothing (as Kafka's does) and is the loader's to pass."""
 import os
 import random
 
@@ -131,9 +130,25 @@ def test_load_producers_after_delete_records_mid_segment(log_dir, time, closing)
     assert producers_last_sequence(reloaded) == retained
 
 
-test_loading_log_keeps_largest_stray_producer_state_snapshot = no_api(
-    "kafkalog's load does not remove stray producer snapshots (ProducerStateManager."
-    "removeStraySnapshots); a corrupt one is deleted when recovery reads it")
+def test_loading_log_keeps_largest_stray_producer_state_snapshot(log_dir, time, closing):
+    cfg = log_config(segment_bytes=2048 * 5, retention_bytes=0, retention_ms=1000 * 60,
+                     file_delete_delay_ms=0)
+    log = open_log(log_dir, cfg, time)
+    producer_record(log, 1, 0, "a", time)
+    log.roll()
+    producer_record(log, 1, 1, "b", time)
+    log.roll()
+    producer_record(log, 1, 2, "c", time)
+    producer_record(log, 1, 3, "d", time)
+    log.close()
+    assert len(log.segments) == 3
+    # two snapshots for the first two segments, the last one written at close
+    assert snapshot_offsets(log_dir) == [1, 2, 4]
+    open(snapshot_path(log_dir, 3), "wb").close()   # a stray snapshot inside the log
+    assert snapshot_offsets(log_dir) == [1, 2, 3, 4]
+    closing(open_log(log_dir, cfg, time, clean_shutdown=False))
+    # the stray one goes, the largest (4) stays
+    assert snapshot_offsets(log_dir) == [1, 2, 4]
 
 
 def test_load_producers_after_delete_records_on_segment(log_dir, time, closing):

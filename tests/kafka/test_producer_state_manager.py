@@ -616,14 +616,21 @@ def test_append_empty_control_batch(state):
     assert last_entry(state, producer_id).current_txn_first_offset is None
 
 
-test_remove_stray_snapshots_keep_clean_shutdown_snapshot = no_api(
-    "kafkalog's load does not remove stray snapshots "
-    "(ProducerStateManager.removeStraySnapshots)")
+def remove_strays(state, log_dir, base_offsets):
+    for offset in (5, 2, 42):
+        open(snapshot_path(log_dir, offset), "wb").close()
+    state.remove_stray_snapshots(base_offsets)
+    return sorted(snapshot_offsets(log_dir))
 
 
-test_remove_all_stray_snapshots = no_api(
-    "kafkalog's load does not remove stray snapshots "
-    "(ProducerStateManager.removeStraySnapshots)")
+def test_remove_stray_snapshots_keep_clean_shutdown_snapshot(state, log_dir):
+    # one segment, at 5: 2 is a stray; 42 is one too, but the largest (a clean shutdown's)
+    assert remove_strays(state, log_dir, [5]) == [5, 42]
+
+
+def test_remove_all_stray_snapshots(state, log_dir):
+    # one segment, at 42: 2 and 5 are strays below it
+    assert remove_strays(state, log_dir, [42]) == [42]
 
 
 def test_remove_and_mark_snapshot_for_deletion(state, log_dir):
