@@ -1,7 +1,7 @@
 """What the ports of Kafka's unit tests in ``tests/kafka/`` share.
 
-Its fixtures (``kernel_mode``, ``no_fsync``, ``time``, ``closing``) are in this directory's
-``conftest.py``.
+Its fixtures are ``kernel_mode``, ``no_fsync``, ``time`` and ``closing`` (see below how a
+module takes them).
 
 - ``no_api(reason)``: the stand-in for an upstream test that has nothing to run against in
   kafkalog; it skips with ``no API: <reason>``. A port lists it under the upstream test's name
@@ -17,7 +17,11 @@ Its fixtures (``kernel_mode``, ``no_fsync``, ``time``, ``closing``) are in this 
   helpers of upstream's ``LogTestUtils``; the ``closing`` fixture closes the logs a test
   opened (upstream's ``logsToClose``).
 """
+import os
+
 import pytest
+
+from twins import kernels_of
 
 
 
@@ -114,3 +118,38 @@ def append_end_txn_marker(log, producer_id, epoch, control, timestamp,
 def all_aborted_transactions(log):
     """Upstream's ``allAbortedTransactions``: every segment's transaction index entries."""
     return [txn for segment in log.segments for txn in segment.txn_index.all_aborted_txns()]
+
+
+# The fixtures: a module takes them by importing their functions (``_time_fixture``...), under
+# the fixture's name (``time``...); not from a conftest.py here, which would take the place of
+# tests/conftest.py as the ``conftest`` module other test modules import.
+@pytest.fixture(name="no_fsync")
+def _no_fsync_fixture(monkeypatch):
+    """``os.fsync`` does nothing during the test."""
+    monkeypatch.setattr(os, "fsync", lambda fd: None)
+
+
+@pytest.fixture(name="kernel_mode")
+def _kernel_mode_fixture(kernels):
+    """The test, run with ``kernels`` (conftest's fixture: each kernel module) in place."""
+    with kernels_of(kernels):
+        yield kernels
+
+
+@pytest.fixture(name="time")
+def _time_fixture():
+    return MockTime()
+
+
+@pytest.fixture(name="closing")
+def _closing_fixture():
+    """``closing(log)`` returns ``log`` and closes it after the test (if it is still open)."""
+    opened = []
+
+    def close_later(log):
+        opened.append(log)
+        return log
+    yield close_later
+    for log in opened:
+        if not log.closed:
+            log.close()

@@ -27,6 +27,7 @@ from kafkalog.producer_state import decrement_sequence
 from kafkalog.records import NO_SEQUENCE, TimestampType, increment_sequence, iter_batches
 
 from ported import no_api
+from ported import _kernel_mode_fixture  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.usefixtures("kernel_mode")
 

@@ -35,6 +35,7 @@ from ported import (
     append_end_txn_marker, idempotent_appender, keyed_records, log_config, no_api, no_api_cases,
     open_log,
 )
+from ported import _no_fsync_fixture, _time_fixture, _closing_fixture  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.usefixtures("no_fsync")
 

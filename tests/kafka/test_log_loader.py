@@ -42,6 +42,7 @@ from ported import (
     all_aborted_transactions, append_end_txn_marker, append_non_transactional,
     idempotent_appender, log_config, no_api, no_api_cases, open_log, value_records,
 )
+from ported import _no_fsync_fixture, _time_fixture, _closing_fixture  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.usefixtures("no_fsync")
 

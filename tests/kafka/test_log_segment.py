@@ -29,6 +29,7 @@ from kafkalog.producer_state import BatchMetadata, ProducerStateEntry, ProducerS
 from kafkalog.segment import LogSegment
 
 from ported import MockTime, no_api
+from ported import _kernel_mode_fixture  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.usefixtures("kernel_mode")
 

@@ -15,6 +15,7 @@ from kafkalog.errors import IndexFullError, InvalidOffsetError
 from kafkalog.offset_index import OffsetIndex, OffsetPosition
 
 from ported import no_api
+from ported import _kernel_mode_fixture  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.usefixtures("kernel_mode")
 

@@ -14,6 +14,7 @@ import pytest
 from kafkalog.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
 from kafkalog.time_index import TimeIndex, TimestampOffset
 
+from ported import _kernel_mode_fixture  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.usefixtures("kernel_mode")
 
