@@ -53,7 +53,7 @@ def test_differences_are_reported(tmp_path, capfd, change, want):
         "// written for the test\n" + json.dumps(_member_value(**change)))
     rc = _script().main([str(tmp_path)])
     out = capfd.readouterr().out
-    assert "1 messages compared" in out
+    assert "1 messages (" in out
     diffs = [line for line in out.splitlines() if line.startswith("DIFF ")]
     if want is None:
         assert rc == 0 and not diffs
