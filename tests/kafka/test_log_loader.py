@@ -29,6 +29,7 @@ Deliberate differences:
   which shrinks a time index to nothing (as Kafka's does) and is the loader's to pass."""
 import os
 import random
+import shutil
 
 import pytest
 
@@ -39,7 +40,7 @@ from kafkalog.producer_state import list_snapshots, snapshot_path
 from kafkalog.transaction_index import AbortedTxn
 
 from ported import (
-    all_aborted_transactions, append_end_txn_marker, append_non_transactional,
+    MockTime, all_aborted_transactions, append_end_txn_marker, append_non_transactional,
     idempotent_appender, log_config, no_api, no_api_cases, open_log, value_records,
 )
 from ported import _no_fsync_fixture, _time_fixture, _closing_fixture  # noqa: F401  (fixtures)
@@ -233,25 +234,38 @@ def log_batches_last_offsets(data):
     return [b.last_offset for b in iter_batches(data)]
 
 
-def reopen_after_damaging_indexes(log_dir, time, seed, damage):
-    """Upstream's 200 records of 10 random bytes, two a segment; every offset and time index
-    file goes through ``damage(path)`` and the log is reopened (recovery point 0)."""
-    num_messages = 200
-    # (indexes of 4 KiB, not the default 10 MiB: each of the 100 rolls allocates two)
-    cfg = log_config(segment_bytes=200, index_interval_bytes=1, segment_index_bytes=4096)
-    log = open_log(log_dir, cfg, time)
-    append_random_values(log, num_messages, 10, time, random.Random(seed))
-    paths = [p for s in log.segments for p in (s.index_path, s.time_index_path)]
-    log.close()
-    for path in paths:
-        damage(path)
-    log = open_log(log_dir, cfg, time, clean_shutdown=False)
-    assert log.log_end_offset == num_messages
+#: (indexes of 4 KiB, not the default 10 MiB: each of the 100 rolls allocates two)
+TWO_A_SEGMENT = log_config(segment_bytes=200, index_interval_bytes=1, segment_index_bytes=4096)
+
+
+@pytest.fixture(scope="module")
+def two_a_segment(tmp_path_factory):
+    """Upstream's 200 records of 10 random bytes, two a segment (100 segments), written once
+    for the module: the cases copy the directory."""
+    path = str(tmp_path_factory.mktemp("two-a-segment") / "topic-0")
+    time = MockTime()
+    with pytest.MonkeyPatch.context() as patch:         # (no_fsync, for the module)
+        patch.setattr(os, "fsync", lambda fd: None)
+        log = open_log(path, TWO_A_SEGMENT, time)
+        append_random_values(log, 200, 10, time, random.Random(2))
+        log.close()
+    return path
+
+
+def reopen_after_damaging_indexes(two_a_segment, log_dir, time, damage):
+    """``two_a_segment``'s log with every offset and time index file put through
+    ``damage(path)``, reopened (recovery point 0)."""
+    shutil.copytree(two_a_segment, log_dir)
+    for name in os.listdir(log_dir):
+        if name.endswith((".index", ".timeindex")):
+            damage(os.path.join(log_dir, name))
+    log = open_log(log_dir, TWO_A_SEGMENT, time, clean_shutdown=False)
+    assert log.log_end_offset == 200
     return log
 
 
-def test_index_rebuild(log_dir, time, closing):
-    log = reopen_after_damaging_indexes(log_dir, time, 2, os.remove)
+def test_index_rebuild(two_a_segment, log_dir, time, closing):
+    log = reopen_after_damaging_indexes(two_a_segment, log_dir, time, os.remove)
     closing(log)
     assert log.segments.first.offset_index.entries > 0
     assert log.segments.first.time_index.entries > 0
@@ -266,8 +280,8 @@ def write_two_spaces(path):
         f.write("  ")
 
 
-def test_corrupt_index_rebuild(log_dir, time, closing):
-    log = reopen_after_damaging_indexes(log_dir, time, 3, write_two_spaces)
+def test_corrupt_index_rebuild(two_a_segment, log_dir, time, closing):
+    log = reopen_after_damaging_indexes(two_a_segment, log_dir, time, write_two_spaces)
     closing(log)
     check_reads_and_timestamps(log, 200, time)
 
