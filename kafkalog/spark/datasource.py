@@ -5,15 +5,21 @@ through the ``pyspark_kafkalog`` module, or registered with ``register(spark)``)
 PySpark asks a reader for its partitions once per DataFrame and keeps them, so its partitions
 are slots: each slot plans when it runs (as Spark's ``KafkaRelation`` plans in ``buildScan``:
 appended records are read and segments deleted by retention are not looked for) and reads every
-n-th task of that plan. Slots of one action plan separately; when the logs change while it runs
-they may see different ends. Options are checked when the DataFrame is made.
+n-th task of that plan. The slots of one action that one Python worker runs share the plan the
+first of them made; other workers plan for themselves, so when the logs change while an action
+runs its slots may see different ends. Options are checked when the DataFrame is made.
 
 Filter pushdown (``spark.sql.python.filterPushdown.enabled``): PySpark 4.3 keeps the reader
 planned for the last scan that pushed filters on the DataFrame's relation and reuses it for a
-later scan with no filter to push (``df.filter(...).count()`` then ``df.count()``). Filters
-therefore prune only a DataFrame every scan of which pushes a filter: ``read``'s, which carries
-an ``offset IS NOT NULL`` filter (and the ``kafkalog.pruneByFilters`` option saying so).
-Elsewhere pushed filters are handed back to Spark, which applies them after the read.
+later scan with no filter to push (``df.filter(...).count()`` then ``df.count()``): its
+``PythonScanBuilder.pushFilters`` stores the read function and partitions it gets from Python
+on the relation's ``PythonDataSourceV2`` (``setReadInfo``), and a scan that pushes nothing
+(a scan with no ``Filter`` above it never calls ``pushFilters``) takes them from there
+(``getOrCreateReadInfo``) without running any Python, so no reader can tell that scan apart.
+Filters therefore prune only a DataFrame every scan of which pushes a filter: ``read``'s,
+which carries an ``offset IS NOT NULL`` filter (and the ``kafkalog.pruneByFilters`` option
+saying so). Elsewhere (``format("kafkalog")`` alone, a table, a view) pushed filters are
+handed back to Spark, which applies them after the read.
 
 Paths may be fsspec URLs (``s3://bucket/broker-1``); the ``storageOptions`` option (a JSON
 object, fsspec's options) reaches the planning and every reading task. Without it each
@@ -147,7 +153,7 @@ def _datasource_classes() -> type:
             index = getattr(partition, "index", None)
             if index is None:          # InputPartition(None): PySpark's stand-in for none
                 return
-            tasks = plan(self.paths, self.opts, self.pushdown)
+            tasks = _action_plan(self.paths, self.opts, self.options, self.pushdown)
             for task in tasks[index::getattr(partition, "count")]:
                 yield from read_task(task, self.columns)
 
@@ -212,6 +218,27 @@ def _datasource_classes() -> type:
             return stream_reader_class()(self._options(schema), columns)
 
     return KafkaLogDataSource
+
+
+# The last plan made by a slot in this Python worker, by its action's stage and reader.
+_ACTION_PLAN: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+
+
+def _action_plan(paths: list[str], opts: Options, options: dict[str, Any],
+                 pushdown: Pushdown | None) -> list[dict[str, Any]]:
+    """The plan a slot reads its share of: made by the first slot of an action (its stage)
+    that a Python worker runs and reused by the next ones there (PySpark reuses its
+    workers), so an action plans once per worker, not once per slot."""
+    from pyspark import TaskContext
+    context = TaskContext.get()
+    if context is None:
+        return plan(paths, opts, pushdown)
+    key = (context.stageId(), repr(paths),
+           repr(sorted(options.items())), repr(pushdown))
+    if key not in _ACTION_PLAN:
+        _ACTION_PLAN.clear()
+        _ACTION_PLAN[key] = plan(paths, opts, pushdown)
+    return _ACTION_PLAN[key]
 
 
 def _called_by_plain_planner() -> bool:
