@@ -1,7 +1,8 @@
 # Port of apache/kafka core/src/test/scala/unit/kafka/log/UnifiedLogTest.scala (commit 1eb7644349cb07139d6a3c1ad1986979647cac99)
 """The transaction, last-stable-offset and high-watermark cases of Kafka's UnifiedLogTest, run
 against ``kafkalog.log.Log``: one test per upstream test, with its inputs and expected values
-(the other UnifiedLogTest cases are not ported here). They run once, with the kernels of the
+and its producer cases of duplicates and epochs (the other UnifiedLogTest cases are not
+ported here). They run once, with the kernels of the
 run (``KAFKALOG_NO_EXTENSIONS=1`` runs them with the pure-Python twins).
 
 Upstream's log is a replica's: its high watermark moves only when told, so the logs here are
@@ -25,7 +26,7 @@ import pytest
 from kafkalog import build_batch, build_control_batch, iter_batches
 from kafkalog.errors import (
     InvalidProducerEpochError, KafkaLogError, LogDirFailureError, OffsetOutOfRangeError,
-    TransactionCoordinatorFencedError,
+    OutOfOrderSequenceError, TransactionCoordinatorFencedError,
 )
 from kafkalog.transaction_index import AbortedTxn
 
@@ -280,7 +281,9 @@ def test_read_committed_with_concurrent_high_watermark_updates(make_log, time):
     done = threading.Event()
 
     def move_high_watermark():
-        while not done.is_set() and log.log_end_offset < last_offset:
+        # (waits 0.1 ms between updates: a pure busy loop starves the appending thread of the
+        # GIL on a loaded machine)
+        while not done.wait(0.0001) and log.log_end_offset < last_offset:
             log.update_high_watermark(log.log_end_offset)
 
     mover = threading.Thread(target=move_high_watermark)
@@ -552,3 +555,93 @@ no_api_cases(
     "test_empty_transaction_still_clears_verification_guard",
     "test_disabled_verification_clears_verification_guard",
     "test_enabling_verification_when_request_is_at_log_layer")
+
+
+# ---- the producer (idempotence) cases next to them: duplicates and epochs
+
+
+def append_kv(log, key, value, time, pid, epoch, sequence, n=1):
+    """``n`` records of ``key`` and ``value`` as one batch of the producer."""
+    return log.append([dict(key=key, value=value, timestamp=time.ms)] * n, producer_id=pid,
+                      producer_epoch=epoch, base_sequence=sequence)
+
+
+def test_duplicate_appends(make_log, time):
+    log = make_log()
+    pid, epoch, seq = 1, 0, 0
+    for _ in range(6):                                 # pad the log
+        append_kv(log, b"key", b"value", time, pid, epoch, seq)
+        seq += 1
+
+    def three(seq):
+        return append_kv(log, f"key-{seq}".encode(), f"value-{seq}".encode(), time, pid,
+                         epoch, seq, n=3)
+
+    multi = three(seq)
+    assert multi.last_offset - multi.first_offset + 1 == 3
+    # a duplicate of the tail batch (of several records) answers with its offsets
+    duplicate = three(seq)
+    assert (duplicate.first_offset, duplicate.last_offset) == (multi.first_offset,
+                                                              multi.last_offset)
+    seq += 3
+    # a partial duplicate of the tail is out of order
+    with pytest.raises(OutOfOrderSequenceError):
+        append_kv(log, f"key-{seq}".encode(), f"value-{seq}".encode(), time, pid, epoch,
+                  seq - 2, n=2)
+    # a duplicate of the 4th batch from the tail: the last 5 batches are known, no error
+    append_kv(log, b"key", b"value", time, pid, epoch, 2)
+    # an older one is out of order
+    with pytest.raises(OutOfOrderSequenceError):
+        append_kv(log, b"key-1", b"value-1", time, pid, epoch, 1)
+    # a duplicate of a single-record tail batch answers with the original's offsets
+    original = append_kv(log, b"key", b"value", time, pid, epoch, seq)
+    again = append_kv(log, b"key", b"value", time, pid, epoch, seq)
+    assert (again.first_offset, again.last_offset) == (original.first_offset,
+                                                      original.last_offset)
+
+
+def producer_batches(time, specs, timestamp_type="log_append_time"):
+    """Follower bytes: one single-record batch per (offset, producer id, sequence)."""
+    return b"".join(build_batch([dict(key=b"key", value=b"value", timestamp=time.ms)],
+                                base_offset=offset, producer_id=pid, producer_epoch=0,
+                                base_sequence=sequence, timestamp_type=timestamp_type,
+                                log_append_time=time.ms, partition_leader_epoch=0)
+                    for offset, pid, sequence in specs)
+
+
+def test_multiple_producer_ids_per_memory_record(make_log, time):
+    log = make_log()
+    data = producer_batches(time, [(0, 1, 0), (1, 2, 0), (2, 3, 0), (3, 4, 0)])
+    log.append_as_follower(data)
+    log.flush()
+    fetched = log.read(0, 2**31 - 1).records
+    assert [(b.producer_id, b.base_offset, b.base_sequence) for b in iter_batches(fetched)] == \
+        [(b.producer_id, b.base_offset, b.base_sequence) for b in iter_batches(data)]
+
+
+def test_duplicate_append_to_follower(make_log, time):
+    log = make_log(segment_bytes=1024 * 1024 * 5)
+    assert log.log_end_offset == 0
+    # the same sequences at increasing offsets: a follower does not validate them
+    for offset in (0, 2):
+        log.append_as_follower(build_batch(value_records(["a", "b"]), base_offset=offset,
+                                           producer_id=1, producer_epoch=0, base_sequence=0,
+                                           partition_leader_epoch=0))
+    assert log.log_end_offset == 4
+
+
+def test_multiple_producers_with_duplicates_in_single_append(make_log, time):
+    log = make_log(segment_bytes=1024 * 1024 * 5)
+    assert log.log_end_offset == 0
+    # pid 1 seq 0, pid 2 seq 0, pid 1 seq 1, pid 2 seq 1, pid 1 seq 1 again
+    log.append_as_follower(producer_batches(
+        time, [(0, 1, 0), (1, 2, 0), (2, 1, 1), (3, 2, 1), (4, 1, 1)],
+        timestamp_type="log_append_time"))
+    assert log.log_end_offset == 5
+
+
+def test_old_producer_epoch(make_log, time):
+    log = make_log()
+    append_kv(log, b"key", b"value", time, 1, 1, 0)
+    with pytest.raises(InvalidProducerEpochError):
+        append_kv(log, b"key", b"value", time, 1, 0, 0)
