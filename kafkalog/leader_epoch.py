@@ -27,15 +27,14 @@ class LeaderEpochCache:
 
     @classmethod
     def load(cls, directory, create=True, read_only=False):
-        """The cache of a partition directory, from its checkpoint file (created empty when
-        missing and ``create``); ``read_only``: changes stay in memory, never written."""
+        """The cache of a partition directory, from its checkpoint file (when missing and
+        ``create``, written at the first change: an empty cache has nothing to lose, and a new
+        partition costs no fsync for it); ``read_only``: changes stay in memory, never
+        written."""
         path = os.path.join(directory, LEADER_EPOCH_CHECKPOINT)
         if storage.exists(path):
             return cls(None if read_only else path, read_leader_epoch_checkpoint(path))
-        cache = cls(path if create else None)
-        if create:
-            cache._write()
-        return cache
+        return cls(path if create else None)
 
     @property
     def entries(self):

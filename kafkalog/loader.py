@@ -637,8 +637,8 @@ def open_partition(path, config, build, *, recovery_point, log_start_offset, cle
         if not managed:                 # a LogManager checks its log dirs once
             check_log_dir_links(os.path.dirname(path), read_only=read_only)
         if not os.path.isdir(path):
+            # (made durable by the log's first flush: LocalLog.flush)
             os.makedirs(path, exist_ok=True)       # a racing writer may make it first
-            checkpoint.fsync_dir(os.path.dirname(path))
         locks = [] if read_only else lock_partition(path, managed)
         try:
             return load(read_only, topic_id, managed, salvage_dir, locks)

@@ -97,7 +97,7 @@ class LocalLog:
     log end offset and recovery point."""
 
     def __init__(self, directory, config, segments, *, log_end_offset, recovery_point,
-                 scheduler, time_fn):
+                 scheduler, time_fn, changed=True):
         self.directory = directory
         self.config = config
         self._segments = LogSegments()
@@ -109,6 +109,9 @@ class LocalLog:
         self._time_fn = time_fn
         self.failed = None      # the OSError that took the log offline
         self.unflushed_messages = 0      # appended since the last flush (the log counts them)
+        #: files changed other than by appends since the last flush (a cut, a roll, a
+        #: deletion; at load: a repair); ``changed=False`` from a load that changed nothing
+        self.changed = changed
         self.last_flush_ms = int(time_fn() * 1000)
 
     @contextlib.contextmanager
@@ -184,11 +187,18 @@ class LocalLog:
         self.segments = self.segments.replace(add=[segment])
         # Everything below the new segment is flushed now (older segments at their own roll).
         self.recovery_point = max(self.recovery_point, new_offset)
+        self.changed = True
         return segment
 
     def flush(self):
         """fsync every segment from the one holding the recovery point; the recovery point
         becomes the log end offset."""
+        if not self.changed and not self.unflushed_messages and \
+                self.recovery_point >= self.log_end_offset:
+            # nothing written since the last flush (Kafka flushes only past the recovery
+            # point): an idle partition's close costs no fsync
+            self.last_flush_ms = int(self._time_fn() * 1000)
+            return
         first = self.segments.floor(self.recovery_point)
         start = first.base_offset if first is not None else 0
         due = [s for s in self.segments if s.base_offset >= start]
@@ -201,8 +211,15 @@ class LocalLog:
                     pass
         else:
             _flush_all(due)
+        if self.recovery_point == 0 and due:
+            # A new log's directory entries, deferred from its creation (as Kafka flushes
+            # the directory with a segment new since the recovery point): before anything
+            # in it counts as flushed.
+            checkpoint.fsync_dir(self.directory)
+            checkpoint.fsync_dir(os.path.dirname(self.directory))
         self.recovery_point = self.log_end_offset
         self.unflushed_messages = 0
+        self.changed = False
         self.last_flush_ms = int(self._time_fn() * 1000)
 
     # ------------------------------------------------------------------------------ read
@@ -281,6 +298,7 @@ class LocalLog:
         self.active_segment.truncate_to(offset)
         self.log_end_offset = offset
         self.recovery_point = min(self.recovery_point, offset)
+        self.changed = True
         return doomed
 
     def truncate_fully_and_start_at(self, new_offset):
@@ -297,6 +315,7 @@ class LocalLog:
         self.delete_segment_files([s for s in doomed if s is not fresh])
         self.log_end_offset = new_offset
         self.recovery_point = min(self.recovery_point, new_offset)
+        self.changed = True
         return doomed
 
     # ------------------------------------------------------------------------------ delete
@@ -314,6 +333,7 @@ class LocalLog:
         segments = list(segments)
         if not segments:
             return
+        self.changed = True
         for segment in segments:
             segment.mark_deleted()
             segment.change_file_suffixes("", DELETED_SUFFIX)
@@ -326,6 +346,7 @@ class LocalLog:
         offset of (as Kafka's: their producer snapshots go with them)."""
         opened = replace_segments(self.directory, new_segments, old_segments,
                                   self.delete_segment_files, self.new_segment)
+        self.changed = True
         self.segments = self.segments.replace(remove=old_segments, add=opened)
         kept = {s.base_offset for s in opened}
         return [s for s in old_segments if s.base_offset not in kept]

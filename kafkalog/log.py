@@ -80,7 +80,7 @@ class Log:
         self._local = LocalLog(path, config, loaded.segments,
                                log_end_offset=loaded.log_end_offset,
                                recovery_point=loaded.recovery_point, scheduler=scheduler,
-                               time_fn=time_fn)
+                               time_fn=time_fn, changed=bool(loaded.report.actions))
         self._lock = threading.RLock()
         self._cleaning = CleaningCoordinator(self._lock)
         self._log_start_offset = loaded.log_start_offset
@@ -671,7 +671,7 @@ class Log:
                     if not self.read_only and self._local.failed is None:
                         self.flush()
                         with self._local.io("close"):
-                            self._producer_state.take_snapshot(self.log_end_offset)
+                            self._producer_state.take_snapshot(self.log_end_offset, True)
             finally:
                 # Whatever failed above, the files are closed and the partition is free
                 # for the next writer (the failure is raised; nothing flushed is lost).

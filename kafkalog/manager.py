@@ -262,6 +262,7 @@ class LogManager:
                 raise InvalidTopicError(f"{topic}-{partition} would escape log dir {d}")
             log = Log.open(path, self._config_for(topic, config), recovery_point=0,
                            log_start_offset=0, clean_shutdown=True, first_dirty_offset=0,
+                           high_watermark=0,        # (a new log: no checkpoint to read)
                            replicated=self.replicated, scheduler=self.scheduler,
                            time_fn=self._time_fn, managed=True)
             self._logs[key] = log

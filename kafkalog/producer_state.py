@@ -582,10 +582,15 @@ class ProducerStateManager:
                 for pid, entry in self.producers.items()}
 
     # ------------------------------------------------------------------------------ snapshots
-    def take_snapshot(self, offset):
+    def take_snapshot(self, offset, unless_present=False):
         """Write ``<offset>.snapshot`` with every producer's state (done at roll and close),
-        in the order Kafka writes them (its producer map's iteration order)."""
-        write_snapshot(snapshot_path(self.directory, offset),
+        in the order Kafka writes them (its producer map's iteration order). ``unless_present``
+        (at close): not at offset 0 nor when one is there already, as Kafka snapshots only past
+        its last snapshot offset (0 at first): an idle partition's close writes nothing."""
+        path = snapshot_path(self.directory, offset)
+        if unless_present and (offset == 0 or os.path.exists(path)):
+            return
+        write_snapshot(path,
                        java_hash_map_order([e.to_snapshot() for e in self.producers.values()]))
 
     def delete_snapshot(self, offset):
