@@ -16,6 +16,7 @@ KERNEL_NAMES = (
     "Record", "make_records", "batch_records", "span_bytes", "next_valid_batch", "check_batches",
     "crc32c", "key_hash", "offset_map_put", "offset_map_get", "compact_batches",
     "batch_header_plausible", "segment_read", "find_timestamp", "table_records", "walk_log07",
+    "FileMapping",
 )
 
 COMPILED = False
@@ -75,6 +76,7 @@ segment_read = _module.segment_read
 find_timestamp = _module.find_timestamp
 table_records = _module.table_records
 walk_log07 = _module.walk_log07
+FileMapping = _module.FileMapping
 FIND_TS_FOUND = _module.FIND_TS_FOUND
 FIND_TS_MORE = _module.FIND_TS_MORE
 FIND_TS_DECODE = _module.FIND_TS_DECODE

@@ -20,7 +20,9 @@ import numpy as np
 import numpy.typing as npt
 
 from kafkalog import storage
-from kafkalog._kernels import IndexView, index_entries, index_search, index_valid_entries
+from kafkalog._kernels import (
+    FileMapping, IndexView, index_entries, index_search, index_valid_entries,
+)
 from kafkalog.errors import CorruptIndexError, IndexFullError, IndexOffsetOverflowError
 
 if TYPE_CHECKING:
@@ -59,7 +61,7 @@ def _allocate(fd, offset, length):
         _write_zeros(fd, offset, length)
 
 
-def _data_end(fd, length):
+def data_end(fd, length):
     """Bytes from the start of the file to its first hole (at most ``length``). Entries are
     stored from the start and blocks allocated from the start, so none lies past it; reading
     a hole through a shared mapping allocates pages on some filesystems (tmpfs), which a full
@@ -106,7 +108,7 @@ class AbstractIndex:
         self.max_index_size = max_index_size
         self.writable = writable and not empty
         self._lock = threading.RLock()
-        self._mmap: Any = None  # mmap.mmap once mapped (writes happen only then)
+        self._mmap: Any = None  # the FileMapping once mapped (writes happen only then)
         self._data = b""        # a read-only index's entries, copied
         self.view: Any = None   # the held IndexView (searched by the read kernels too)
         self._n = 0
@@ -136,7 +138,7 @@ class AbstractIndex:
                     os.ftruncate(fd, self._round_down(max_index_size))    # sparse
                 self._length = os.fstat(fd).st_size
                 self._data_bytes = 0 if newly_created else \
-                    _data_end(fd, self._length) if writable else self._length
+                    data_end(fd, self._length) if writable else self._length
                 self._map(fd)
             finally:
                 os.close(fd)
@@ -171,7 +173,8 @@ class AbstractIndex:
         self._mmap = None
         self._data = b""
         if self._length and self.writable:
-            self._mmap = mmap.mmap(fd, self._length, access=mmap.ACCESS_WRITE)
+            # (no descriptor kept: a mapped index holds none, as in Kafka)
+            self._mmap = FileMapping(fd, self._length, True)
         elif self._length:
             # A reader copies the entries instead of mapping them: the writer of a live log
             # (a broker, a Log in another process) trims its indexes at roll and close, and a
@@ -355,7 +358,7 @@ class AbstractIndex:
     def valid_entries(self) -> int:
         """Entries before the all-zero tail a crash leaves in a preallocated index."""
         scanned = self._round_down(min(self._length, max(self._data_bytes, self._allocated)))
-        # only pages with blocks are read (see ``_data_end``); the views are released here
+        # only pages with blocks are read (see ``data_end``); the views are released here
         with memoryview(self._buffer) as whole, whole[:scanned] as part:
             return index_valid_entries(part, self.entry_size)
 

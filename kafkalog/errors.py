@@ -5,6 +5,8 @@ callers can tell "the data is damaged" from "the program is wrong".
 """
 from __future__ import annotations
 
+import errno as _errno
+import os
 from typing import Iterable
 
 
@@ -71,6 +73,53 @@ class LogDirFailureError(KafkaLogError):
     def __init__(self, message, errno=None):
         super().__init__(message)
         self.errno = errno
+
+
+class TooManyOpenFilesError(KafkaLogError):
+    """The process reached its limit of open files (EMFILE; ENFILE: the system's) while
+    opening one: not a disk fault. The message names the limit and the knobs: the limit
+    itself (``ulimit -n``, RLIMIT_NOFILE) and how many segments keep files open
+    (``KAFKALOG_MAX_OPEN_SEGMENTS``, ``set_max_open_segments``). A log it interrupted is
+    offline until reopened, as after a ``LogDirFailureError`` (the operation may be half
+    done).
+
+    Attributes
+    ----------
+    errno : int
+        ``errno.EMFILE`` or ``errno.ENFILE``.
+    limit : int or None
+        The process's soft limit of open files (RLIMIT_NOFILE), when known.
+    """
+
+    def __init__(self, message, errno=None, limit=None):
+        super().__init__(message)
+        self.errno = errno
+        self.limit = limit
+
+
+def io_failure(message: str, e: OSError) -> KafkaLogError:
+    """The typed error of a failed file operation ``e`` described by ``message``:
+    ``TooManyOpenFilesError`` when the process is out of descriptors, else
+    ``LogDirFailureError``."""
+    if e.errno not in (_errno.EMFILE, _errno.ENFILE):
+        return LogDirFailureError(message, errno=e.errno)
+    from kafkalog.descriptor_cache import OPEN_SEGMENTS   # (imports nothing of kafkalog)
+    try:
+        import resource
+        limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):
+        limit = None
+    which = "the system's open file limit (ENFILE)" if e.errno == _errno.ENFILE else \
+        f"its limit of {limit} open files (RLIMIT_NOFILE)"
+    # (less the one listing them)
+    open_now = len(os.listdir("/proc/self/fd")) - 1 if os.path.isdir("/proc/self/fd") else None
+    return TooManyOpenFilesError(
+        f"{message}: the process reached {which}"
+        + (f", {open_now} open" if open_now is not None else "")
+        + f". Raise the limit (ulimit -n) or lower KAFKALOG_MAX_OPEN_SEGMENTS "
+          f"(set_max_open_segments; now {OPEN_SEGMENTS.limit} segments keep files open); "
+          f"a written partition holds 2 (its .log and its directory lock)",
+        errno=e.errno, limit=limit)
 
 
 class OutOfOrderSequenceError(KafkaLogError):

@@ -7,7 +7,6 @@ touched on every use and gives them back through ``drop_handles``.
 """
 from __future__ import annotations
 
-import mmap
 import os
 import threading
 from typing import Any
@@ -16,7 +15,8 @@ import numpy as np
 
 from kafkalog import storage
 from kafkalog._kernels import (
-    FIND_TS_DECODE, FIND_TS_FOUND, FIND_TS_MORE, find_batch, find_timestamp, walk_batches,
+    FIND_TS_DECODE, FIND_TS_FOUND, FIND_TS_MORE, FileMapping, find_batch, find_timestamp,
+    walk_batches,
 )
 from kafkalog.descriptor_cache import OPEN_SEGMENTS, CacheMember, Descriptor
 from kafkalog.index import TimestampOffset
@@ -94,13 +94,13 @@ class FileRecords:
             if current is None or len(current) != self.size:
                 desc = self._desc
                 if desc is not None:
-                    current = mmap.mmap(desc.fd, self.size, access=mmap.ACCESS_READ)
+                    current = FileMapping(desc.fd, self.size)
                 else:
-                    # A file only read holds the mapping alone (it keeps its own duplicate
-                    # of the descriptor), not a second descriptor as well.
+                    # A file only read holds the mapping alone (which keeps no descriptor),
+                    # not a descriptor as well.
                     fd = open_regular(self.path, os.O_RDONLY)
                     try:
-                        current = mmap.mmap(fd, self.size, access=mmap.ACCESS_READ)
+                        current = FileMapping(fd, self.size)
                     finally:
                         os.close(fd)
                 self._map = current

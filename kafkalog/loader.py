@@ -18,7 +18,7 @@ from kafkalog import checkpoint, progress, storage
 from kafkalog._kernels import walk_batches
 from kafkalog.errors import (
     CorruptIndexError, IndexOffsetOverflowError, InvalidOffsetError, KafkaLogError,
-    LogDirFailureError, LogNotFoundError, NotARegularFileError,
+    LogNotFoundError, NotARegularFileError, io_failure,
 )
 from kafkalog.files import (
     CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIXES, LOCK_FILE, LOG_SUFFIX, SNAPSHOT_SUFFIX,
@@ -649,7 +649,7 @@ def open_partition(path, config, build, *, recovery_point, log_start_offset, cle
     except OSError as e:
         if isinstance(e, KafkaLogError):        # e.g. LogNotFoundError: not an I/O failure
             raise
-        raise LogDirFailureError(f"loading {path} failed: {e}", errno=e.errno) from e
+        raise io_failure(f"loading {path} failed: {e}", e) from e
 
 
 def _from_checkpoints(path, replicated, **known):

@@ -22,7 +22,7 @@ import logging
 import os
 
 from kafkalog import checkpoint
-from kafkalog.errors import LogDirFailureError
+from kafkalog.errors import io_failure
 from kafkalog.files import CLEANED_SUFFIX, DELETED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, file_path
 from kafkalog.log_segments import LogSegments
 from kafkalog.producer_state import ProducerStateManager
@@ -124,11 +124,11 @@ class LocalLog:
             raise self.offline(what, e) from e
 
     def offline(self, what, e):
-        """Take the log offline after ``e`` (an OSError); returns the LogDirFailureError to
-        raise."""
+        """Take the log offline after ``e`` (an OSError); returns the LogDirFailureError (or,
+        out of descriptors, TooManyOpenFilesError) to raise."""
         self.failed = e
-        return LogDirFailureError(f"{what} failed for {self.directory}: {e}; the log is "
-                                  f"offline until reopened", errno=e.errno)
+        return io_failure(f"{what} failed for {self.directory}: {e}; the log is offline "
+                          f"until reopened", e)
 
     @property
     def segments(self):

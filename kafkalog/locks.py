@@ -11,7 +11,7 @@ import errno
 import fcntl
 import os
 
-from kafkalog.errors import LogDirFailureError, LogDirLockedError, SymlinkOutsideError
+from kafkalog.errors import LogDirLockedError, SymlinkOutsideError, io_failure
 
 
 class FileLock:
@@ -37,7 +37,7 @@ class FileLock:
                 raise SymlinkOutsideError(
                     f"{path} is a symbolic link (to {os.path.realpath(path)}): a lock file is "
                     "never created through one", path=path, target=os.path.realpath(path)) from None
-            raise LogDirFailureError(f"cannot open {path} to lock it: {e}", errno=e.errno) from e
+            raise io_failure(f"cannot open {path} to lock it: {e}", e) from e
         try:
             fcntl.flock(self._fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except OSError:

@@ -18,6 +18,7 @@ from kafkalog.cleaner import needs_cleaning
 from kafkalog.config import LogConfig
 from kafkalog.errors import (
     InvalidTopicError, KafkaLogError, LogClosedError, LogDirFailureError, LogNotFoundError,
+    io_failure,
 )
 from kafkalog.files import (
     CLEAN_SHUTDOWN_FILE, DELETED_SUFFIX, LOCK_FILE, META_PROPERTIES, parse_partition_dir_name,
@@ -505,8 +506,7 @@ def _dir_io(dirs, what):
         raise
     except OSError as e:
         names = dirs if isinstance(dirs, str) else ", ".join(dirs)
-        raise LogDirFailureError(f"{what} failed in log dir {names}: {e}", errno=e.errno) \
-            from e
+        raise io_failure(f"{what} failed in log dir {names}: {e}", e) from e
 
 
 def _close_all(logs):

@@ -229,3 +229,55 @@ def test_every_index_is_trimmed_at_a_clean_shutdown_past_the_open_segment_limit(
                 assert log_.segments.active.offset_index.entries == max(0, expected - 1)
     finally:
         set_max_open_segments(old)
+
+
+def _maps_keep_no_descriptor():
+    import kafkalog
+    return kafkalog.compiled() or sys.version_info >= (3, 13)
+
+
+@pytest.mark.skipif(not _maps_keep_no_descriptor(),
+                    reason="the pure-Python FileMapping (mmap.mmap) keeps a descriptor "
+                           "before Python 3.13")
+def test_a_written_partition_holds_two_descriptors(tmp_path):
+    """As in Kafka: the mapped indexes (and the .log's read mapping) keep no descriptor; a
+    written partition holds its .log and its directory lock."""
+    from kafkalog.manager import LogManager
+    before = fds()
+    with LogManager(tmp_path, {"index.interval.bytes": 1}, background=False) as mgr:
+        for p in range(30):
+            log_ = mgr.get_or_create_log("t", p)
+            for i in range(3):
+                log_.append([Record(value=b"v%d" % i, timestamp=1000 + i)])
+            assert [r.value for r in log_.records()] == [b"v0", b"v1", b"v2"]
+            assert log_.offset_for_timestamp(1001)[0] == 1
+        assert fds() - before <= 2 * 30 + 1          # (+ the log dir's .lock)
+    assert fds() <= before
+
+
+def test_reaching_the_descriptor_limit_is_its_own_typed_error(tmp_path):
+    """EMFILE is TooManyOpenFilesError naming the limit and KAFKALOG_MAX_OPEN_SEGMENTS, not
+    a LogDirFailureError (which reads like a disk fault)."""
+    script = textwrap.dedent(f"""
+        import resource
+        from kafkalog import Record
+        from kafkalog.errors import LogDirFailureError, TooManyOpenFilesError
+        from kafkalog.manager import LogManager
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+        mgr = LogManager({str(tmp_path)!r}, background=False)
+        try:
+            for p in range(64):
+                mgr.get_or_create_log("t", p).append([Record(value=b"v")])
+            raise AssertionError("64 partitions opened under a limit of 64 files")
+        except TooManyOpenFilesError as e:
+            assert not isinstance(e, LogDirFailureError)
+            assert e.limit == 64 and "64 open files" in str(e), e
+            assert "KAFKALOG_MAX_OPEN_SEGMENTS" in str(e) and "ulimit -n" in str(e), e
+            print(p, e)
+        mgr.shutdown()
+        print("ok")
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().endswith("ok")

@@ -688,3 +688,47 @@ def test_walk_log07():
         same(lambda k: k.walk_log07(bytearray(buf)), f"{what} of a bytearray")
     same(lambda k: k.walk_log07(b"abc", 4), "start past the end")
     same(lambda k: k.walk_log07(b"abc", -1), "negative start")
+
+
+def _mapping_scenario(k, path):
+    """What the engine does with a ``FileMapping``: map, read, write, flush, close (with and
+    without an exported view), map read-only; the outcomes in order."""
+    import os
+    with open(path, "wb") as f:
+        f.write(bytes(range(256)) * 20)
+    fd = os.open(path, os.O_RDWR)
+    try:
+        m = k.FileMapping(fd, 5000, True)
+        ro = k.FileMapping(fd, 300)
+    finally:
+        os.close(fd)            # the mappings outlive the descriptor
+    out = [len(m), m[0], m[-1], m[10:20], m[4990:6000], m[::1000], m[30:10]]
+    m[0:4] = b"abcd"
+    struct.pack_into(">i", m, 8, -2)
+    for bad in (lambda: m.__setitem__(slice(0, 2), b"abc"), lambda: m[5000],
+                lambda: ro.__setitem__(slice(0, 1), b"x"), lambda: k.FileMapping(-1, 0)):
+        try:
+            bad()
+        except (IndexError, TypeError, ValueError) as e:
+            out.append((type(e).__name__, str(e)))
+    with memoryview(m) as view:
+        out.append(bytes(view[:12]))
+        try:
+            m.close()
+        except BufferError as e:
+            out.append(("BufferError", str(e)))
+    m.flush()
+    m.close()
+    try:
+        m[0]
+    except ValueError as e:
+        out.append(str(e))
+    out.append((ro[0:12], ro.closed if hasattr(ro, "closed") else None))
+    with open(path, "rb") as f:
+        out.append(f.read(12))
+    return out
+
+
+@covers("FileMapping")
+def test_file_mapping(tmp_path):
+    same(lambda k: _mapping_scenario(k, tmp_path / "mapped"), "file mapping")
