@@ -51,9 +51,10 @@ class DescriptorCache:
     past ``limit`` the least recently used segments that no operation has pinned drop their
     descriptors and mappings (reopened lazily on their next use). Dropping only releases the
     segment's references: a reader still holding a mapping, an index or a descriptor keeps
-    it until it is done. So a process holds about ``limit`` x 3 descriptors for segments,
-    however many segments its logs have (Kafka keeps every segment open; its file limit must
-    grow with the log).
+    it until it is done. Mappings keep no descriptor (``FileMapping``, as Kafka's), so a
+    process holds at most ``limit`` descriptors for segments (a ``.log`` written or read by
+    ``pread``), however many segments its logs have, and the active segments' mappings
+    (Kafka keeps every segment open; its file limit must grow with the log).
 
     A member is a segment with ``pins`` (operations in progress that forbid eviction; changed
     under the cache's lock), ``evictable`` (False once it is closed or deleted) and
@@ -63,6 +64,10 @@ class DescriptorCache:
         self.limit = limit
         self._lock = threading.Lock()
         self._lru: collections.OrderedDict[CacheMember, None] = collections.OrderedDict()
+        #: listed segments no operation pins (the ones eviction may take): a log dir of
+        #: thousands of partitions lists thousands of pinned active segments, and looking
+        #: through them at every touch of a new segment made opening it quadratic
+        self._unpinned = 0
         #: ``move_to_end(segment)``: ``touch``'s fast path for a listed segment, one C call
         #: (KeyError for one not listed)
         self.move_to_end = self._lru.move_to_end
@@ -84,6 +89,8 @@ class DescriptorCache:
             if not segment.evictable:
                 return
             lru[segment] = None
+            if segment.pins == 0:
+                self._unpinned += 1
             if len(lru) > self.limit:
                 # Not the segment being touched: its caller is about to use the handles it
                 # just opened (an index dropped under its user and then resized stayed at
@@ -91,25 +98,36 @@ class DescriptorCache:
                 self._evict(len(lru) - self.limit, keep=segment)
 
     def _evict(self, n, keep=None):
+        lru = self._lru
+        n = min(n, self._unpinned - (keep is not None and keep.pins == 0 and keep in lru))
         victims = []
-        for s in list(self._lru):
+        # The least recently used first; a pinned one (or ``keep``) met on the way is in use,
+        # so it moves to the end as a touch would: each is passed over once, not at every
+        # eviction.
+        for _ in range(len(lru)):
             if len(victims) >= n:
                 break
-            if s is keep:
+            s = next(iter(lru))
+            if s.pins or s is keep:
+                lru.move_to_end(s)
                 continue
-            if s.pins == 0:
-                victims.append(s)
+            del lru[s]
+            victims.append(s)
+        self._unpinned -= len(victims)
         for s in victims:
-            del self._lru[s]
             s.drop_handles()
 
     def pin(self, segment: CacheMember) -> None:
         with self._lock:
+            if segment.pins == 0 and segment in self._lru:
+                self._unpinned -= 1
             segment.pins += 1
 
     def unpin(self, segment: CacheMember) -> None:
         with self._lock:
             segment.pins -= 1
+            if segment.pins == 0 and segment in self._lru:
+                self._unpinned += 1
 
     def pinned(self, segment: CacheMember) -> Pinned:
         """``with cache.pinned(segment):`` no eviction of it while a multi-step operation
@@ -118,7 +136,10 @@ class DescriptorCache:
 
     def forget(self, segment: CacheMember) -> None:
         with self._lock:
-            self._lru.pop(segment, None)
+            if segment in self._lru:
+                del self._lru[segment]
+                if segment.pins == 0:
+                    self._unpinned -= 1
 
     def set_limit(self, limit: int) -> int:
         if limit < 1:
@@ -156,8 +177,9 @@ OPEN_SEGMENTS = DescriptorCache(int(os.environ.get("KAFKALOG_MAX_OPEN_SEGMENTS",
 def set_max_open_segments(limit: int) -> int:
     """Set how many segments of the process may hold descriptors and mappings at once (the
     least recently used beyond it release theirs; default 256, or the
-    ``KAFKALOG_MAX_OPEN_SEGMENTS`` environment variable). Each holds at most three: its
-    ``.log`` mapping or descriptor and its two index mappings. Returns the previous limit."""
+    ``KAFKALOG_MAX_OPEN_SEGMENTS`` environment variable). Each holds at most one descriptor
+    (its ``.log``'s) and three mappings (the ``.log`` and its two indexes), which keep no
+    descriptor. Returns the previous limit."""
     return OPEN_SEGMENTS.set_limit(limit)
 
 

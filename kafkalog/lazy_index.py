@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Generic, Iterab
 import numpy as np
 
 from kafkalog import storage
+from kafkalog.abstract_index import data_end
 from kafkalog.errors import CorruptIndexError, NotARegularFileError
 from kafkalog.files import DELETED_SUFFIX
 from kafkalog.index import OffsetIndex, TimeIndex
@@ -292,17 +293,24 @@ class LazyIndex(Generic[_I]):
         else:
             try:
                 size = st.st_size
+                # past the first hole the file holds zeros: not read (an active segment's
+                # index is sparse to 10 MiB)
+                written = data_end(fd, size)
                 same_entries = size >= len(data) and os.pread(fd, len(data), 0) == data
                 if same_entries and size == len(data):
                     return -1
-                if same_entries and size <= 1 << 24 and \
-                        not np.frombuffer(os.pread(fd, size - len(data), len(data)),
-                                          np.uint8).any():
+                if same_entries and not data and written == 0:
+                    # no entries and no blocks (an idle partition's active segment after a
+                    # crash): left sized as it is, as its segment is sized again at load (a
+                    # cut and a regrow of every idle index made a restart take minutes)
+                    return -1
+                if same_entries and written <= 1 << 24 and not np.frombuffer(
+                        os.pread(fd, max(0, written - len(data)), len(data)), np.uint8).any():
                     # the same entries and a preallocated zero tail: only the tail goes (a
                     # reader never reads past the entries it knows)
                     os.ftruncate(fd, len(data))
                     return -1
-                before = _entries_before_zero_tail(fd, size, entry_size)
+                before = _entries_before_zero_tail(fd, written, entry_size)
             finally:
                 os.close(fd)
         temp = path + DELETED_SUFFIX

@@ -47,3 +47,27 @@ def test_pinned_segments_stay_and_unevictable_ones_never_enter():
 def test_limit_is_validated():
     with pytest.raises(ValueError):
         DescriptorCache(1).set_limit(0)
+
+
+def test_many_pinned_segments_are_passed_over_and_counted():
+    """A log dir of many partitions lists many pinned active segments: a touch of a new one
+    evicts only unpinned ones, the list growing past the limit while all others are pinned."""
+    cache = DescriptorCache(2)
+    pinned = [FakeSegment(f"active{i}") for i in range(50)]
+    for s in pinned:
+        cache.pin(s)
+        cache.touch(s)
+    assert len(cache) == 50 and not any(s.dropped for s in pinned)
+    a, b = FakeSegment("a"), FakeSegment("b")
+    cache.touch(a)                   # nothing evictable but a, which is in use
+    assert (a.dropped, len(cache)) == (0, 51)
+    cache.touch(b)                   # a goes
+    assert (a.dropped, b.dropped, len(cache)) == (1, 0, 51)
+    cache.unpin(pinned[7])
+    cache.forget(b)
+    cache.touch(a)                   # the unpinned active7 goes, not a
+    assert (pinned[7].dropped, a.dropped, len(cache)) == (1, 1, 50)
+    assert not any(s.dropped for i, s in enumerate(pinned) if i != 7)
+    cache.pin(a)
+    cache.set_limit(1)               # all left are pinned
+    assert len(cache) == 50 and a.dropped == 1
