@@ -18,6 +18,12 @@ cdef inline int _varint(const unsigned char *p, Py_ssize_t *pos, Py_ssize_t end,
         pos[0] += 1
         value[0] = <int64_t>(b >> 1) ^ -(<int64_t>(b & 1))
         return R_OK
+    if pos[0] + 1 < end and not (p[pos[0] + 1] & 0x80):
+        # two bytes: record lengths and the deltas of a batch of more than 63 records
+        raw = (<uint64_t>(p[pos[0]] & 0x7F)) | ((<uint64_t>p[pos[0] + 1]) << 7)
+        pos[0] += 2
+        value[0] = <int64_t>(raw >> 1) ^ -(<int64_t>(raw & 1))
+        return R_OK
     while True:
         if pos[0] >= end or i >= max_bytes:
             return R_VARINT

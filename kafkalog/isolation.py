@@ -10,14 +10,14 @@ is then already passed at the first batch) or after it (its marker's offset, the
 offset, is then below the batch: it is over and ignored), so one list serves every task of a
 partition.
 
-``fetched_tables`` is the consumer's side of a read (Kafka's ``CompletedFetch``): the batches of
-each ``FetchDataInfo`` decoded into record tables, control records and aborted transactions left
-out.
+``fetched_batches`` is the consumer's side of a read (Kafka's ``CompletedFetch``): the batches of
+each ``FetchDataInfo`` with control records and aborted transactions left out, made into record
+tables (``fetched_tables``) or Record objects (``fetched_records``).
 """
 import numpy as np
 
 from kafkalog.files import LOG_SUFFIX, file_path
-from kafkalog.records import CONTROL_MASK, TRANSACTIONAL_MASK, decode_batches
+from kafkalog.records import CONTROL_MASK, TRANSACTIONAL_MASK, RecordBatch, decode_batches
 from kafkalog.segment_walker import walk_segment
 
 ISOLATIONS = ("log_end", "high_watermark", "committed")
@@ -73,11 +73,15 @@ class AbortedTxnFilter:
         return out
 
 
-def fetched_tables(read, reading, directory, offset, end, isolation, include_control,
-                   max_bytes, validate_crc):
-    """The ``RecordTable`` chunks of [offset, end) of the log in ``directory``, read with
-    ``read(offset, max_bytes, isolation)`` (``Log.read``) and decoded inside ``reading()``
-    (the log's guard that turns a read cut by ``close()`` into LogClosedError)."""
+def fetched_batches(read, reading, directory, offset, end, isolation, include_control,
+                    max_bytes, validate_crc):
+    """The consumer's side of each read of [offset, end) of the log in ``directory``, read
+    with ``read(offset, max_bytes, isolation)`` (``Log.read``) and walked inside ``reading()``
+    (the log's guard that turns a read cut by ``close()`` into LogClosedError): yields
+    ``(data, batches, wanted, fetch_offset)``, the read's bytes, their walked batches (CRCs
+    checked), a bool mask of the batches whose records are returned (control batches and
+    aborted transactions left out) and the offset the read started at. A bad batch raises
+    after the batches before it were yielded."""
     aborted = AbortedTxnFilter() if isolation == "committed" else None
     while offset < end:
         info = read(offset, max_bytes, isolation)
@@ -90,21 +94,54 @@ def fetched_tables(read, reading, directory, offset, end, isolation, include_con
                                 position_base=meta.relative_position_in_segment,
                                 path=file_path(directory, meta.segment_base_offset,
                                                LOG_SUFFIX))
-            batches = walk.batches
-            table = decode_batches(data, batches) if len(batches) else None
-        if table is not None:
-            keep = (table.records["offset"] >= offset) & (table.records["offset"] < end)
-            if not include_control:
-                keep &= (batches["attributes"][table.batch] & CONTROL_MASK) == 0
+        batches = walk.batches
+        if len(batches):
+            wanted = np.ones(len(batches), dtype=bool) if include_control else \
+                (batches["attributes"] & CONTROL_MASK) == 0
             if aborted is not None:
                 aborted.add(info.aborted_transactions)
-                keep &= ~aborted.aborted_mask(batches)[table.batch]
-            if keep.all():
-                yield table            # the common case: no copy of its columns
-            elif keep.any():
-                yield table.slice(keep)
+                wanted &= ~aborted.aborted_mask(batches)
+            yield data, batches, wanted, offset
         # the batches before a bad one are returned, none of its records
         walk.raise_for_outcome()
         if len(batches) == 0:
             break
         offset = int(batches["last_offset"][-1]) + 1
+
+
+def fetched_tables(read, reading, directory, offset, end, isolation, include_control,
+                   max_bytes, validate_crc):
+    """The ``RecordTable`` chunks of [offset, end): each read's wanted records
+    (``fetched_batches``), decoded inside ``reading()``."""
+    for data, batches, wanted, start in fetched_batches(read, reading, directory, offset, end,
+                                                        isolation, include_control, max_bytes,
+                                                        validate_crc):
+        with reading():
+            table = decode_batches(data, batches)
+        keep = (table.records["offset"] >= start) & (table.records["offset"] < end) & \
+            wanted[table.batch]
+        if keep.all():
+            yield table            # the common case: no copy of its columns
+        elif keep.any():
+            yield table.slice(keep)
+
+
+def fetched_records(read, reading, directory, offset, end, isolation, include_control,
+                    max_bytes, validate_crc):
+    """The records of [offset, end) as iterators of ``Record``, one per wanted batch (chain
+    them): a batch's own iteration (``RecordBatch``: a plain v2 batch decoded into the
+    kernel's reused scratch table, its Records made as the loop goes), or for a batch that
+    crosses ``offset`` or ``end``, its wanted rows. A batch's records are decoded and checked
+    before the first is returned."""
+    for data, batches, wanted, start in fetched_batches(read, reading, directory, offset, end,
+                                                        isolation, include_control, max_bytes,
+                                                        validate_crc):
+        inside = (batches["base_offset"] >= start) & (batches["last_offset"] < end)
+        with reading():
+            for i, whole in zip(np.flatnonzero(wanted).tolist(), inside[wanted].tolist()):
+                if whole:
+                    yield iter(RecordBatch(data, batches[i]))
+                else:
+                    table = decode_batches(data, batches[i:i + 1])
+                    offsets = table.records["offset"]
+                    yield iter(table.slice((offsets >= start) & (offsets < end)))

@@ -16,7 +16,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
-from kafkalog import checkpoint, codecs, storage
+from kafkalog import checkpoint, storage
 from kafkalog._kernels import APPEND_HAS_PRODUCER, walk_batches
 from kafkalog.cleaner import (
     DEFAULT_MAP_MEMORY, CleanerStats, CleaningAbortedError, CleaningCoordinator,
@@ -27,12 +27,12 @@ from kafkalog.errors import (
     InvalidOffsetError, KafkaLogError, LogClosedError, OffsetOutOfRangeError,
 )
 from kafkalog.files import parse_topic_partition
-from kafkalog.isolation import ISOLATIONS, fetched_tables
+from kafkalog.isolation import ISOLATIONS, fetched_records, fetched_tables
 from kafkalog.loader import open_partition, rebuild_producer_state
 from kafkalog.local_log import LocalLog
 from kafkalog.log_validator import AppendSettings
 from kafkalog.fetch_data_info import LogAppendInfo, LogOffsetSnapshot, append_info
-from kafkalog.builder import compressor, leader_batch
+from kafkalog.builder import leader_batch
 from kafkalog.retention import LogStartOffsetRetention, breached_policies, deletable_segments
 from kafkalog.scheduler import default_scheduler
 
@@ -290,13 +290,8 @@ class Log:
         settings = self._append_settings()
         if isinstance(records_or_batch_bytes, (bytes, bytearray, memoryview)):
             return self._append(bytearray(records_or_batch_bytes), True, settings)
-        if compression is None:
-            codec, compress = settings.codec, settings.compress
-        else:
-            codec = codecs.codec_id(compression)
-            compress = compressor(codec)
-        # (the time of records without one; the append reads the clock again under its lock)
-        now = int(self._time_fn() * 1000)
+        codec, compress = settings.codec_for(compression)
+        now = int(self._time_fn() * 1000)      # (of records without a timestamp)
         return self._append(leader_batch(list(records_or_batch_bytes), now, codec, compress,
                                          producer_id, producer_epoch, base_sequence,
                                          transactional, partition_leader_epoch), True, settings)
@@ -490,22 +485,27 @@ class Log:
         is checked first (a failure raises CorruptRecordError, before any of its records);
         ``validate_crc=False`` skips that on trusted data.
         """
-        # Chained in C: the Log layer does no work per record (each chunk's records are
-        # made by its kernel iterator as the loop asks for them).
-        return itertools.chain.from_iterable(self.record_tables(
-            start_offset, end_offset, isolation, include_control, validate_crc=validate_crc))
+        # Chained in C: the Log layer does no work per record (each batch's records are
+        # made by its kernel iterator as the loop asks for them). Fetches of 1 MiB, as a
+        # consumer's: a read's copy stays in cache and reuses the same heap memory.
+        return itertools.chain.from_iterable(self._fetched(
+            fetched_records, start_offset, end_offset, isolation, include_control, 1 << 20,
+            validate_crc))
 
     def record_tables(self, start_offset: int | None = None, end_offset: int | None = None,
                       isolation: str = "log_end", include_control: bool = False,
                       max_bytes: int = 16 * 1024 * 1024,
                       validate_crc: bool = True) -> Iterator[RecordTable]:
         """Like ``records`` but yields columnar ``RecordTable`` chunks."""
-        offset = self._log_start_offset if start_offset is None else start_offset
+        return self._fetched(fetched_tables, start_offset, end_offset, isolation,
+                             include_control, max_bytes, validate_crc)
+
+    def _fetched(self, fetch, start_offset, end_offset, isolation, *args):
+        # (a generator: the range is taken when the iteration starts)
         limit = self._max_offset(isolation)
+        offset = self._log_start_offset if start_offset is None else start_offset
         end = limit if end_offset is None else min(end_offset, limit)
-        yield from fetched_tables(self.read, self._reading, self.path, offset, end,
-                                  isolation, include_control, max_bytes,
-                                  validate_crc)
+        yield from fetch(self.read, self._reading, self.path, offset, end, isolation, *args)
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with a timestamp >= ``timestamp``; -2 gives

@@ -123,3 +123,12 @@ class AppendSettings(NamedTuple):
         codec = codecs.NONE if name in ("producer", "uncompressed") else codecs.codec_id(name)
         return cls(LogValidator(path, config), config["segment.ms"], config["segment.bytes"],
                    config["flush.messages"], config["flush.ms"], codec, compressor(codec))
+
+    def codec_for(self, compression: str | int | None
+                  ) -> tuple[int, Callable[[bytes], bytes] | None]:
+        """(codec, compressor) of a batch ``Log.append`` builds with ``compression`` (None:
+        the topic's)."""
+        if compression is None:
+            return self.codec, self.compress
+        codec = codecs.codec_id(compression)
+        return codec, compressor(codec)
