@@ -18,7 +18,7 @@ from kafkalog.cleaner import needs_cleaning
 from kafkalog.config import LogConfig
 from kafkalog.errors import (
     InvalidTopicError, KafkaLogError, LogClosedError, LogDirFailureError, LogNotFoundError,
-    io_failure,
+    TooManyOpenFilesError, io_failure,
 )
 from kafkalog.files import (
     CLEAN_SHUTDOWN_FILE, DELETED_SUFFIX, LOCK_FILE, META_PROPERTIES, parse_partition_dir_name,
@@ -36,6 +36,10 @@ if TYPE_CHECKING:
     ConfigLike = Union[LogConfig, Mapping[str, Any], None]
 
 log = logging.getLogger(__name__)
+
+# a log dir that failed, and a process out of descriptors (both take the log offline): the
+# other logs and dirs go on, the first failure is raised at the end
+_IO_FAILURES = (LogDirFailureError, TooManyOpenFilesError)
 
 MOVE_MARKER = ".kafkalog-move"
 
@@ -377,7 +381,7 @@ class LogManager:
             except LogClosedError:
                 log.debug("%s of %s-%d skipped: the log was closed meanwhile (moved, deleted "
                           "or shut down)", what, *key)
-            except LogDirFailureError as e:
+            except _IO_FAILURES as e:
                 log.error("%s of %s-%d failed, the log is offline: %s", what, *key, e)
                 failure = failure or e
         if failure is not None:
@@ -431,7 +435,7 @@ class LogManager:
             for d in self.log_dirs:
                 try:
                     self._checkpoint_dir(d)
-                except LogDirFailureError as e:   # the other dirs still get theirs
+                except _IO_FAILURES as e:   # the other dirs still get theirs
                     log.error("%s", e)
                     failure = failure or e
             if failure is not None:
@@ -455,19 +459,20 @@ class LogManager:
         A failing dir (full, read-only, I/O errors) does not stop the rest: every log is
         closed, every dir that can be is checkpointed, a dir that failed gets no clean-shutdown
         marker (its next load recovers), the locks are released in any case, and the first
-        failure is raised as ``LogDirFailureError``."""
+        failure is raised as ``LogDirFailureError`` (``TooManyOpenFilesError`` when the process
+        ran out of descriptors)."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            failures: list[LogDirFailureError] = []
+            failures: list[KafkaLogError] = []
             failed_dirs = set()
             try:
                 self.scheduler.shutdown(run_pending=True)
                 for key, log_ in self._logs.items():
                     try:
                         log_.close()
-                    except LogDirFailureError as e:
+                    except _IO_FAILURES as e:
                         failures.append(e)
                     if log_.failed is not None:
                         failed_dirs.add(self._log_dir_of[key])
@@ -481,7 +486,7 @@ class LogManager:
                                         os.path.join(d, CLEAN_SHUTDOWN_FILE),
                                         json.dumps({"version": 0,
                                                     "brokerEpoch": self.broker_epoch}))
-                        except LogDirFailureError as e:
+                        except _IO_FAILURES as e:
                             failures.append(e)
             finally:
                 self._release_locks()
