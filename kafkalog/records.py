@@ -92,14 +92,15 @@ class RecordBatch:
     Made by ``iter_batches``; holds the buffer it came from and one row of the walk.
     ``position`` is the batch's byte position in that buffer.
     """
-    __slots__ = ("_buffer", "_row", "_table", "_path", "_checked")
+    __slots__ = ("_buffer", "_row", "_table", "_path", "_checked", "_crc_valid")
 
-    def __init__(self, buffer: Any, row: np.void, path: StrPath | None = None) -> None:
+    def __init__(self, buffer: Any, row: np.void, path: StrPath | None = None,
+                 crc_valid: int = -1) -> None:
         self._buffer = buffer
         self._row = row
         self._table: RecordTable | None = None
-        self._path = path
-        self._checked = False
+        self._path, self._checked = path, False
+        self._crc_valid = crc_valid     # the row's, when the walk gives it (1/0; -1: unknown)
 
     def _check_header(self) -> None:
         """Raise CorruptRecordError unless the header fields a count or sequence is derived
@@ -174,7 +175,7 @@ class RecordBatch:
 
     def is_valid(self) -> bool:
         """True when the stored CRC matches the bytes (CRC32C for v2, CRC32 for legacy)."""
-        valid = self._get("crc_valid")
+        valid = self._crc_valid if self._crc_valid >= 0 else self._get("crc_valid")
         if valid < 0:
             # one batch at a known place: its CRC only, nothing to judge
             one = walk_batches(self._buffer, self.position,
@@ -258,8 +259,8 @@ def iter_batches(buffer_or_path: BufferOrPath, validate_crc: bool = True,
                                    "(open a directory with Log.open)") from None
     walk = walk_segment(buf, policy=ITERATE_STRICT if strict else ITERATE,
                         validate_crc=validate_crc, path=path)
-    for row in walk.batches:
-        yield RecordBatch(buf, row, path)
+    for row, valid in zip(walk.batches, walk.batches["crc_valid"].tolist()):
+        yield RecordBatch(buf, row, path, valid)
     walk.raise_for_outcome()
 
 
