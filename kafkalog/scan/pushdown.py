@@ -9,6 +9,7 @@ from typing import Any, Iterable
 EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)   # Spark's timestamps' zero
 # timestamp is not among them: Kafka 0.7 messages have none (null in their rows)
 _NEVER_NULL = frozenset({"topic", "partition", "offset", "timestampType"})
+_BELOW_EVERY_TIMESTAMP = -(2 ** 63)
 _MAX_OFFSET_RUNS = 256        # an IN list of more runs of offsets is planned as one span
 
 
@@ -69,6 +70,11 @@ class Pushdown:
             return False
         column = column[0]
         if kind == "IsNotNull" and not negated:
+            if column == "timestamp":
+                # only Kafka 0.7 messages have none: a bound below every timestamp drops them
+                # (a 0.7 task reads nothing under a bound) and keeps every 0.8+ row
+                self.ts_lo = _BELOW_EVERY_TIMESTAMP if self.ts_lo is None else self.ts_lo
+                return True
             return column in _NEVER_NULL
         if not hasattr(f, "value"):
             return False
