@@ -1,4 +1,4 @@
-"""Writes a sample partition with kafkalog, then dumps and verifies it:
+"""Writes a sample partition (and a Kafka 0.7 one) with kafkalog, then dumps and verifies it:
 ``python -m kafkalog.demo [DIR]``."""
 import os
 import shutil
@@ -7,6 +7,7 @@ import sys
 from kafkalog import Record, build_control_batch
 from kafkalog.cli import main as cli_main
 from kafkalog.log import Log
+from kafkalog.log07 import Log07
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
@@ -33,11 +34,25 @@ def write_sample_partition(directory, batches=60):
     return part
 
 
+def write_sample_07_partition(directory):
+    """A Kafka 0.7 partition directory ``legacy_0`` (0.7's ``<topic>_<partition>`` spelling):
+    plain messages and a gzip wrapper over two files."""
+    part = os.path.join(directory, "legacy_0")
+    shutil.rmtree(part, ignore_errors=True)
+    os.makedirs(part)
+    with Log07.open(part, config={"segment.bytes": 512}) as log:
+        for i in range(0, 40, 4):
+            log.append([f"event {n}".encode() for n in range(i, i + 4)],
+                       codec="gzip" if i % 8 else "none")
+    return part
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     directory = argv[0] if argv else "sample-data"
     part = write_sample_partition(directory)
-    print(f"wrote {part}")
+    # beside it, not in it: the examples over the whole sample log dir stay about 0.8+ data
+    print(f"wrote {part} and {write_sample_07_partition(directory + '-0.7')}")
     status = cli_main(["dump", "--records", "none", part])
     return status or cli_main(["verify", part])
 

@@ -14,7 +14,7 @@ import pytest
 import test_spark
 from conftest import REPO, SHARED, fixtures_present
 from kafkalog.cli import main
-from kafkalog.demo import write_sample_partition
+from kafkalog.demo import write_sample_07_partition, write_sample_partition
 
 spark = test_spark.spark          # the one session-scoped SparkSession of the suite
 
@@ -42,6 +42,7 @@ def checkout(tmp_path_factory):
     work = root / "kafkalog"
     work.mkdir()
     write_sample_partition(str(work / "sample-data"))
+    write_sample_07_partition(str(work / "sample-data-0.7"))
     return work
 
 
