@@ -17,7 +17,7 @@ from kafkalog import Log, Log07
 from kafkalog.errors import (
     CorruptRecordError, KafkaLogError, LogClosedError, LogDirFailureError, LogNotFoundError,
     NotAPartitionDirectoryError, OffsetOutOfRangeError, PartitionNotFoundError,
-    RecordTooLargeError, UnsupportedCompressionError,
+    RecordTooLargeError, TooManyOpenFilesError, UnsupportedCompressionError,
 )
 from kafkalog.files import (
     log07_file_name, log07_files, log07_topic_partition, parse_log07_file_name,
@@ -366,3 +366,19 @@ def test_a_failed_write_takes_the_log_offline(tmp_path, monkeypatch):
     monkeypatch.undo()
     with Log07.open(d) as log:
         assert [m.payload for m in log.messages()] == [b"a", b"b"]
+
+
+def test_running_out_of_descriptors_is_its_own_error(tmp_path, monkeypatch):
+    """EMFILE is TooManyOpenFilesError naming the knob, not a disk fault, as for Log."""
+    d = tmp_path / "t-0"
+    d.mkdir()
+    log = Log07.open(d, config={"flush.messages": 1})
+    log.append([b"a"])
+
+    def out_of_descriptors(fd):
+        raise OSError(errno.EMFILE, "Too many open files")
+    monkeypatch.setattr(os, "fsync", out_of_descriptors)
+    with pytest.raises(TooManyOpenFilesError, match="KAFKALOG_MAX_OPEN_SEGMENTS"):
+        log.append([b"b"])
+    monkeypatch.undo()
+    log.close()

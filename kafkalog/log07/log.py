@@ -25,8 +25,8 @@ from kafkalog._kernels import walk_log07
 from kafkalog._layout import WALK_END, WALK_INVALID, WALK_PARTIAL
 from kafkalog.config import LogConfig
 from kafkalog.errors import (
-    CorruptRecordError, KafkaLogError, LogClosedError, LogDirFailureError, LogNotFoundError,
-    NotAPartitionDirectoryError, OffsetOutOfRangeError, RecordTooLargeError,
+    CorruptRecordError, KafkaLogError, LogClosedError, LogNotFoundError,
+    NotAPartitionDirectoryError, OffsetOutOfRangeError, RecordTooLargeError, io_failure,
 )
 from kafkalog.files import log07_file_name, log07_files
 from kafkalog.loader import RecoveryReport
@@ -172,7 +172,7 @@ class Log07:
             if segments:
                 _check_newest(segments[-1], read_only, report, salvage_dir)
         except OSError as e:
-            raise LogDirFailureError(f"opening {path} failed: {e}", errno=e.errno) from e
+            raise io_failure(f"opening {path} failed: {e}", e) from e
         return cls(path, config, read_only, LogSegments(segments), report, time_fn)
 
     # ------------------------------------------------------------------------------ offsets
@@ -408,14 +408,15 @@ class Log07:
 
     @contextlib.contextmanager
     def _io(self, what: str) -> Iterator[None]:
-        """A failed file operation takes the log offline (LogDirFailureError), as ``Log``
-        does after Kafka's ``maybeHandleIOException``."""
+        """A failed file operation takes the log offline (LogDirFailureError, or
+        TooManyOpenFilesError when out of descriptors), as ``Log`` does after Kafka's
+        ``maybeHandleIOException``."""
         try:
             yield
         except OSError as e:
             self._failed = e
-            raise LogDirFailureError(f"{what} failed for {self.path}: {e}; the log is offline "
-                                     f"until reopened", errno=e.errno) from e
+            raise io_failure(f"{what} failed for {self.path}: {e}; the log is offline until "
+                             "reopened", e) from e
 
     def _close_active_file(self) -> None:
         if self._active_file is not None:
