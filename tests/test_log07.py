@@ -348,37 +348,26 @@ def test_python_paths_agree_with_the_twins(tmp_path):
     both_ways(scenario)
 
 
-def test_a_failed_write_takes_the_log_offline(tmp_path, monkeypatch):
+@pytest.mark.parametrize("code,error,match", [
+    (errno.ENOSPC, LogDirFailureError, "No space left"),
+    # out of descriptors is its own error naming the knob, not a disk fault, as for Log
+    (errno.EMFILE, TooManyOpenFilesError, "KAFKALOG_MAX_OPEN_SEGMENTS"),
+])
+def test_a_failed_write_takes_the_log_offline(tmp_path, monkeypatch, code, error, match):
     d = tmp_path / "t-0"
     d.mkdir()
     log = Log07.open(d, config={"flush.messages": 1})
     log.append([b"a"])
 
-    def full(fd):
-        raise OSError(errno.ENOSPC, "No space left on device")
-    monkeypatch.setattr(os, "fsync", full)
-    with pytest.raises(LogDirFailureError) as e:
+    def failing(fd):
+        raise OSError(code, os.strerror(code))
+    monkeypatch.setattr(os, "fsync", failing)
+    with pytest.raises(error, match=match) as e:
         log.append([b"b"])
-    assert e.value.errno == errno.ENOSPC
+    assert e.value.errno == code
     with pytest.raises(KafkaLogError, match="offline"):
         log.append([b"c"])
     log.close()                                     # no flush of an offline log, no error
     monkeypatch.undo()
     with Log07.open(d) as log:
         assert [m.payload for m in log.messages()] == [b"a", b"b"]
-
-
-def test_running_out_of_descriptors_is_its_own_error(tmp_path, monkeypatch):
-    """EMFILE is TooManyOpenFilesError naming the knob, not a disk fault, as for Log."""
-    d = tmp_path / "t-0"
-    d.mkdir()
-    log = Log07.open(d, config={"flush.messages": 1})
-    log.append([b"a"])
-
-    def out_of_descriptors(fd):
-        raise OSError(errno.EMFILE, "Too many open files")
-    monkeypatch.setattr(os, "fsync", out_of_descriptors)
-    with pytest.raises(TooManyOpenFilesError, match="KAFKALOG_MAX_OPEN_SEGMENTS"):
-        log.append([b"b"])
-    monkeypatch.undo()
-    log.close()
