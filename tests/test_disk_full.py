@@ -76,11 +76,28 @@ def _run(script, *args):
     return done.stdout
 
 
+# Prepended to the scripts below: a file "filler" takes every free block of the disk.
+FILL_DISK = """
+    import errno, os
+    def fill_disk(root):
+        \"\"\"Write root/filler until ENOSPC (large writes, then pages): (its fd, its size).\"\"\"
+        fd = os.open(os.path.join(root, "filler"), os.O_WRONLY | os.O_CREAT)
+        size = 0
+        for chunk in (65536, 4096):
+            try:
+                while True:
+                    size += os.write(fd, b"x" * chunk)
+            except OSError as e:
+                assert e.errno == errno.ENOSPC, e
+        return fd, size
+"""
+
+
 # Appends until the disk is full: first records with a small index interval, so that the
 # index crosses into a fresh page right when the disk fills (the page a sparse index could
 # not back), then a filler file takes the rest of the disk and appends go on. Every append
 # acknowledged before the failure was flushed (flush.messages=1): all must be there after.
-FILL_AND_APPEND = """
+FILL_AND_APPEND = FILL_DISK + """
     import errno, os, sys
     from kafkalog import Record
     from kafkalog.errors import KafkaLogError, LogDirFailureError
@@ -93,12 +110,7 @@ FILL_AND_APPEND = """
     for _ in range(first):
         log.append([Record(key=b"k", value=b"v" * 100)])
         acked += 1
-    fd = os.open(os.path.join(root, "filler"), os.O_WRONLY | os.O_CREAT)
-    try:
-        while True:
-            os.write(fd, b"x" * 4096)
-    except OSError as e:
-        assert e.errno == errno.ENOSPC
+    fd, _ = fill_disk(root)
     os.close(fd)
     try:
         while True:
@@ -159,7 +171,7 @@ def test_indexes_are_sparse_and_fit_a_disk_smaller_than_them(small_tmpfs):
 # The disk fills up exactly when the offset index needs its next window of blocks: the .log
 # write of the append still fits (one page is left), the index entry's allocation does not.
 # That append fails typed (no SIGBUS), and every acknowledged one is there after a restart.
-INDEX_ENTRY_ON_A_FULL_DISK = """
+INDEX_ENTRY_ON_A_FULL_DISK = FILL_DISK + """
     import errno, os, sys
     from kafkalog import Record
     from kafkalog.errors import LogDirFailureError
@@ -176,13 +188,7 @@ INDEX_ENTRY_ON_A_FULL_DISK = """
         entries = log.segments.active.offset_index.entries
         if entries > 1 and entries * 8 == os.stat(index).st_blocks * 512:
             break     # the index's allocated window is full
-    fd = os.open(os.path.join(root, "filler"), os.O_WRONLY | os.O_CREAT)
-    size = 0
-    try:
-        while True:
-            size += os.write(fd, b"x" * 4096)
-    except OSError as e:
-        assert e.errno == errno.ENOSPC
+    fd, size = fill_disk(root)
     os.ftruncate(fd, size - 4096)            # room for the .log write, not for the index's
     os.close(fd)
     log_file = os.path.join(path, "0" * 20 + ".log")
@@ -210,7 +216,7 @@ def test_index_entry_on_a_full_disk_raises_log_dir_failure_not_sigbus(small_tmpf
 # The manager on a full disk and after a read-only remount: checkpoint() and shutdown()
 # raise LogDirFailureError with the errno, shutdown still releases .lock and the partition
 # locks, so the same process opens the dir again once it is writable.
-MANAGER = """
+MANAGER = FILL_DISK + """
     import errno, os, subprocess, sys
     from kafkalog import Record
     from kafkalog.errors import LogDirFailureError
@@ -224,12 +230,7 @@ MANAGER = """
     log.flush()
     mgr.checkpoint()
     if how == "full":
-        fd = os.open(os.path.join(root, "filler"), os.O_WRONLY | os.O_CREAT)
-        try:
-            while True:
-                os.write(fd, b"x" * 4096)
-        except OSError:
-            pass
+        fd, _ = fill_disk(root)
         os.close(fd)
         expected = errno.ENOSPC
     else:
@@ -273,7 +274,7 @@ def test_manager_checkpoint_and_shutdown_after_an_ext4_error_remount(small_ext4)
 # A broker's restart after its disk filled (#31): the partitions' indexes are sparse, so a
 # reload allocates nothing for them; a load that fails on the full disk leaves nothing
 # allocated behind, and 2 MiB freed are enough to load and write every partition again.
-RESTART_ON_A_FULL_DISK = """
+RESTART_ON_A_FULL_DISK = FILL_DISK + """
     import errno, os, sys
     from kafkalog import Record
     from kafkalog.errors import LogDirFailureError
@@ -285,18 +286,7 @@ RESTART_ON_A_FULL_DISK = """
     with LogManager(root, background=False) as mgr:
         for p in range(n):
             mgr.get_or_create_log("t", p).append([Record(value=b"v" * 100)])
-    fd = os.open(os.path.join(root, "filler"), os.O_WRONLY | os.O_CREAT)
-    size = 0
-    try:
-        while True:
-            size += os.write(fd, b"x" * 65536)
-    except OSError as e:
-        assert e.errno == errno.ENOSPC
-    try:
-        while True:
-            size += os.write(fd, b"x" * 4096)
-    except OSError as e:
-        assert e.errno == errno.ENOSPC
+    fd, size = fill_disk(root)
     before = free()
     try:                          # nothing free: the load may fail, typed, and then it
         LogManager(root, background=False).shutdown()     # must leave nothing allocated
