@@ -72,3 +72,16 @@ def test_keys_reach_only_the_reads_they_were_given_to(spark):
         spark.read.format("kafkalog").option("rsmKeys", json.dumps({"key2": KEYS["key1"]})) \
             .load(objects_d).count()
 
+
+
+def test_a_stream_of_an_encrypted_tiered_prefix(spark, tmp_path):
+    """Structured Streaming over encrypted tiered segments: the keys reach every micro-batch's
+    executors, and the micro-batches together are the batch read's rows, each once."""
+    from test_spark_streaming import read_stream, run_now
+    prefix = objects("d-aes-4kib-txn-only")
+    df = read_stream(spark, prefix, rsmKeys=json.dumps(KEYS), startingOffsets="earliest",
+                     maxOffsetsPerTrigger=300)
+    query, got = run_now(df, tmp_path / "checkpoint", rows)
+    assert len(query.recentProgress) >= 2            # 300 offsets a trigger
+    assert got == sorted(rows(spark.read.format("kafkalog").option("rsmKeys", json.dumps(KEYS))
+                              .load(prefix)))
