@@ -47,8 +47,9 @@ def partition_dirs(path: StrPath, *, named: bool = False, recursive: bool = Fals
     looked at. ``path``: a local path or a URL (``file://`` is local).
 
     Raises ``LogNotFoundError`` when ``path`` does not exist, ``NotAPartitionDirectoryError``
-    (a ``PartitionNotFoundError``) when it is a file, or (``required``) a directory with no partition directory below it; the
-    message names the path and what was found there."""
+    (a ``PartitionNotFoundError``) when it is a file, or (``required``) a directory with no
+    partition directory below it; the message names the path (as the user gave it, not a
+    tiered view's) and what was found there."""
     path = str(storage.abspath(storage.normalize(os.fspath(path))))
     entries = _entries(path)
     if _is_partition_dir(path, entries, named, log07):
@@ -57,7 +58,7 @@ def partition_dirs(path: StrPath, *, named: bool = False, recursive: bool = Fals
     _below(path, entries, named, recursive, found, log07)
     if required and not found:
         raise PartitionNotFoundError(
-            f"{path}: neither a partition directory nor a log dir holding any "
+            f"{storage.shown(path)}: neither a partition directory nor a log dir holding any "
             f"({_what_is_in(path, entries)})")
     return found
 
@@ -72,18 +73,20 @@ def check_partition_dir(path: StrPath, *, read_only: bool) -> None:
     if found == [path]:
         return
     if is_log07_dir(path):
-        raise PartitionNotFoundError(f"{path}: a Kafka 0.7 partition directory (.kafka files), "
-                                     "where a Kafka 0.8+ one is expected: open it with Log07")
+        raise PartitionNotFoundError(
+            f"{storage.shown(path)}: a Kafka 0.7 partition directory (.kafka files), where a "
+            "Kafka 0.8+ one is expected: open it with Log07")
     if found:
         shown = ", ".join(os.path.basename(d) for d in found[:5]) + \
             (", ..." if len(found) > 5 else "")
         raise PartitionNotFoundError(
-            f"{path}: a log dir holding {len(found)} partition "
+            f"{storage.shown(path)}: a log dir holding {len(found)} partition "
             f"director{'y' if len(found) == 1 else 'ies'} ({shown}), where one partition "
             "directory is expected: open one of them, or the log dir with LogManager")
     if read_only:
-        raise PartitionNotFoundError(f"{path}: {_what_is_in(path, storage.list_dir(path))}, "
-                                     "where a partition directory is expected")
+        raise PartitionNotFoundError(
+            f"{storage.shown(path)}: {_what_is_in(path, storage.list_dir(path))}, where a "
+            "partition directory is expected")
 
 
 def check_partition_links(directory: StrPath, links: Iterable[str], *, read_only: bool) -> None:
@@ -174,7 +177,7 @@ def _entries(path):
     except FileNotFoundError as e:
         if isinstance(e, KafkaLogError):
             raise
-        raise LogNotFoundError(f"{path}: no such file or directory") from None
+        raise LogNotFoundError(f"{storage.shown(path)}: no such file or directory") from None
     name = os.path.basename(path)
     parsed = parse_file_name(name)
     if parsed is not None:
@@ -185,8 +188,8 @@ def _entries(path):
             what = file_kind(os.stat(path).st_mode)
         except OSError:
             what = "not a directory"
-    raise NotAPartitionDirectoryError(f"{path}: {what}, where a partition directory or a log "
-                                      "dir is expected")
+    raise NotAPartitionDirectoryError(
+        f"{storage.shown(path)}: {what}, where a partition directory or a log dir is expected")
 
 
 def _what_is_in(path, entries):

@@ -114,6 +114,12 @@ def configure(path: Any, storage_options: Mapping[str, Any] | None = None,
     return path
 
 
+def shown(path: Any) -> Any:
+    """``path`` as messages show it: a view path (``rsm.<token>+...``) as the real objects it
+    stands for, any other path unchanged."""
+    return _backend(path).shown(path)
+
+
 def shown_below(path: Any) -> list[str]:
     """Directories a few levels below directory ``path`` that a registered view shows as log
     dirs (an Aiven storage root's key prefix holding tiered topic prefixes): where to look

@@ -109,6 +109,10 @@ class StorageBackend(abc.ABC):
         registered backend), with ``keys`` (private keys by id) for what it decrypts."""
         return path
 
+    def shown(self, path: str) -> str:
+        """``path`` as messages show it: what the user named (a view's real objects)."""
+        return path
+
     def shown_below(self, path: str) -> list[str]:
         """Directories a few levels below directory ``path`` that this view shows as log
         dirs (asked only to say where to look when ``path`` holds no partition)."""

@@ -297,8 +297,11 @@ def test_plan_and_log_open_take_the_same_tiered_paths():
         planned = kafkalog.spark.plan([path])
         assert {(t["topic"], t["partition"]) for t in planned} == \
             {(n[:-2], 0) for n in names.split(", ")}
-        with pytest.raises(PartitionNotFoundError, match=f"log dir holding .*\\({names}\\)"):
-            Log.open(path, read_only=True)
+        shown = re.escape(path.rstrip("/"))     # as given, not as the keyed view rsm.<token>+
+        for keys in (None, KEYS):
+            with pytest.raises(PartitionNotFoundError,
+                               match=f"^{shown}: a log dir holding .*\\({names}\\)"):
+                Log.open(path, read_only=True, rsm_keys=keys)
 
 
 @pytest.mark.parametrize("config,given,right", [

@@ -5,7 +5,8 @@ A view is a path ``rsm+<url of the objects>`` (``SCHEME``) that ``storage.config
 for a path naming Aiven's objects (``resolve``) and whose calls ``storage`` hands to
 ``TieredView``. A view resolved with keys names their keyring in its scheme,
 ``rsm.<token>+<url>`` (``crypto.Keyring``): its encrypted segments are read with those keys,
-those of a view without a token, or with another token, with none or other keys. Inside a view the topic directory keeps its name and the partition directory
+those of a view without a token, or with another token, with none or other keys. Inside a
+view the topic directory keeps its name and the partition directory
 ``<p>`` is named ``<topic>-<p>``, as in a broker's log dir; it holds, for each segment,
 ``<base>.log`` (the original bytes), ``<base>.index``, ``.timeindex``, ``.txnindex`` (when the
 segment has one) and ``<end + 1>.snapshot``; plus the newest segment's
@@ -247,6 +248,9 @@ class TieredView(StorageBackend):
 
     def set_options(self, path: str, options: Mapping[str, Any]) -> None:
         storage.set_options(_split(path)[1], options)
+
+    def shown(self, path: str) -> str:
+        return real_path(path)
 
     def shown_below(self, path: str) -> list[str]:
         return [] if is_view(path) else _prefixes_below(path, 2)
