@@ -2,7 +2,7 @@
 import numpy as np
 
 from kafkalog._kernels import walk_batches
-from kafkalog.records import _TYPE_OBJECTS, decode_batches, iter_batches
+from kafkalog.records import TYPE_OBJECTS, decode_batches, iter_batches
 
 from .common import BENCH, BENCH_LZ4, IMPLS, buffers, logs
 
@@ -43,7 +43,7 @@ class BatchRecords:
 
     def time_read_every_field(self, impl):
         for row in self.rows:
-            for r in self.kernels.batch_records(self.buf, row, _TYPE_OBJECTS):
+            for r in self.kernels.batch_records(self.buf, row, TYPE_OBJECTS):
                 r.offset, r.timestamp, r.key, r.value
 
 
@@ -63,7 +63,7 @@ class TableRecords:
     def time_read_offset_key_value(self, impl):
         t = self.table
         for r in self.kernels.table_records(t.data, t.records, t.headers, t.timestamp_type,
-                                            _TYPE_OBJECTS):
+                                            TYPE_OBJECTS):
             r.offset, r.key, r.value
 
 

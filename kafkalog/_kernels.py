@@ -13,7 +13,8 @@ KERNEL_NAMES = (
     "index_search_many", "index_entries", "index_valid_entries", "find_batch",
     "index_entries_for", "recovery_summary", "prepare_append", "build_v2_batch", "gather_spans",
     "IndexView", "index_lookup_many",
-    "Record", "make_records", "batch_records", "span_bytes", "next_valid_batch", "check_batches",
+    "Record", "make_records", "batch_records", "fetch_records", "span_bytes", "next_valid_batch",
+    "check_batches",
     "crc32c", "key_hash", "offset_map_put", "offset_map_get", "compact_batches",
     "batch_header_plausible", "segment_read", "find_timestamp", "table_records", "walk_log07",
     "FileMapping",
@@ -64,6 +65,7 @@ index_lookup_many = _module.index_lookup_many
 Record = _module.Record
 make_records = _module.make_records
 batch_records = _module.batch_records
+fetch_records = _module.fetch_records
 span_bytes = _module.span_bytes
 next_valid_batch = _module.next_valid_batch
 crc32c = _module.crc32c

@@ -276,9 +276,12 @@ cdef object _batch_info(object row, const BatchInfo **info):
 
 @cython.final
 cdef class _BatchRecords:
-    """Iterator over the records of one batch decoded into a scratch table: each ``Record``
-    is made when asked for, so in a loop that drops them the same few objects' memory is
-    reused while hot. Holds a view of the buffer until exhausted or dropped."""
+    """Iterator over the records of one batch, or of several batches of a buffer in turn,
+    each decoded into a scratch table when the iteration reaches it: each ``Record`` is made
+    when asked for, so in a loop that drops them the same few objects' memory is reused
+    while hot. A batch the kernel does not decode itself (``_load``) is handed to
+    ``_fallback``, whose iterator is followed. Holds a view of the buffer until exhausted or
+    dropped."""
     cdef Py_buffer _view
     cdef bint _held
     cdef RecordInfo *_rows
@@ -290,6 +293,17 @@ cdef class _BatchRecords:
     cdef int64_t _last_ts
     cdef object _ts
     cdef object _kind
+    cdef object _create
+    cdef object _append
+    # the batches still to come (fetch_records): their rows, the kernel's or the fallback's
+    cdef object _arrays
+    cdef const BatchInfo *_batches
+    cdef const int64_t *_order
+    cdef const uint8_t *_whole
+    cdef Py_ssize_t _k
+    cdef Py_ssize_t _n_batches
+    cdef object _fallback
+    cdef object _sub
 
     def __cinit__(self):
         self._held = False
@@ -300,6 +314,8 @@ cdef class _BatchRecords:
         self._headers.capacity = 0
         self._i = 0
         self._n = 0
+        self._k = 0
+        self._n_batches = 0
 
     cdef void _finish(self) noexcept:
         """Release the buffer and give the scratch table back (or free it)."""
@@ -317,18 +333,90 @@ cdef class _BatchRecords:
         self._rows = NULL
         self._capacity = 0
         self._n = 0
+        self._n_batches = 0
+        self._arrays = None
+        self._fallback = None
+        self._sub = None
 
     def __dealloc__(self):
         self._finish()
+
+    cdef int _load(self, const BatchInfo *b) except -1:
+        """Decode batch ``b`` into the scratch table and point the iteration at its records:
+        1, or 0 (nothing loaded) when it is not an uncompressed v2 batch whose header and
+        records all check out (header fields, every record, control record keys, as
+        ``decode_batches`` checks them)."""
+        global _scratch, _scratch_capacity
+        self._i = 0
+        self._n = 0
+        if b.magic != 2 or b.position < 0 or b.size < LOG_OVERHEAD + V2_MIN_SIZE or \
+                b.position + b.size > self._view.len:
+            return 0
+        cdef const unsigned char *p = <const unsigned char *>self._view.buf
+        cdef const unsigned char *h = p + b.position
+        cdef int16_t attributes = kl_i16(h + B_ATTRIBUTES)
+        if (attributes & 0x07) != 0 or _check_v2_header(h, b.size) != R_OK:
+            return 0
+        cdef Py_ssize_t count = kl_i32(h + B_RECORD_COUNT), i
+        if self._rows == NULL:
+            self._rows = _scratch
+            self._capacity = _scratch_capacity
+            _scratch = NULL
+            _scratch_capacity = 0
+        if self._capacity < count:
+            free(self._rows)
+            self._capacity = 0
+            self._rows = <RecordInfo *>malloc(max(count, 256) * sizeof(RecordInfo))
+            if self._rows == NULL:
+                raise MemoryError()
+            self._capacity = max(count, 256)
+        self._headers.count = 0
+        cdef Py_ssize_t err_pos = 0
+        if _decode_region(p, b.position + B_RECORDS, b.position + b.size, kl_i64(h),
+                          kl_i32(h + B_LAST_OFFSET_DELTA), kl_i64(h + B_BASE_TIMESTAMP),
+                          count, self._rows, &self._headers, &err_pos) != R_OK:
+            return 0
+        if attributes & 0x20:             # control records carry a (version, type) key
+            for i in range(count):
+                if self._rows[i].key_len < 4:
+                    return 0
+        if attributes & 0x08:             # LogAppendTime: every record has the max timestamp
+            self._log_append = True
+            self._ts = kl_i64(h + B_MAX_TIMESTAMP)
+            self._kind = self._append
+        else:
+            self._log_append = False
+            self._ts = None
+            self._kind = self._create
+        self._n = count
+        return 1
+
+    cdef int _advance(self) except -1:
+        """Move to the next of the batches to come: 1 (its records loaded, or ``_sub`` set
+        to the fallback's iterator), or 0 when there is none."""
+        cdef int64_t index
+        if self._k >= self._n_batches:
+            return 0
+        index = self._order[self._k]
+        self._k += 1
+        if not (self._whole[self._k - 1] and self._load(self._batches + index)):
+            self._sub = iter(self._fallback(index))
+        return 1
 
     def __iter__(self):
         return self
 
     def __next__(self):
         cdef const RecordInfo *r
-        if self._i >= self._n:
-            self._finish()
-            raise StopIteration
+        while self._i >= self._n:
+            if self._sub is not None:
+                made = next(self._sub, None)
+                if made is not None:
+                    return made
+                self._sub = None
+            if not self._advance():
+                self._finish()
+                raise StopIteration
         r = self._rows + self._i
         self._i += 1
         if self._log_append:
@@ -343,6 +431,14 @@ cdef class _BatchRecords:
                             self._headers.rows)
 
 
+cdef _BatchRecords _batch_records_of(buf, type_objects):
+    cdef _BatchRecords it = _BatchRecords.__new__(_BatchRecords)
+    PyObject_GetBuffer(buf, &it._view, PyBUF_SIMPLE)
+    it._held = True
+    it._create, it._append = type_objects[1], type_objects[2]
+    return it
+
+
 def batch_records(buf, row, type_objects):
     """The records of one walked batch (a ``BATCH_DTYPE`` row of ``buf``): an iterator of
     ``Record``, or None when the batch is not an uncompressed v2 batch whose header and
@@ -353,50 +449,39 @@ def batch_records(buf, row, type_objects):
     fields, every record, control record keys), into a scratch table reused from one batch
     to the next; ``type_objects`` as for ``make_records``.
     """
-    global _scratch, _scratch_capacity
     cdef const BatchInfo *b = NULL
     keep = _batch_info(row, &b)
-    cdef _BatchRecords it = _BatchRecords.__new__(_BatchRecords)
-    PyObject_GetBuffer(buf, &it._view, PyBUF_SIMPLE)
-    it._held = True
-    if b.magic != 2 or b.position < 0 or b.size < LOG_OVERHEAD + V2_MIN_SIZE or \
-            b.position + b.size > it._view.len:
+    cdef _BatchRecords it = _batch_records_of(buf, type_objects)
+    if not it._load(b):
         return None
-    cdef const unsigned char *p = <const unsigned char *>it._view.buf
-    cdef const unsigned char *h = p + b.position
-    cdef int16_t attributes = kl_i16(h + B_ATTRIBUTES)
-    if (attributes & 0x07) != 0 or _check_v2_header(h, b.size) != R_OK:
-        return None
-    cdef Py_ssize_t count = kl_i32(h + B_RECORD_COUNT), i
-    it._rows = _scratch
-    it._capacity = _scratch_capacity
-    _scratch = NULL
-    _scratch_capacity = 0
-    if it._capacity < count:
-        free(it._rows)
-        it._capacity = 0
-        it._rows = <RecordInfo *>malloc(max(count, 256) * sizeof(RecordInfo))
-        if it._rows == NULL:
-            raise MemoryError()
-        it._capacity = max(count, 256)
-    cdef Py_ssize_t err_pos = 0
-    if _decode_region(p, b.position + B_RECORDS, b.position + b.size, kl_i64(h),
-                      kl_i32(h + B_LAST_OFFSET_DELTA), kl_i64(h + B_BASE_TIMESTAMP),
-                      count, it._rows, &it._headers, &err_pos) != R_OK:
-        return None
-    if attributes & 0x20:                 # control records carry a (version, type) key
-        for i in range(count):
-            if it._rows[i].key_len < 4:
-                return None
-    it._n = count
-    if attributes & 0x08:                 # LogAppendTime: every record has the max timestamp
-        it._log_append = True
-        it._ts = kl_i64(h + B_MAX_TIMESTAMP)
-        it._kind = type_objects[2]
-    else:
-        it._log_append = False
-        it._ts = None
-        it._kind = type_objects[1]
+    return it
+
+
+def fetch_records(buf, batches, rows, whole, type_objects, fallback):
+    """The records of the batches ``rows`` (indexes into ``batches``, the ``BATCH_DTYPE``
+    walk of ``buf``), in that order, as one iterator of ``Record``: a batch whose ``whole``
+    flag is set is made as ``batch_records`` makes it, any other batch, and one that
+    ``batch_records`` would refuse, by iterating ``fallback(index)``. Each batch is decoded
+    and checked when the iteration reaches it (a consumer's fetch: the Log layer does no
+    work per batch).
+    """
+    cdef cnp.ndarray barr = np.ascontiguousarray(batches, dtype=BATCH_DTYPE)
+    cdef cnp.ndarray order = np.ascontiguousarray(rows, dtype=np.int64)
+    cdef cnp.ndarray flags = np.ascontiguousarray(whole, dtype=np.uint8)
+    cdef Py_ssize_t n = order.shape[0], i
+    if flags.shape[0] != n:
+        raise ValueError("rows and whole differ in length")
+    cdef const int64_t *o = <const int64_t *>cnp.PyArray_DATA(order)
+    for i in range(n):
+        if o[i] < 0 or o[i] >= barr.shape[0]:
+            raise ValueError(f"row {o[i]} is not a batch of the walk")
+    cdef _BatchRecords it = _batch_records_of(buf, type_objects)
+    it._arrays = (barr, order, flags)
+    it._batches = <const BatchInfo *>cnp.PyArray_DATA(barr)
+    it._order = o
+    it._whole = <const uint8_t *>cnp.PyArray_DATA(flags)
+    it._n_batches = n
+    it._fallback = fallback
     return it
 
 

@@ -119,6 +119,24 @@ def batch_records(buf, row, type_objects):
                              type_objects))
 
 
+def fetch_records(buf, batches, rows, whole, type_objects, fallback):
+    """See ``_core.fetch_records``."""
+    batches = np.asarray(batches, dtype=BATCH_DTYPE)
+    rows = np.asarray(rows, dtype=np.int64)
+    if len(whole) != len(rows):
+        raise ValueError("rows and whole differ in length")
+    for index in rows.tolist():
+        if index < 0 or index >= len(batches):
+            raise ValueError(f"row {index} is not a batch of the walk")
+    return _fetch_records(buf, batches, rows.tolist(), whole, type_objects, fallback)
+
+
+def _fetch_records(buf, batches, rows, whole, type_objects, fallback):
+    for index, plain in zip(rows, whole):
+        made = batch_records(buf, batches[index], type_objects) if plain else None
+        yield from (fallback(index) if made is None else made)
+
+
 def span_bytes(buf, positions, lengths):
     """See ``_core.span_bytes``."""
     buf = memoryview(buf).cast("B")

@@ -17,7 +17,10 @@ tables (``fetched_tables``) or Record objects (``fetched_records``).
 import numpy as np
 
 from kafkalog.files import LOG_SUFFIX, file_path
-from kafkalog.records import CONTROL_MASK, TRANSACTIONAL_MASK, RecordBatch, decode_batches
+from kafkalog._kernels import fetch_records
+from kafkalog.records import (
+    TYPE_OBJECTS, CONTROL_MASK, TRANSACTIONAL_MASK, RecordBatch, decode_batches,
+)
 from kafkalog.segment_walker import walk_segment
 
 ISOLATIONS = ("log_end", "high_watermark", "committed")
@@ -128,20 +131,22 @@ def fetched_tables(read, reading, directory, offset, end, isolation, include_con
 
 def fetched_records(read, reading, directory, offset, end, isolation, include_control,
                     max_bytes, validate_crc):
-    """The records of [offset, end) as iterators of ``Record``, one per wanted batch (chain
-    them): a batch's own iteration (``RecordBatch``: a plain v2 batch decoded into the
-    kernel's reused scratch table, its Records made as the loop goes), or for a batch that
-    crosses ``offset`` or ``end``, its wanted rows. A batch's records are decoded and checked
-    before the first is returned."""
+    """The records of [offset, end) as iterators of ``Record``, one per read (chain them):
+    the kernel's ``fetch_records`` over the wanted batches, a plain v2 batch decoded into its
+    reused scratch table (its Records made as the loop goes), any other batch through its
+    ``RecordBatch`` table, and a batch that crosses ``offset`` or ``end`` through its wanted
+    rows. A batch's records are decoded and checked before the first is returned (the read's
+    bytes are a copy: no file is read meanwhile)."""
     for data, batches, wanted, start in fetched_batches(read, reading, directory, offset, end,
                                                         isolation, include_control, max_bytes,
                                                         validate_crc):
         inside = (batches["base_offset"] >= start) & (batches["last_offset"] < end)
-        with reading():
-            for i, whole in zip(np.flatnonzero(wanted).tolist(), inside[wanted].tolist()):
-                if whole:
-                    yield iter(RecordBatch(data, batches[i]))
-                else:
-                    table = decode_batches(data, batches[i:i + 1])
-                    offsets = table.records["offset"]
-                    yield iter(table.slice((offsets >= start) & (offsets < end)))
+
+        def other(i, data=data, batches=batches, inside=inside, start=start):
+            if inside[i]:           # compressed, legacy or bad: its table (or its error)
+                return iter(RecordBatch(data, batches[i]).table())
+            table = decode_batches(data, batches[i:i + 1])
+            offsets = table.records["offset"]
+            return iter(table.slice((offsets >= start) & (offsets < end)))
+        rows = np.flatnonzero(wanted)
+        yield fetch_records(data, batches, rows, inside[rows], TYPE_OBJECTS, other)

@@ -68,8 +68,8 @@ class TimestampType(enum.IntEnum):
         return cls(value)
 
 
-_TYPE_OBJECTS = (TimestampType.NO_TIMESTAMP_TYPE, TimestampType.CREATE_TIME,
-                 TimestampType.LOG_APPEND_TIME)
+TYPE_OBJECTS = (TimestampType.NO_TIMESTAMP_TYPE, TimestampType.CREATE_TIME,
+                TimestampType.LOG_APPEND_TIME)
 
 
 def timestamp_type_of(magic: int, attributes: int) -> TimestampType:
@@ -199,7 +199,7 @@ class RecordBatch:
         if self._table is None:
             # The common batch (v2, uncompressed) in one kernel call: decoded into a reused
             # table, Records made as the loop asks, without the columnar table's numpy work.
-            records = batch_records(self._buffer, self._row, _TYPE_OBJECTS)
+            records = batch_records(self._buffer, self._row, TYPE_OBJECTS)
             if records is not None:
                 return records
         return iter(self.table())
@@ -330,18 +330,18 @@ class RecordTable:
 
     def record(self, i: int) -> Record:
         return make_records(self.data, self.records[i:i + 1], self.headers,
-                            self.timestamp_type[i:i + 1], _TYPE_OBJECTS)[0]
+                            self.timestamp_type[i:i + 1], TYPE_OBJECTS)[0]
 
     def to_records(self) -> list[Record]:
         """A list of ``Record``, in offset order (made by the ``make_records`` kernel)."""
         return make_records(self.data, self.records, self.headers, self.timestamp_type,
-                            _TYPE_OBJECTS)
+                            TYPE_OBJECTS)
 
     def __iter__(self) -> Iterator[Record]:
         """The ``Record`` of each row in offset order, each made when the loop reaches it
         (``table_records``): cheaper than ``to_records`` in a loop that drops them."""
         return table_records(self.data, self.records, self.headers, self.timestamp_type,
-                             _TYPE_OBJECTS)
+                             TYPE_OBJECTS)
 
     def slice(self, mask_or_slice: slice | npt.NDArray[np.bool_] | npt.NDArray[np.intp]
               ) -> RecordTable:

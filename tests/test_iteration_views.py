@@ -12,7 +12,7 @@ from crc32c import crc32c
 
 from kafkalog import OffsetIndex, Record, build_batch, build_control_batch, iter_batches
 from kafkalog.errors import CorruptRecordError
-from kafkalog.records import ControlType, TimestampType, _TYPE_OBJECTS
+from kafkalog.records import ControlType, TimestampType, TYPE_OBJECTS
 
 from conftest import FIXTURES, fixture_names
 
@@ -31,7 +31,7 @@ def test_batch_records_match_the_columnar_path(kernels, name):
         data = log.read_bytes()
         for batch in iter_batches(data, validate_crc=False):
             expected = [_fields(r) for r in batch.table().to_records()]
-            made = kernels.batch_records(data, batch._row, _TYPE_OBJECTS)
+            made = kernels.batch_records(data, batch._row, TYPE_OBJECTS)
             plain = batch.magic == 2 and batch.compression == "none"
             assert (made is not None) == plain, (name, batch)
             if made is not None:
@@ -47,7 +47,7 @@ def test_log_append_time_and_headers(kernels):
                                timestamp=1000 + i) for i in range(7)],
                        base_offset=40, timestamp_type="log_append_time")
     row = next(iter_batches(data))._row
-    records = list(kernels.batch_records(data, row, _TYPE_OBJECTS))
+    records = list(kernels.batch_records(data, row, TYPE_OBJECTS))
     max_ts = struct.unpack_from(">q", data, 35)[0]
     assert [r.offset for r in records] == list(range(40, 47))
     assert all(r.timestamp == max_ts and r.timestamp_type == TimestampType.LOG_APPEND_TIME
@@ -69,7 +69,7 @@ def test_a_bad_record_raises_before_any_record_of_its_batch(kernels):
     bad[61] = 0x7F                          # the first record's length: past the batch's end
     data = good + _with_crc(bad)
     batches = list(iter_batches(data))
-    assert kernels.batch_records(data, batches[1]._row, _TYPE_OBJECTS) is None
+    assert kernels.batch_records(data, batches[1]._row, TYPE_OBJECTS) is None
     assert [r.offset for r in batches[0]] == [0]
     with pytest.raises(CorruptRecordError) as e:
         iter(batches[1])
@@ -80,12 +80,12 @@ def test_control_record_with_a_short_key_is_refused(kernels):
     marker = bytearray(build_control_batch(ControlType.COMMIT, producer_id=5,
                                            producer_epoch=0, base_offset=3))
     ok = list(kernels.batch_records(bytes(marker), next(iter_batches(bytes(marker)))._row,
-                                    _TYPE_OBJECTS))
+                                    TYPE_OBJECTS))
     assert len(ok) == 1 and len(ok[0].key) == 4
     short = build_batch([Record(key=b"\0", value=b"", timestamp=1)], is_control=True,
                         producer_id=5, producer_epoch=0, transactional=True, base_offset=3)
     row = next(iter_batches(short))._row
-    assert kernels.batch_records(short, row, _TYPE_OBJECTS) is None
+    assert kernels.batch_records(short, row, TYPE_OBJECTS) is None
     with pytest.raises(CorruptRecordError):
         list(next(iter_batches(short)))
 
@@ -94,7 +94,7 @@ def test_interleaved_iterators_do_not_share_their_table(kernels):
     data = b"".join(build_batch([Record(key=b"%d-%d" % (b, i), value=b"v", timestamp=i)
                                  for i in range(50)], base_offset=b * 50) for b in range(3))
     rows = [b._row for b in iter_batches(data)]
-    its = [kernels.batch_records(data, row, _TYPE_OBJECTS) for row in rows]
+    its = [kernels.batch_records(data, row, TYPE_OBJECTS) for row in rows]
     seen = [[], [], []]
     for _ in range(50):
         for k, it in enumerate(its):
@@ -110,8 +110,8 @@ def test_a_finished_or_dropped_iteration_lets_the_mmap_close(tmp_path, kernels):
     with open(path, "rb") as f:
         m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     rows = [b._row for b in iter_batches(m)]
-    records = list(kernels.batch_records(m, rows[0], _TYPE_OBJECTS))     # exhausted
-    partial = kernels.batch_records(m, rows[1], _TYPE_OBJECTS)
+    records = list(kernels.batch_records(m, rows[0], TYPE_OBJECTS))     # exhausted
+    partial = kernels.batch_records(m, rows[1], TYPE_OBJECTS)
     del partial                                                          # dropped
     m.close()
     assert records[0].key == b"k"        # fields were copied out of the mapping
@@ -121,9 +121,54 @@ def test_rows_that_are_not_numpy_voids_are_accepted(kernels):
     data = build_batch([Record(key=b"k", value=b"v", timestamp=1)] * 2, base_offset=9)
     row = next(iter_batches(data))._row
     for given in (row.reshape(1), np.array([row]), row.copy()):
-        assert [r.offset for r in kernels.batch_records(data, given, _TYPE_OBJECTS)] == [9, 10]
+        assert [r.offset for r in kernels.batch_records(data, given, TYPE_OBJECTS)] == [9, 10]
     with pytest.raises(ValueError):
-        kernels.batch_records(data, np.array([row, row]), _TYPE_OBJECTS)
+        kernels.batch_records(data, np.array([row, row]), TYPE_OBJECTS)
+
+
+def test_fetch_records_follows_the_rows_and_hands_the_rest_to_the_fallback(kernels):
+    plain = [build_batch([Record(key=b"%d-%d" % (b, i), value=b"v" * i, timestamp=10 * b + i,
+                                 headers=[("h", b"%d" % i)] if i % 2 else ())
+                          for i in range(4)], base_offset=4 * b) for b in range(3)]
+    gzip = build_batch([Record(key=b"z", value=b"zz", timestamp=50)] * 2, base_offset=12,
+                       compression="gzip")
+    appended = build_batch([Record(key=b"a", value=b"b", timestamp=1)] * 2, base_offset=14,
+                           timestamp_type="log_append_time", log_append_time=99)
+    data = b"".join(plain) + gzip + appended
+    batches = np.array([b._row for b in iter_batches(data)])
+    asked = []
+
+    def fallback(i):
+        asked.append(i)
+        return iter(next(b for k, b in enumerate(iter_batches(data)) if k == i).table())
+    rows = np.array([4, 0, 2, 3, 1], np.int64)
+    whole = np.array([True, True, False, True, True])
+    made = [_fields(r) for r in kernels.fetch_records(data, batches, rows, whole, TYPE_OBJECTS,
+                                                      fallback)]
+    expected = [_fields(r) for i in rows.tolist()
+                for r in list(iter_batches(data))[i].table().to_records()]
+    assert made == expected and asked == [2, 3]      # not whole; compressed
+    assert made[0][1:3] == (99, TimestampType.LOG_APPEND_TIME)
+    assert list(kernels.fetch_records(data, batches, rows[:0], whole[:0], TYPE_OBJECTS,
+                                      fallback)) == []
+    with pytest.raises(ValueError):
+        kernels.fetch_records(data, batches, np.array([5]), np.array([True]), TYPE_OBJECTS,
+                              fallback)
+
+
+def test_fetch_records_raises_the_fallbacks_error_after_the_batches_before(kernels):
+    good = build_batch([Record(key=b"a", value=b"b", timestamp=1)], base_offset=0)
+    bad = bytearray(build_batch([Record(key=b"k", value=b"v" * 10, timestamp=2)] * 3,
+                                base_offset=1))
+    bad[61] = 0x7F                          # the first record's length: past the batch's end
+    data = good + _with_crc(bad)
+    found = list(iter_batches(data))
+    it = kernels.fetch_records(data, np.array([b._row for b in found]), np.arange(2),
+                               np.ones(2, bool), TYPE_OBJECTS, lambda i: iter(found[i]))
+    assert next(it).offset == 0
+    with pytest.raises(CorruptRecordError) as e:
+        next(it)
+    assert e.value.base_offset == 1
 
 
 def test_record_fields_are_plain_members(kernels):

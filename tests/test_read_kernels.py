@@ -11,7 +11,7 @@ import pytest
 from kafkalog import Record, build_batch
 from kafkalog._kernels import walk_batches
 from kafkalog._layout import OFFSET_KEY, TIME_KEY
-from kafkalog.records import _TYPE_OBJECTS, decode_batches
+from kafkalog.records import TYPE_OBJECTS, decode_batches
 
 from conftest import KERNELS
 from test_kernels import both
@@ -216,17 +216,17 @@ def test_table_records_are_make_records():
     table = decode_batches(buf, walk_batches(buf, len(PAD))[0])
     for mod in KERNELS.values():
         made = mod.make_records(table.data, table.records, table.headers,
-                                table.timestamp_type, _TYPE_OBJECTS)
+                                table.timestamp_type, TYPE_OBJECTS)
         lazily = list(mod.table_records(table.data, table.records, table.headers,
-                                        table.timestamp_type, _TYPE_OBJECTS))
+                                        table.timestamp_type, TYPE_OBJECTS))
         assert made == lazily and len(made) == len(table)
         assert [(r.offset, r.timestamp, r.timestamp_type, r.key, r.value, r.headers)
                 for r in made] == \
             [(r.offset, r.timestamp, r.timestamp_type, r.key, r.value, r.headers)
              for r in table.to_records()]
         assert list(mod.table_records(b"", table.records[:0], table.headers[:0],
-                                      table.timestamp_type[:0], _TYPE_OBJECTS)) == []
+                                      table.timestamp_type[:0], TYPE_OBJECTS)) == []
         with pytest.raises(ValueError):
             mod.table_records(b"", table.records, table.headers, table.timestamp_type,
-                              _TYPE_OBJECTS)
+                              TYPE_OBJECTS)
     assert [r.offset for r in table] == list(table.records["offset"])

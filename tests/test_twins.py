@@ -245,10 +245,15 @@ def decode_all(buf, what):
     for i in range(len(rows)):
         same(lambda k: k.batch_records(at(buf), rows[i], TYPES), f"{what} batch {i}")
         same(lambda k: k.batch_records(at(buf), rows[i:i + 1], TYPES), f"{what} batch {i}")
+    # every batch, backwards, every third one handed to the fallback (a refused one too)
+    order = np.arange(len(rows))[::-1]
+    same(lambda k: k.fetch_records(at(buf), rows, order, order % 3 != 0, TYPES,
+                                   lambda i: iter([("fallback", i)])), f"{what} fetch")
     return rows, region
 
 
-@covers("check_batches", "decode_v2_records", "decode_legacy_records", "batch_records")
+@covers("check_batches", "decode_v2_records", "decode_legacy_records", "batch_records",
+        "fetch_records")
 def test_check_and_decode():
     for what, buf in cases():
         decode_all(buf, what)
