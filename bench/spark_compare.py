@@ -56,7 +56,14 @@ def floor_source():
                     for n in sorted(os.listdir(self.path))]
 
         def read(self, partition):
+            import gc
+
             import pyarrow as pa
+            if not gc.get_freeze_count():
+                # what any Python reader can do (kafkalog's does): keep the worker's modules
+                # out of the full gc.collect() PySpark's daemon runs after every task
+                gc.collect()
+                gc.freeze()
             with pa.memory_map(partition.value) as source:
                 batches = pa.ipc.open_file(source)
                 for i in range(batches.num_record_batches):

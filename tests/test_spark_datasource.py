@@ -2,6 +2,7 @@
 (``CREATE TABLE ... USING kafkalog``), the options Spark's catalog adds, misspelt options,
 columns picked by a schema, filters pushed for one scan only (batch and streaming), and the
 errors a DataFrame's creation raises."""
+import gc
 import json
 import logging
 import shutil
@@ -26,6 +27,27 @@ pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 @pytest.fixture(scope="module")
 def three(tmp_path_factory):
     return write_topic(tmp_path_factory.mktemp("ds") / "logs", "t", partitions=3, records=20)
+
+
+def test_a_worker_heap_is_frozen_once_in_a_task(monkeypatch):
+    # PySpark's daemon runs a full gc.collect() after every task of a reused worker: the
+    # modules a worker holds are frozen in its first task, and nothing is frozen outside one
+    from pyspark import TaskContext
+
+    from kafkalog.spark.datasource import freeze_worker_heap
+    assert gc.get_freeze_count() == 0
+    freeze_worker_heap()
+    assert gc.get_freeze_count() == 0
+    monkeypatch.setattr(TaskContext, "get", classmethod(lambda cls: object()))
+    try:
+        freeze_worker_heap()
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        later = [[] for _ in range(100)]
+        freeze_worker_heap()
+        assert gc.get_freeze_count() == frozen and later
+    finally:
+        gc.unfreeze()
 
 
 # ------------------------------------------------------------------------------------ SQL

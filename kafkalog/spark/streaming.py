@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 from kafkalog.errors import InvalidConfigError, OffsetOutOfRangeError
 from kafkalog.scan.planner import partition_offsets, plan_ranges
 from kafkalog.scan.reader import read_task
+from kafkalog.spark.datasource import freeze_worker_heap
 from kafkalog.spark.options import Options, paths_list, paths_option
 
 if TYPE_CHECKING:
@@ -317,6 +318,7 @@ def _stream_reader_classes() -> type:
             task = getattr(partition, "task", None)
             if task is None:           # InputPartition(None): PySpark's stand-in for none
                 return iter(())
+            freeze_worker_heap()
             return read_stream_task(task, self.columns, self.stream.opts.rsm_keys)
 
     return KafkaLogStreamReader
