@@ -264,6 +264,72 @@ cdef Record _as_record(object r):
     raise TypeError(f"expected a Record, a (key, value, ...) tuple or a dict, not {type(r)}")
 
 
+def as_record(r):
+    """``r`` (a Record, a ``(key, value, ...)`` tuple of Record's arguments or a dict of them)
+    as a Record."""
+    return _as_record(r)
+
+
+cdef int _encode_v2_batch(_Out *o, list batch, int64_t base_offset, int64_t now,
+                          int16_t attributes, int64_t producer_id, int16_t producer_epoch,
+                          int32_t base_sequence, int32_t partition_leader_epoch,
+                          object delete_horizon_ms, object last_offset, object max_timestamp,
+                          object compress) except -1:
+    """The v2 batch of ``batch`` (Records) into ``o`` from its start (``o.n`` becomes its
+    size), header and CRC32C included: ``build_v2_batch``'s body, on a buffer the caller
+    owns (a reused one for ``ActiveSegmentAppender``)."""
+    cdef Py_ssize_t n = len(batch), i, size
+    cdef Record r
+    cdef int64_t base_ts = -1, max_ts = -1, ts, offset = base_offset
+    cdef unsigned char *p
+    if delete_horizon_ms is not None:
+        base_ts = delete_horizon_ms
+    elif n:
+        r = batch[0]
+        base_ts = now if r.timestamp_ is None else r.timestamp_
+    o.n = 0
+    _out_reserve(o, B_RECORDS + 32 * n + 64)
+    o.n = B_RECORDS
+    for i in range(n):
+        r = batch[i]
+        offset = base_offset + i if r.offset_ is None else r.offset_
+        ts = now if r.timestamp_ is None else r.timestamp_
+        if i == 0 or ts > max_ts:
+            max_ts = ts
+        _put_record(o, offset - base_offset, ts - base_ts, r.key_, r.value_, r.headers_)
+    if last_offset is not None:
+        offset = last_offset
+    elif n == 0:
+        offset = base_offset
+    if max_timestamp is not None:
+        max_ts = max_timestamp
+    if compress is not None:
+        body = _bytes_of(compress(PyBytes_FromStringAndSize(<char *>o.p + B_RECORDS,
+                                                            o.n - B_RECORDS)))
+        size = PyBytes_GET_SIZE(body)
+        o.n = B_RECORDS
+        _out_reserve(o, size)
+        memcpy(o.p + B_RECORDS, PyBytes_AS_STRING(body), size)
+        o.n += size
+    p = o.p
+    kl_put_i64(p + B_BASE_OFFSET, base_offset)
+    kl_put_i32(p + B_LENGTH, <int32_t>(o.n - LOG_OVERHEAD))
+    kl_put_i32(p + B_LEADER_EPOCH, partition_leader_epoch)
+    p[B_MAGIC] = 2
+    kl_put_i16(p + B_ATTRIBUTES, attributes)
+    kl_put_i32(p + B_LAST_OFFSET_DELTA, <int32_t>(offset - base_offset))
+    kl_put_i64(p + B_BASE_TIMESTAMP, base_ts)
+    kl_put_i64(p + B_MAX_TIMESTAMP, max_ts)
+    kl_put_i64(p + B_PRODUCER_ID, producer_id)
+    kl_put_i16(p + B_PRODUCER_EPOCH, producer_epoch)
+    kl_put_i32(p + B_BASE_SEQUENCE, base_sequence)
+    kl_put_i32(p + B_RECORD_COUNT, <int32_t>n)
+    _put_u32(p + B_CRC, _crc32c_span(
+        None if kl_crc_hw else PyMemoryView_FromMemory(<char *>p, o.n, PyBUF_READ),
+        p, B_ATTRIBUTES, o.n))
+    return 0
+
+
 def build_v2_batch(records, int64_t base_offset, int64_t now, int16_t attributes,
                    int64_t producer_id, int16_t producer_epoch, int32_t base_sequence,
                    int32_t partition_leader_epoch, delete_horizon_ms=None, last_offset=None,
@@ -279,59 +345,13 @@ def build_v2_batch(records, int64_t base_offset, int64_t now, int16_t attributes
     covers attributes to the end.
     """
     cdef list batch = [_as_record(item) for item in records]
-    cdef Py_ssize_t n = len(batch), i, size
-    cdef Record r
-    cdef int64_t base_ts = -1, max_ts = -1, ts, offset = base_offset
     cdef _Out o
-    cdef unsigned char *p
-    if delete_horizon_ms is not None:
-        base_ts = delete_horizon_ms
-    elif n:
-        r = batch[0]
-        base_ts = now if r.timestamp_ is None else r.timestamp_
-    o.cap = B_RECORDS + 32 * n + 64
-    o.n = B_RECORDS
-    o.p = <unsigned char *>malloc(o.cap)
-    if o.p == NULL:
-        raise MemoryError()
+    o.p = NULL
+    o.n = o.cap = 0
     try:
-        for i in range(n):
-            r = batch[i]
-            offset = base_offset + i if r.offset_ is None else r.offset_
-            ts = now if r.timestamp_ is None else r.timestamp_
-            if i == 0 or ts > max_ts:
-                max_ts = ts
-            _put_record(&o, offset - base_offset, ts - base_ts, r.key_, r.value_, r.headers_)
-        if last_offset is not None:
-            offset = last_offset
-        elif n == 0:
-            offset = base_offset
-        if max_timestamp is not None:
-            max_ts = max_timestamp
-        if compress is not None:
-            body = _bytes_of(compress(PyBytes_FromStringAndSize(<char *>o.p + B_RECORDS,
-                                                                o.n - B_RECORDS)))
-            size = PyBytes_GET_SIZE(body)
-            o.n = B_RECORDS
-            _out_reserve(&o, size)
-            memcpy(o.p + B_RECORDS, PyBytes_AS_STRING(body), size)
-            o.n += size
-        out = PyByteArray_FromStringAndSize(<char *>o.p, o.n)
+        _encode_v2_batch(&o, batch, base_offset, now, attributes, producer_id, producer_epoch,
+                         base_sequence, partition_leader_epoch, delete_horizon_ms, last_offset,
+                         max_timestamp, compress)
+        return PyByteArray_FromStringAndSize(<char *>o.p, o.n)
     finally:
         free(o.p)
-    p = <unsigned char *>PyByteArray_AS_STRING(out)
-    kl_put_i64(p + B_BASE_OFFSET, base_offset)
-    kl_put_i32(p + B_LENGTH, <int32_t>(o.n - LOG_OVERHEAD))
-    kl_put_i32(p + B_LEADER_EPOCH, partition_leader_epoch)
-    p[B_MAGIC] = 2
-    kl_put_i16(p + B_ATTRIBUTES, attributes)
-    kl_put_i32(p + B_LAST_OFFSET_DELTA, <int32_t>(offset - base_offset))
-    kl_put_i64(p + B_BASE_TIMESTAMP, base_ts)
-    kl_put_i64(p + B_MAX_TIMESTAMP, max_ts)
-    kl_put_i64(p + B_PRODUCER_ID, producer_id)
-    kl_put_i16(p + B_PRODUCER_EPOCH, producer_epoch)
-    kl_put_i32(p + B_BASE_SEQUENCE, base_sequence)
-    kl_put_i32(p + B_RECORD_COUNT, <int32_t>n)
-    _put_u32(p + B_CRC, _crc32c_span(None if kl_crc_hw else memoryview(out), p, B_ATTRIBUTES,
-                                     o.n))
-    return out

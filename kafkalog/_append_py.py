@@ -106,7 +106,8 @@ def _encode_record(record, offset_delta, timestamp_delta):
     return _varint(len(body)) + body
 
 
-def _as_record(r):
+def as_record(r):
+    """See ``_core.as_record``."""
     if isinstance(r, Record):
         return r
     if isinstance(r, tuple):
@@ -120,7 +121,7 @@ def build_v2_batch(records, base_offset, now, attributes, producer_id, producer_
                    base_sequence, partition_leader_epoch, delete_horizon_ms=None,
                    last_offset=None, max_timestamp=None, compress=None):
     """See ``_core.build_v2_batch``."""
-    batch = [_as_record(r) for r in records]
+    batch = [as_record(r) for r in records]
     offsets = [r.offset if r.offset is not None else base_offset + i
                for i, r in enumerate(batch)]
     timestamps = [r.timestamp if r.timestamp is not None else now for r in batch]

@@ -67,6 +67,17 @@ def build_v2_batch(records: Iterable[Any], base_offset: int, now: int, attribute
                    partition_leader_epoch: int, delete_horizon_ms: int | None = ...,
                    last_offset: int | None = ..., max_timestamp: int | None = ...,
                    compress: Callable[[bytes], bytes] | None = ...) -> bytearray: ...
+def as_record(r: Any) -> Record: ...
+class ActiveSegmentAppender:
+    def __init__(self, config: Any, segment: Any, file: Any, desc: Any, log_end: int,
+                 bytes_since_index: int, index_interval: int, max_ts: int,
+                 offset_of_max_ts: int, rolling_ts: int, roll_ms: int, segment_bytes: int,
+                 max_message_bytes: int, unflushed: int, flush_messages: int,
+                 last_flush_ms: int, flush_ms: int, latest_epoch: int, replicated: bool,
+                 time_fn: Callable[[], float], index_entry: Callable[[int, int, int], bool],
+                 metadata_type: type, timestamp_offset_type: type, info_type: type) -> None: ...
+    def append(self, log: Any, local: Any, records: Any, partition_leader_epoch: int
+               ) -> Any: ...
 def gather_spans(buf: Buffer, positions: npt.NDArray[np.int64],
                  lengths: npt.NDArray[np.int32]
                  ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.uint8],

@@ -19,7 +19,8 @@ from libc.stdint cimport (
 )
 from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcpy, memset
-from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_READ
+from cpython.memoryview cimport PyMemoryView_FromMemory
 
 cimport numpy as cnp
 import numpy as np
@@ -203,6 +204,7 @@ include "_index.pxi"
 include "_scan.pxi"
 include "_resync.pxi"
 include "_append.pxi"
+include "_appender.pxi"
 include "_arrow.pxi"
 include "_views.pxi"
 include "_record.pxi"

@@ -16,8 +16,9 @@ from kafkalog._index_py import (
 from kafkalog._scan_py import find_batch, index_entries_for, recovery_summary
 from kafkalog._resync_py import next_valid_batch
 from kafkalog._append_py import (
-    prepare_append, build_v2_batch, APPEND_HAS_PRODUCER, APPEND_HAS_COMPRESSED,
+    prepare_append, build_v2_batch, as_record, APPEND_HAS_PRODUCER, APPEND_HAS_COMPRESSED,
 )
+from kafkalog._appender_py import ActiveSegmentAppender
 from kafkalog._arrow_py import gather_spans
 from kafkalog._views_py import IndexView, index_lookup_many
 from kafkalog._record_py import (
@@ -38,7 +39,7 @@ __all__ = [
     "crc32c", "walk_batches", "decode_v2_records", "decode_legacy_records", "check_batches",
     "index_search", "index_search_many", "index_entries", "index_valid_entries", "index_lookup",
     "find_batch", "index_entries_for", "recovery_summary", "next_valid_batch", "prepare_append",
-    "build_v2_batch",
+    "build_v2_batch", "as_record", "ActiveSegmentAppender",
     "APPEND_HAS_PRODUCER", "APPEND_HAS_COMPRESSED", "gather_spans", "IndexView",
     "index_lookup_many", "Record", "make_records", "table_records", "batch_records",
     "fetch_records",

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 KERNEL_NAMES = (
     "walk_batches", "decode_v2_records", "decode_legacy_records", "index_search", "index_lookup",
     "index_search_many", "index_entries", "index_valid_entries", "find_batch",
-    "index_entries_for", "recovery_summary", "prepare_append", "build_v2_batch", "gather_spans",
+    "index_entries_for", "recovery_summary", "prepare_append", "build_v2_batch", "as_record", "ActiveSegmentAppender", "gather_spans",
     "IndexView", "index_lookup_many",
     "Record", "make_records", "batch_records", "fetch_records", "span_bytes", "next_valid_batch",
     "check_batches",
@@ -59,6 +59,8 @@ index_entries_for = _module.index_entries_for
 recovery_summary = _module.recovery_summary
 prepare_append = _module.prepare_append
 build_v2_batch = _module.build_v2_batch
+as_record = _module.as_record
+ActiveSegmentAppender = _module.ActiveSegmentAppender
 gather_spans = _module.gather_spans
 IndexView = _module.IndexView
 index_lookup_many = _module.index_lookup_many

@@ -9,7 +9,7 @@ import zlib
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Union
 
 from kafkalog import codecs
-from kafkalog._kernels import Record, build_v2_batch
+from kafkalog._kernels import Record, as_record, build_v2_batch
 from kafkalog.records import (
     CONTROL_MASK, DELETE_HORIZON_MASK, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK,
     ControlType, TimestampType,
@@ -23,16 +23,6 @@ if TYPE_CHECKING:
     RecordLike = Union[_Record, tuple[Any, ...], dict[str, Any]]
 
 _CREATE_TIME, _LOG_APPEND_TIME = TimestampType.CREATE_TIME, TimestampType.LOG_APPEND_TIME
-
-
-def _as_record(r):
-    if isinstance(r, Record):
-        return r
-    if isinstance(r, tuple):
-        return Record(*r)
-    if isinstance(r, dict):
-        return Record(**r)
-    raise TypeError(f"expected a Record, a (key, value, ...) tuple or a dict, not {type(r)}")
 
 
 def build_batch(records: Iterable[RecordLike], *, base_offset: int = 0,
@@ -57,7 +47,7 @@ def build_batch(records: Iterable[RecordLike], *, base_offset: int = 0,
     now = int(time.time() * 1000)
     if magic != 2:
         if magic in (0, 1):
-            return _build_legacy([_as_record(r) for r in records], base_offset, codec, magic,
+            return _build_legacy([as_record(r) for r in records], base_offset, codec, magic,
                                  ts_type, now, log_append_time)
         raise ValueError(f"unsupported magic {magic}")
     attributes = codec

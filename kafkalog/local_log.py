@@ -22,11 +22,15 @@ import logging
 import os
 
 from kafkalog import checkpoint
+from kafkalog._kernels import ActiveSegmentAppender
 from kafkalog.errors import io_failure
 from kafkalog.files import CLEANED_SUFFIX, DELETED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, file_path
 from kafkalog.log_segments import LogSegments
 from kafkalog.producer_state import ProducerStateManager
-from kafkalog.fetch_data_info import FetchDataInfo, LogOffsetMetadata, offset_metadata
+from kafkalog.fetch_data_info import (
+    FetchDataInfo, LogAppendInfo, LogOffsetMetadata, offset_metadata,
+)
+from kafkalog.index import TimestampOffset
 from kafkalog.segment import LogSegment
 
 log = logging.getLogger(__name__)
@@ -113,11 +117,15 @@ class LocalLog:
         #: deletion; at load: a repair); ``changed=False`` from a load that changed nothing
         self.changed = changed
         self.last_flush_ms = int(time_fn() * 1000)
+        #: the ``ActiveSegmentAppender`` of the next appends (``arm_appender``), or None; any
+        #: other file operation (``io``) drops it
+        self.appender = None
 
     @contextlib.contextmanager
     def io(self, what):
         """Turn a failed file operation into LogDirFailureError and take the log offline (as
         Kafka's ``maybeHandleIOException``)."""
+        self.appender = None
         try:
             yield
         except OSError as e:
@@ -127,6 +135,7 @@ class LocalLog:
         """Take the log offline after ``e`` (an OSError); returns the LogDirFailureError (or,
         out of descriptors, TooManyOpenFilesError) to raise."""
         self.failed = e
+        self.appender = None
         return io_failure(f"{what} failed for {self.directory}: {e}; the log is offline "
                           f"until reopened", e)
 
@@ -172,6 +181,38 @@ class LocalLog:
         # (the log_end_offset setter's work, for the segment known to be the active one)
         self.log_end_metadata = offset_metadata((last_offset + 1, segment.base_offset,
                                                  segment.size))
+
+    def count_unflushed(self, count, now, settings):
+        """``count`` more records appended at ``now`` (ms): whether a flush is due (Kafka's
+        ``flush.messages`` and ``flush.ms``)."""
+        self.unflushed_messages += count
+        return self.unflushed_messages >= settings.flush_messages or \
+            now - self.last_flush_ms >= settings.flush_ms
+
+    def arm_appender(self, log, settings, leader_epochs, replicated):
+        """After an append of the general path: the ``ActiveSegmentAppender`` of the next
+        appends of a few records to the active segment (``log``'s, under ``settings``, with
+        its ``LeaderEpochCache``), unless the topic's settings (LogAppendTime, timestamp
+        bounds, compression) or the segment (empty, no roll timestamp, an index full) leave it
+        nothing to do."""
+        validator = settings.validator
+        segment = self.active_segment
+        rolling = segment.rolling_based_timestamp
+        if validator.log_append_time or validator.bounded_timestamps or \
+                settings.compress is not None or segment.size == 0 or rolling is None or \
+                rolling < 0 or segment.offset_index.is_full() or segment.time_index.is_full():
+            return
+        file, desc = segment.append_handles()
+        latest_epoch = leader_epochs.latest_epoch()
+        self.appender = ActiveSegmentAppender(
+            log.config, segment, file, desc, self.log_end_offset,
+            segment.bytes_since_last_index_entry, segment.config["index.interval.bytes"],
+            segment.max_timestamp_so_far, segment.offset_of_max_timestamp_so_far, rolling,
+            settings.segment_ms - segment.roll_jitter_ms, settings.segment_bytes,
+            validator.max_message_bytes, self.unflushed_messages, settings.flush_messages,
+            self.last_flush_ms, settings.flush_ms, -1 if latest_epoch is None else latest_epoch,
+            replicated, self._time_fn, segment.index_entry, LogOffsetMetadata, TimestampOffset,
+            LogAppendInfo)
 
     def roll(self, new_offset):
         """Start a new active segment at ``new_offset``; returns it (the old one when it is

@@ -23,9 +23,7 @@ from kafkalog.cleaner import (
     CleaningSnapshot, clean_log,
 )
 from kafkalog.config import LogConfig
-from kafkalog.errors import (
-    InvalidOffsetError, KafkaLogError, LogClosedError, OffsetOutOfRangeError,
-)
+from kafkalog.errors import InvalidOffsetError, KafkaLogError, LogClosedError, OffsetOutOfRangeError
 from kafkalog.files import parse_topic_partition
 from kafkalog.isolation import ISOLATIONS, fetched_records, fetched_tables
 from kafkalog.loader import open_partition, rebuild_producer_state
@@ -287,6 +285,14 @@ class Log:
         ``message.timestamp.type`` and the ``message.timestamp.before/after.max.ms`` bounds.
         Returns a ``LogAppendInfo``.
         """
+        if compression is None and producer_id == producer_epoch == base_sequence == -1 and \
+                not transactional:
+            with self._lock:     # the common case: one kernel call (None: the general path)
+                appender = self._local.appender
+                info = appender and appender.append(self, self._local, records_or_batch_bytes,
+                                                    partition_leader_epoch)
+            if info:
+                return info
         settings = self._append_settings()
         if isinstance(records_or_batch_bytes, (bytes, bytearray, memoryview)):
             return self._append(bytearray(records_or_batch_bytes), True, settings)
@@ -315,13 +321,11 @@ class Log:
         return self._append(bytearray(batch_bytes), False, self._append_settings())
 
     def _append(self, data, assign_offsets, settings):
-        """Append ``data``, a bytearray the caller made for it (offsets are assigned in it),
-        under ``settings`` (``_append_settings()``). Per call: one
-        validation (``LogValidator``: one kernel pass for an uncompressed non-idempotent
-        batch), one write, no context manager (this is the path whose Python cost bounds the
-        rate of one-record appends)."""
+        """Append ``data`` (a bytearray made for it: offsets are assigned in it) under
+        ``settings``: the general path, which arms the appender of the next appends."""
         with self._lock:
             local = self._local
+            local.appender = None
             if self._closed or self.read_only or local.failed is not None:
                 self._check_writable()
             now = int(self._time_fn() * 1000)
@@ -360,10 +364,9 @@ class Log:
                 self._high_watermark = last + 1
                 if flags & APPEND_HAS_PRODUCER:
                     self._producer_state.on_high_watermark_updated(last + 1)
-            local.unflushed_messages += count
-            if local.unflushed_messages >= settings.flush_messages or \
-                    now - local.last_flush_ms >= settings.flush_ms:
+            if local.count_unflushed(count, now, settings):
                 self.flush()
+            local.arm_appender(self, settings, self._leader_epochs, self._replicated)
             return append_info((first, last, max_ts, offset_of_max,
                                  now if log_append else -1, size, count))
 
@@ -431,8 +434,7 @@ class Log:
         ``isolation="committed"``). Raises OffsetOutOfRangeError for an offset below the log
         start offset or above the log end offset.
         """
-        # Per-call work kept to what Kafka's read does (a fetch is a few microseconds):
-        # no context manager, one segment search, the log end's position already known.
+        # As Kafka's read (a few microseconds): no context manager, one segment search.
         if self._closed:
             raise LogClosedError(f"log {self.path} is closed")
         local = self._local
@@ -485,9 +487,8 @@ class Log:
         is checked first (a failure raises CorruptRecordError, before any of its records);
         ``validate_crc=False`` skips that on trusted data.
         """
-        # Chained in C: the Log layer does no work per record (each batch's records are
-        # made by its kernel iterator as the loop asks for them). Fetches of 1 MiB, as a
-        # consumer's: a read's copy stays in cache and reuses the same heap memory.
+        # Chained in C: no Log work per record (each batch's kernel iterator makes them).
+        # Fetches of 1 MiB, as a consumer's: the copy stays in cache, in reused heap memory.
         return itertools.chain.from_iterable(self._fetched(
             fetched_records, start_offset, end_offset, isolation, include_control, 1 << 20,
             validate_crc))

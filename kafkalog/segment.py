@@ -281,20 +281,31 @@ class LogSegment:
                 self._index_batches(walk_batches(data, validate_crc=False)[0],
                                     physical_position, interval)
                 return
-            so_far = self._max_timestamp_and_offset or self._max_ts()
-            if largest_timestamp > so_far[0]:
-                so_far = self._max_timestamp_and_offset = TimestampOffset(
+            if largest_timestamp > (self._max_timestamp_and_offset or self._max_ts())[0]:
+                self._max_timestamp_and_offset = TimestampOffset(
                     largest_timestamp, shallow_offset_of_max_timestamp)
             if self.bytes_since_last_index_entry > interval:
-                self._indexes_with_room = None
-                self.offset_index.append(largest_offset, physical_position)
-                self.time_index.maybe_append(so_far[0], so_far[1])
-                self.bytes_since_last_index_entry = size
+                self.index_entry(largest_offset, physical_position, size)
             else:
                 self.bytes_since_last_index_entry += size
         finally:
             if not pinned:
                 OPEN_SEGMENTS.unpin(self)
+
+    def index_entry(self, largest_offset: int, physical_position: int, size: int) -> bool:
+        """The index step of an append of one batch (``size`` bytes at ``physical_position``,
+        last offset ``largest_offset``): an offset index entry, and a time index entry for the
+        largest timestamp so far. Returns whether both indexes still have room."""
+        self._indexes_with_room = None
+        self.offset_index.append(largest_offset, physical_position)
+        so_far = self._max_ts()
+        self.time_index.maybe_append(so_far[0], so_far[1])
+        self.bytes_since_last_index_entry = size
+        return not (self.offset_index.is_full() or self.time_index.is_full())
+
+    def append_handles(self) -> tuple[FileRecords, Any]:
+        """The ``.log``'s ``FileRecords`` and descriptor, for ``ActiveSegmentAppender``."""
+        return self._file, self._file.descriptor()
 
     def _index_batches(self, batches, position, interval):
         """Index entries for several batches appended at ``position`` in one write, as

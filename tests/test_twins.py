@@ -526,6 +526,48 @@ def test_build_v2_batch():
              f"bad field {field}")
 
 
+@covers("as_record")
+def test_as_record():
+    for item in ((b"k", b"v", 5), {"key": None, "value": b"x", "headers": [("h", b"")]}, 5,
+                 None, "text"):
+        same(lambda k: k.as_record(item), f"as_record {item!r}")
+    same(lambda k: k.as_record(k.Record(value=b"r", offset=3)), "a Record")
+
+
+def _appender_scenario(k, path):
+    """Log.append of one or two Records a call through ``k``'s kernels: index entries, rolls
+    by size and by index, a new leader epoch, a LogAppendTime-free topic's every fast case and
+    those it leaves to the general path (tuples, own offsets, producer ids)."""
+    from twins import kernels_of
+    with kernels_of(k):
+        log = kafkalog.Log.open(path, {"segment.bytes": 9000, "index.interval.bytes": 400,
+                                       "segment.index.bytes": 120},
+                                time_fn=lambda: 1_700_000_000.25)
+        out, fast = [], 0
+        for i in range(400):
+            records = [k.Record(key=b"k%d" % i, value=b"v" * (i % 90),
+                                timestamp=None if i % 7 == 0 else 1_700_000_000_000 + i,
+                                headers=[("h", b"x")] if i % 5 == 0 else ())] * (1 + (i % 13 == 0))
+            if i % 50 == 49:
+                records = [(b"tuple", b"v")] if i % 100 == 49 else [k.Record(offset=3)]
+            fast += log._local.appender is not None
+            kwargs = {"producer_id": 9 + i, "producer_epoch": 0, "base_sequence": 0} \
+                if i % 61 == 60 else {}
+            out.append(tuple(log.append(records, partition_leader_epoch=i // 150, **kwargs)))
+            segment = log.active_segment
+            out.append((log.log_end_offset, log.high_watermark, tuple(log._local.log_end_metadata),
+                        segment.size, segment.bytes_since_last_index_entry,
+                        segment.max_timestamp_so_far, segment.offset_of_max_timestamp_so_far))
+        out.append((len(log.segments), log.leader_epoch_cache.entries, fast > 300))
+        log.close()
+    return out, {f.name: f.read_bytes() for f in sorted(path.iterdir())}
+
+
+@covers("ActiveSegmentAppender")
+def test_active_segment_appender(tmp_path):
+    same(lambda k: _appender_scenario(k, tmp_path / f"{k.__name__}-0"), "appends")
+
+
 # --- compaction -------------------------------------------------------------------------------
 
 @covers("crc32c")

@@ -1,0 +1,190 @@
+# Included by _core.pyx: the one-call append of a few records to a log's active segment.
+# ----------------------------------------------------------------------------------------------
+
+from posix.unistd cimport pwrite, ftruncate
+from libc.errno cimport errno, EINTR
+from cpython.exc cimport PyErr_CheckSignals
+import os as _os
+
+cdef extern from *:
+    """
+    /* A tuple of ints of the tuple subclass ``cls`` (a NamedTuple: no fields of its own),
+       made as tuple.__new__(cls, ...) makes it, without the argument tuple in between. */
+    static PyObject *kl_int_tuple(PyObject *cls, const int64_t *v, Py_ssize_t n) {
+        PyObject *t = ((PyTypeObject *)cls)->tp_alloc((PyTypeObject *)cls, n);
+        if (t == NULL) return NULL;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *x = PyLong_FromLongLong(v[i]);
+            if (x == NULL) { Py_DECREF(t); return NULL; }
+            PyTuple_SET_ITEM(t, i, x);
+        }
+        return t;
+    }
+    """
+    object kl_int_tuple(object cls, const int64_t *v, Py_ssize_t n)
+
+
+cdef class ActiveSegmentAppender:
+    """The hot state of the appends to one active segment, for ``Log.append`` of a few records
+    (``LocalLog.arm_appender`` arms it after an append of the general path; any other file
+    operation on the log drops it): one call builds the batch at the log end offset, checks what the general
+    path would check (size, roll, index room, flush, leader epoch), writes it with one
+    ``pwrite``, makes the segment's index entry when one is due, and keeps the log's objects in
+    step: the ``.log`` size, the segment's bytes since its last index entry and max timestamp,
+    the log end metadata, the unflushed count and (unreplicated) the high watermark, the values
+    the general path leaves.
+
+    ``append`` returns the ``LogAppendInfo``, or None having done nothing when the general path
+    has work this one does not do (a roll, a flush, a new leader epoch, a batch too large,
+    records that are not ``Record`` objects or carry their own offsets): the caller then takes
+    the general path, which arms a new appender. The caller holds the log's lock.
+    """
+    cdef object segment, file, desc, config, time_fn, index_entry
+    cdef object metadata_type, timestamp_offset_type, info_type
+    cdef int fd
+    cdef bint armed, replicated
+    cdef int64_t position, base_offset, log_end, bytes_since_index, index_interval
+    cdef int64_t max_ts, offset_of_max_ts, rolling_ts, roll_ms, segment_bytes
+    cdef int64_t max_message_bytes, unflushed, flush_messages, last_flush_ms, flush_ms
+    cdef int64_t latest_epoch
+    cdef _Out out
+
+    def __cinit__(self):
+        self.out.p = NULL
+        self.out.n = self.out.cap = 0
+
+    def __dealloc__(self):
+        free(self.out.p)
+
+    def __init__(self, config, segment, file, desc, int64_t log_end,
+                 int64_t bytes_since_index, int64_t index_interval, int64_t max_ts,
+                 int64_t offset_of_max_ts, int64_t rolling_ts, int64_t roll_ms,
+                 int64_t segment_bytes, int64_t max_message_bytes, int64_t unflushed,
+                 int64_t flush_messages, int64_t last_flush_ms, int64_t flush_ms,
+                 int64_t latest_epoch, bint replicated, time_fn, index_entry, metadata_type,
+                 timestamp_offset_type, info_type):
+        self.config, self.segment, self.file, self.desc = config, segment, file, desc
+        self.fd = desc.fd
+        self.position = file.size
+        self.base_offset = segment.base_offset
+        self.log_end = log_end
+        self.bytes_since_index = bytes_since_index
+        self.index_interval = index_interval
+        self.max_ts = max_ts
+        self.offset_of_max_ts = offset_of_max_ts
+        self.rolling_ts = rolling_ts
+        self.roll_ms = roll_ms
+        self.segment_bytes = segment_bytes
+        self.max_message_bytes = max_message_bytes
+        self.unflushed = unflushed
+        self.flush_messages = flush_messages
+        self.last_flush_ms = last_flush_ms
+        self.flush_ms = flush_ms
+        self.latest_epoch = latest_epoch
+        self.replicated = replicated
+        self.time_fn = time_fn
+        self.index_entry = index_entry
+        for t in (metadata_type, timestamp_offset_type, info_type):
+            if not issubclass(t, tuple) or t.__basicsize__ != tuple.__basicsize__:
+                raise TypeError(f"{t} is not a NamedTuple")
+        self.metadata_type = metadata_type
+        self.timestamp_offset_type = timestamp_offset_type
+        self.info_type = info_type
+        self.armed = True
+
+    def append(self, log, local, records, int32_t partition_leader_epoch):
+        """Append ``records`` (a list of Records) as one batch to ``log`` (its ``LocalLog``
+        ``local``: passed, not kept, so that a log dropped unclosed is freed at once); the
+        ``LogAppendInfo``, or None (nothing done) for the general path. A failed write (the file
+        cut back to where it was) takes the log offline (``LocalLog.offline``)."""
+        cdef Py_ssize_t n, i, size
+        cdef int64_t now, last, max_ts, position = self.position
+        if not self.armed or type(records) is not list:
+            return None
+        n = len(<list>records)
+        if n == 0 or (partition_leader_epoch >= 0 and partition_leader_epoch > self.latest_epoch):
+            return None
+        for i in range(n):
+            item = (<list>records)[i]
+            if type(item) is not Record or (<Record>item).offset_ is not None:
+                return None
+        if log.config is not self.config or local.failed is not None:
+            return None
+        now = <int64_t>(<double>self.time_fn() * 1000)
+        if self.unflushed + n >= self.flush_messages or \
+                now - self.last_flush_ms >= self.flush_ms:
+            return None
+        _encode_v2_batch(&self.out, <list>records, self.log_end, now, 0, -1, -1, -1,
+                         <int32_t>partition_leader_epoch, None, None, None, None)
+        size = self.out.n
+        last = self.log_end + n - 1
+        max_ts = kl_i64(self.out.p + B_MAX_TIMESTAMP)
+        if size > self.max_message_bytes or position > self.segment_bytes - size or \
+                max_ts - self.rolling_ts > self.roll_ms or \
+                last - self.base_offset > INT32_MAX:
+            return None
+        try:
+            _write_at(self.fd, self.out.p, size, position)
+            return self._appended(log, local, n, size, last, max_ts, position)
+        except OSError as e:
+            raise local.offline("append", e) from e
+
+    cdef object _appended(self, log, local, Py_ssize_t n, Py_ssize_t size, int64_t last,
+                          int64_t max_ts, int64_t position):
+        """The state after the write: the objects kept in step, the index step when due."""
+        cdef int64_t v[7]
+        self.position = position + size
+        self.file.size = self.position
+        if max_ts > self.max_ts:
+            self.max_ts = max_ts
+            self.offset_of_max_ts = last
+            v[0] = max_ts
+            v[1] = last
+            self.segment._max_timestamp_and_offset = kl_int_tuple(self.timestamp_offset_type, v, 2)
+        if self.bytes_since_index > self.index_interval:
+            # The segment's index step (rare: one batch in index.interval.bytes); a full
+            # index afterwards is the general path's roll, and so is anything after a raise.
+            self.armed = False
+            self.armed = self.index_entry(last, position, size)
+            self.bytes_since_index = size
+        else:
+            self.bytes_since_index += size
+        self.segment.bytes_since_last_index_entry = self.bytes_since_index
+        self.log_end = last + 1
+        v[0] = self.log_end
+        v[1] = self.base_offset
+        v[2] = self.position
+        metadata = kl_int_tuple(self.metadata_type, v, 3)
+        local.log_end_metadata = metadata
+        if not self.replicated:
+            log._high_watermark = metadata[0]
+        self.unflushed += n
+        local.unflushed_messages = self.unflushed
+        v[0] = self.log_end - n
+        v[1] = last
+        v[2] = max_ts
+        v[3] = last
+        v[4] = -1
+        v[5] = size
+        v[6] = n
+        return kl_int_tuple(self.info_type, v, 7)
+
+
+cdef int _write_at(int fd, const unsigned char *p, Py_ssize_t size, int64_t position) except -1:
+    """``size`` bytes at ``position`` (continued after a short write); on failure the file is
+    cut back to ``position`` when the disk lets it, and OSError raised."""
+    cdef Py_ssize_t done = 0, written
+    cdef int saved
+    while done < size:
+        with nogil:
+            written = pwrite(fd, p + done, size - done, position + done)
+        if written < 0:
+            if errno == EINTR:
+                if PyErr_CheckSignals() < 0:      # (as os.pwrite: a handler that raised)
+                    return -1
+                continue
+            saved = errno
+            ftruncate(fd, position)
+            raise OSError(saved, _os.strerror(saved))
+        done += written
+    return 0

@@ -1,0 +1,113 @@
+"""Pure-Python twin of ``_appender.pxi``: ``ActiveSegmentAppender``."""
+import os
+import struct
+
+from kafkalog._append_py import build_v2_batch
+from kafkalog._record_py import Record
+
+_INT32_MAX = 2**31 - 1
+_MAX_TIMESTAMP = struct.Struct(">q")
+_B_MAX_TIMESTAMP = 35
+
+
+class ActiveSegmentAppender:
+    """See ``_core.ActiveSegmentAppender``."""
+
+    def __init__(self, config, segment, file, desc, log_end, bytes_since_index,
+                 index_interval, max_ts, offset_of_max_ts, rolling_ts, roll_ms, segment_bytes,
+                 max_message_bytes, unflushed, flush_messages, last_flush_ms, flush_ms,
+                 latest_epoch, replicated, time_fn, index_entry, metadata_type,
+                 timestamp_offset_type, info_type):
+        self.config, self.segment, self.file, self.desc = config, segment, file, desc
+        self.fd = desc.fd
+        self.position = file.size
+        self.base_offset = segment.base_offset
+        self.log_end = log_end
+        self.bytes_since_index = bytes_since_index
+        self.index_interval = index_interval
+        self.max_ts = max_ts
+        self.offset_of_max_ts = offset_of_max_ts
+        self.rolling_ts = rolling_ts
+        self.roll_ms = roll_ms
+        self.segment_bytes = segment_bytes
+        self.max_message_bytes = max_message_bytes
+        self.unflushed = unflushed
+        self.flush_messages = flush_messages
+        self.last_flush_ms = last_flush_ms
+        self.flush_ms = flush_ms
+        self.latest_epoch = latest_epoch
+        self.replicated = replicated
+        self.time_fn = time_fn
+        self.index_entry = index_entry
+        self.metadata_type = metadata_type
+        self.timestamp_offset_type = timestamp_offset_type
+        self.info_type = info_type
+        self.armed = True
+
+    def append(self, log, local, records, partition_leader_epoch):
+        if not -2**31 <= partition_leader_epoch < 2**31:
+            raise OverflowError(f"partition leader epoch {partition_leader_epoch} is not an "
+                                f"int32")
+        if not self.armed or type(records) is not list:
+            return None
+        n = len(records)
+        if n == 0 or (partition_leader_epoch >= 0 and partition_leader_epoch > self.latest_epoch):
+            return None
+        if any(type(r) is not Record or r.offset is not None for r in records):
+            return None
+        if log.config is not self.config or local.failed is not None:
+            return None
+        now = int(self.time_fn() * 1000)
+        if self.unflushed + n >= self.flush_messages or \
+                now - self.last_flush_ms >= self.flush_ms:
+            return None
+        data = build_v2_batch(records, self.log_end, now, 0, -1, -1, -1, partition_leader_epoch)
+        size = len(data)
+        last = self.log_end + n - 1
+        max_ts = _MAX_TIMESTAMP.unpack_from(data, _B_MAX_TIMESTAMP)[0]
+        position = self.position
+        if size > self.max_message_bytes or position > self.segment_bytes - size or \
+                max_ts - self.rolling_ts > self.roll_ms or last - self.base_offset > _INT32_MAX:
+            return None
+        try:
+            _write_at(self.fd, data, position)
+            return self._appended(log, local, n, size, last, max_ts, position)
+        except OSError as e:
+            raise local.offline("append", e) from e
+
+    def _appended(self, log, local, n, size, last, max_ts, position):
+        self.position = position + size
+        self.file.size = self.position
+        if max_ts > self.max_ts:
+            self.max_ts, self.offset_of_max_ts = max_ts, last
+            self.segment._max_timestamp_and_offset = self.timestamp_offset_type(max_ts, last)
+        if self.bytes_since_index > self.index_interval:
+            self.armed = False
+            self.armed = self.index_entry(last, position, size)
+            self.bytes_since_index = size
+        else:
+            self.bytes_since_index += size
+        self.segment.bytes_since_last_index_entry = self.bytes_since_index
+        self.log_end = last + 1
+        local.log_end_metadata = self.metadata_type(self.log_end, self.base_offset,
+                                                         self.position)
+        if not self.replicated:
+            log._high_watermark = self.log_end
+        self.unflushed += n
+        local.unflushed_messages = self.unflushed
+        return self.info_type(self.log_end - n, last, max_ts, last, -1, size, n)
+
+
+def _write_at(fd, data, position):
+    """See ``_appender.pxi``'s ``_write_at``."""
+    view = memoryview(data)
+    done = 0
+    try:
+        while done < len(data):
+            done += os.pwrite(fd, view[done:], position + done)
+    except OSError:
+        try:
+            os.ftruncate(fd, position)
+        except OSError:
+            pass
+        raise
