@@ -37,9 +37,10 @@ cdef class ActiveSegmentAppender:
     ``append`` returns the ``LogAppendInfo``, or None having done nothing when the general path
     has work this one does not do (a roll, a flush, a new leader epoch, a batch too large,
     records that are not ``Record`` objects or carry their own offsets): the caller then takes
-    the general path, which arms a new appender. The caller holds the log's lock.
+    the general path, which arms a new appender.
     """
-    cdef object segment, file, desc, config, time_fn, index_entry
+    cdef object segment, file, desc, config, time_fn, index_entry, offset_index, time_index
+    cdef object lock_acquire, lock_release
     cdef object metadata_type, timestamp_offset_type, info_type
     cdef int fd
     cdef bint armed, replicated
@@ -61,8 +62,8 @@ cdef class ActiveSegmentAppender:
                  int64_t offset_of_max_ts, int64_t rolling_ts, int64_t roll_ms,
                  int64_t segment_bytes, int64_t max_message_bytes, int64_t unflushed,
                  int64_t flush_messages, int64_t last_flush_ms, int64_t flush_ms,
-                 int64_t latest_epoch, bint replicated, time_fn, index_entry, metadata_type,
-                 timestamp_offset_type, info_type):
+                 int64_t latest_epoch, bint replicated, lock, time_fn, index_entry,
+                 offset_index, time_index, metadata_type, timestamp_offset_type, info_type):
         self.config, self.segment, self.file, self.desc = config, segment, file, desc
         self.fd = desc.fd
         self.position = file.size
@@ -82,8 +83,11 @@ cdef class ActiveSegmentAppender:
         self.flush_ms = flush_ms
         self.latest_epoch = latest_epoch
         self.replicated = replicated
+        self.lock_acquire, self.lock_release = lock.acquire, lock.release
         self.time_fn = time_fn
         self.index_entry = index_entry
+        # (mapped and writable: the segment's, which arm_appender checked)
+        self.offset_index, self.time_index = offset_index, time_index
         for t in (metadata_type, timestamp_offset_type, info_type):
             if not issubclass(t, tuple) or t.__basicsize__ != tuple.__basicsize__:
                 raise TypeError(f"{t} is not a NamedTuple")
@@ -94,11 +98,11 @@ cdef class ActiveSegmentAppender:
 
     def append(self, log, local, records, int32_t partition_leader_epoch):
         """Append ``records`` (a list of Records) as one batch to ``log`` (its ``LocalLog``
-        ``local``: passed, not kept, so that a log dropped unclosed is freed at once); the
-        ``LogAppendInfo``, or None (nothing done) for the general path. A failed write (the file
-        cut back to where it was) takes the log offline (``LocalLog.offline``)."""
-        cdef Py_ssize_t n, i, size
-        cdef int64_t now, last, max_ts, position = self.position
+        ``local``: passed, not kept, so that a log dropped unclosed is freed at once), under
+        the log's lock; the ``LogAppendInfo``, or None (nothing done) for the general path. A
+        failed write (the file cut back to where it was) takes the log offline
+        (``LocalLog.offline``)."""
+        cdef Py_ssize_t n, i
         if not self.armed or type(records) is not list:
             return None
         n = len(<list>records)
@@ -108,14 +112,27 @@ cdef class ActiveSegmentAppender:
             item = (<list>records)[i]
             if type(item) is not Record or (<Record>item).offset_ is not None:
                 return None
+        self.lock_acquire()
+        try:
+            # (the log's appender still: not dropped by another thread's operation meanwhile)
+            if local.appender is not self or not self.armed:
+                return None
+            return self._append(log, local, <list>records, n, partition_leader_epoch)
+        finally:
+            self.lock_release()
+
+    cdef object _append(self, log, local, list records, Py_ssize_t n,
+                        int32_t partition_leader_epoch):
+        cdef Py_ssize_t size
+        cdef int64_t now, last, max_ts, position = self.position
         if log.config is not self.config or local.failed is not None:
             return None
         now = <int64_t>(<double>self.time_fn() * 1000)
         if self.unflushed + n >= self.flush_messages or \
                 now - self.last_flush_ms >= self.flush_ms:
             return None
-        _encode_v2_batch(&self.out, <list>records, self.log_end, now, 0, -1, -1, -1,
-                         <int32_t>partition_leader_epoch, None, None, None, None)
+        _encode_v2_batch(&self.out, records, self.log_end, now, 0, -1, -1, -1,
+                         partition_leader_epoch, None, None, None, None)
         size = self.out.n
         last = self.log_end + n - 1
         max_ts = kl_i64(self.out.p + B_MAX_TIMESTAMP)
@@ -142,10 +159,12 @@ cdef class ActiveSegmentAppender:
             v[1] = last
             self.segment._max_timestamp_and_offset = kl_int_tuple(self.timestamp_offset_type, v, 2)
         if self.bytes_since_index > self.index_interval:
-            # The segment's index step (rare: one batch in index.interval.bytes); a full
-            # index afterwards is the general path's roll, and so is anything after a raise.
+            # The segment's index step (one batch in index.interval.bytes): here when the
+            # entries go into the indexes' allocated room, else LogSegment.index_entry's. A
+            # full index afterwards is the general path's roll, as is anything after a raise.
             self.armed = False
-            self.armed = self.index_entry(last, position, size)
+            status = self._index_entries(last, position)
+            self.armed = status == 1 if status else self.index_entry(last, position, size)
             self.bytes_since_index = size
         else:
             self.bytes_since_index += size
@@ -168,6 +187,46 @@ cdef class ActiveSegmentAppender:
         v[5] = size
         v[6] = n
         return kl_int_tuple(self.info_type, v, 7)
+
+
+    cdef int _index_entries(self, int64_t last, int64_t position) except -1:
+        """LogSegment.index_entry's entries written into the mapped indexes through their
+        held views, and the index objects kept in step (entry counts, last entries): 1 when
+        both still have room, 2 when one is full now; 0 (nothing done) when the general step
+        has work (room to allocate, a rule to raise for)."""
+        cdef IndexView ov, tv
+        cdef Py_ssize_t on, tn
+        cdef int64_t last_ts, last_off
+        cdef unsigned char *w
+        o_view, t_view = self.offset_index.view, self.time_index.view
+        if type(o_view) is not IndexView or type(t_view) is not IndexView:
+            return 0
+        ov, tv = o_view, t_view
+        on, tn = ov.entries, tv.entries
+        last_entry = self.time_index._last_entry
+        last_ts, last_off = last_entry
+        if ov.buf == NULL or tv.buf == NULL or position > INT32_MAX or \
+                (on + 1) * 8 > min(<Py_ssize_t>self.offset_index._allocated, ov.length) or \
+                (on > 0 and last <= self.offset_index._last_offset) or \
+                (tn > 0 and (self.max_ts < last_ts or self.offset_of_max_ts < last_off)) or \
+                tn >= tv.length // 12 - 1 or \
+                (tn + 1) * 12 > min(<Py_ssize_t>self.time_index._allocated, tv.length):
+            return 0
+        w = <unsigned char *>ov.buf + on * 8
+        kl_put_i32(w, <int32_t>(last - self.base_offset))
+        kl_put_i32(w + 4, <int32_t>position)
+        ov.entries = on + 1
+        self.offset_index._n = on + 1
+        self.offset_index._last_offset = last
+        if self.max_ts > last_ts:
+            w = <unsigned char *>tv.buf + tn * 12
+            kl_put_i64(w, self.max_ts)
+            kl_put_i32(w + 8, <int32_t>(self.offset_of_max_ts - self.base_offset))
+            tv.entries = tn + 1
+            self.time_index._n = tn + 1
+            self.time_index._last_entry = self.segment._max_timestamp_and_offset
+        self.segment._indexes_with_room = None
+        return 2 if on + 1 >= ov.length // 8 or tv.entries >= tv.length // 12 - 1 else 1
 
 
 cdef int _write_at(int fd, const unsigned char *p, Py_ssize_t size, int64_t position) except -1:

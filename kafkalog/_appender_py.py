@@ -16,8 +16,8 @@ class ActiveSegmentAppender:
     def __init__(self, config, segment, file, desc, log_end, bytes_since_index,
                  index_interval, max_ts, offset_of_max_ts, rolling_ts, roll_ms, segment_bytes,
                  max_message_bytes, unflushed, flush_messages, last_flush_ms, flush_ms,
-                 latest_epoch, replicated, time_fn, index_entry, metadata_type,
-                 timestamp_offset_type, info_type):
+                 latest_epoch, replicated, lock, time_fn, index_entry, offset_index,
+                 time_index, metadata_type, timestamp_offset_type, info_type):
         self.config, self.segment, self.file, self.desc = config, segment, file, desc
         self.fd = desc.fd
         self.position = file.size
@@ -37,6 +37,7 @@ class ActiveSegmentAppender:
         self.flush_ms = flush_ms
         self.latest_epoch = latest_epoch
         self.replicated = replicated
+        self.lock = lock
         self.time_fn = time_fn
         self.index_entry = index_entry
         self.metadata_type = metadata_type
@@ -55,6 +56,12 @@ class ActiveSegmentAppender:
             return None
         if any(type(r) is not Record or r.offset is not None for r in records):
             return None
+        with self.lock:
+            if local.appender is not self or not self.armed:
+                return None
+            return self._append(log, local, records, n, partition_leader_epoch)
+
+    def _append(self, log, local, records, n, partition_leader_epoch):
         if log.config is not self.config or local.failed is not None:
             return None
         now = int(self.time_fn() * 1000)
@@ -82,6 +89,7 @@ class ActiveSegmentAppender:
             self.max_ts, self.offset_of_max_ts = max_ts, last
             self.segment._max_timestamp_and_offset = self.timestamp_offset_type(max_ts, last)
         if self.bytes_since_index > self.index_interval:
+            # (the compiled kernel writes the entries itself where it can: the same result)
             self.armed = False
             self.armed = self.index_entry(last, position, size)
             self.bytes_since_index = size

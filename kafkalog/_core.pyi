@@ -74,8 +74,8 @@ class ActiveSegmentAppender:
                  offset_of_max_ts: int, rolling_ts: int, roll_ms: int, segment_bytes: int,
                  max_message_bytes: int, unflushed: int, flush_messages: int,
                  last_flush_ms: int, flush_ms: int, latest_epoch: int, replicated: bool,
-                 time_fn: Callable[[], float], index_entry: Callable[[int, int, int], bool],
-                 metadata_type: type, timestamp_offset_type: type, info_type: type) -> None: ...
+                 lock: Any, time_fn: Callable[[], float], index_entry: Callable[[int, int, int], bool],
+                 offset_index: Any, time_index: Any, metadata_type: type, timestamp_offset_type: type, info_type: type) -> None: ...
     def append(self, log: Any, local: Any, records: Any, partition_leader_epoch: int
                ) -> Any: ...
 def gather_spans(buf: Buffer, positions: npt.NDArray[np.int64],

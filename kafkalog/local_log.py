@@ -189,10 +189,10 @@ class LocalLog:
         return self.unflushed_messages >= settings.flush_messages or \
             now - self.last_flush_ms >= settings.flush_ms
 
-    def arm_appender(self, log, settings, leader_epochs, replicated):
+    def arm_appender(self, log, settings, leader_epochs, replicated, lock):
         """After an append of the general path: the ``ActiveSegmentAppender`` of the next
         appends of a few records to the active segment (``log``'s, under ``settings``, with
-        its ``LeaderEpochCache``), unless the topic's settings (LogAppendTime, timestamp
+        its ``LeaderEpochCache`` and its ``lock``), unless the topic's settings (LogAppendTime, timestamp
         bounds, compression) or the segment (empty, no roll timestamp, an index full) leave it
         nothing to do."""
         validator = settings.validator
@@ -211,8 +211,8 @@ class LocalLog:
             settings.segment_ms - segment.roll_jitter_ms, settings.segment_bytes,
             validator.max_message_bytes, self.unflushed_messages, settings.flush_messages,
             self.last_flush_ms, settings.flush_ms, -1 if latest_epoch is None else latest_epoch,
-            replicated, self._time_fn, segment.index_entry, LogOffsetMetadata, TimestampOffset,
-            LogAppendInfo)
+            replicated, lock, self._time_fn, segment.index_entry, segment.offset_index,
+            segment.time_index, LogOffsetMetadata, TimestampOffset, LogAppendInfo)
 
     def roll(self, new_offset):
         """Start a new active segment at ``new_offset``; returns it (the old one when it is

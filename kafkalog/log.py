@@ -287,11 +287,11 @@ class Log:
         """
         if compression is None and producer_id == producer_epoch == base_sequence == -1 and \
                 not transactional:
-            with self._lock:     # the common case: one kernel call (None: the general path)
-                appender = self._local.appender
-                info = appender and appender.append(self, self._local, records_or_batch_bytes,
-                                                    partition_leader_epoch)
-            if info:
+            local = self._local  # the common case: one kernel call, under the log's lock
+            appender = local.appender
+            info = appender and appender.append(self, local, records_or_batch_bytes,
+                                                partition_leader_epoch)
+            if info:      # (None: the general path)
                 return info
         settings = self._append_settings()
         if isinstance(records_or_batch_bytes, (bytes, bytearray, memoryview)):
@@ -366,7 +366,7 @@ class Log:
                     self._producer_state.on_high_watermark_updated(last + 1)
             if local.count_unflushed(count, now, settings):
                 self.flush()
-            local.arm_appender(self, settings, self._leader_epochs, self._replicated)
+            local.arm_appender(self, settings, self._leader_epochs, self._replicated, self._lock)
             return append_info((first, last, max_ts, offset_of_max,
                                  now if log_append else -1, size, count))
 
