@@ -5,6 +5,7 @@ errors a DataFrame's creation raises."""
 import gc
 import json
 import logging
+import os
 import shutil
 
 import pytest
@@ -48,6 +49,19 @@ def test_a_worker_heap_is_frozen_once_in_a_task(monkeypatch):
         assert gc.get_freeze_count() == frozen and later
     finally:
         gc.unfreeze()
+
+
+def test_a_narrow_schema_is_read_by_fewer_tasks(monkeypatch):
+    # A task that ships no key, value or headers reads 512 MiB of log by default, not 128 MiB
+    # (PySpark's cost per task would outweigh its rows); maxBytesPerTask given is kept.
+    from kafkalog.spark.datasource import _slots
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    tasks = [{"start_pos": 0, "end_pos": 90 << 20} for _ in range(10)]     # 900 MiB
+    assert _slots(tasks, Options({})) == 8
+    assert _slots(tasks, Options({}), ["key", "offset"]) == 8
+    assert _slots(tasks, Options({}), ["headers"]) == 8
+    assert _slots(tasks, Options({}), ["partition", "offset", "timestamp"]) == 2
+    assert _slots(tasks, Options({"maxBytesPerTask": str(128 << 20)}), ["offset"]) == 8
 
 
 # ------------------------------------------------------------------------------------ SQL
