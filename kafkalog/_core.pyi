@@ -1,7 +1,7 @@
 # Type stubs of the compiled kernels (kafkalog/_core.pyx); the pure-Python twins (one
 # kafkalog/_<section>_py.py per .pxi section, gathered by kafkalog/_core_py.py) have the same
 # signatures.
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -139,3 +139,20 @@ class Record:
     def __init__(self, key: bytes | None = ..., value: bytes | None = ...,
                  timestamp: int | None = ..., headers: Iterable[tuple[str, bytes | None]] = ...,
                  offset: int | None = ..., timestamp_type: int = ...) -> None: ...
+
+class BatchView:
+    """A walked batch (``_batch.pxi``); ``records.RecordBatch`` subclasses it."""
+    _buffer: Any
+    _path: Any
+    _table: Any
+    _checked: bool
+    @property
+    def _row(self) -> Any: ...
+    def __init__(self, buffer: Any, row: Any, path: Any = ..., crc_valid: int = ...) -> None: ...
+    def is_valid(self) -> bool: ...
+
+_V = TypeVar("_V", bound=BatchView)
+
+def batch_views(cls: type[_V], start: Callable[[], tuple[Any, np.ndarray, Any,
+                                                         Callable[[], None]]]
+                ) -> Iterator[_V]: ...

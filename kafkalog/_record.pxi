@@ -269,7 +269,7 @@ cdef object _batch_info(object row, const BatchInfo **info):
         return row
     arr = np.ascontiguousarray(row, dtype=BATCH_DTYPE).reshape(-1)
     if arr.shape[0] != 1:
-        raise ValueError("batch_records takes one walked batch row")
+        raise ValueError("one walked batch row expected")
     info[0] = <const BatchInfo *>cnp.PyArray_DATA(arr)
     return arr
 

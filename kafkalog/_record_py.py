@@ -93,7 +93,7 @@ def batch_records(buf, row, type_objects):
     """See ``_core.batch_records`` (here through the columnar kernels)."""
     rows = np.asarray(row, dtype=BATCH_DTYPE).reshape(-1)
     if len(rows) != 1:
-        raise ValueError("batch_records takes one walked batch row")
+        raise ValueError("one walked batch row expected")
     pos, size = int(rows["position"][0]), int(rows["size"][0])
     if int(rows["magic"][0]) != 2 or pos < 0 or size < LOG_OVERHEAD + _V2_MIN_SIZE or \
             pos + size > len(buf):

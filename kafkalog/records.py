@@ -18,8 +18,8 @@ import numpy.typing as npt
 
 from kafkalog import codecs, storage
 from kafkalog._kernels import (
-    batch_records, check_batches, decode_legacy_records, decode_v2_records, make_records,
-    span_bytes, table_records, walk_batches,
+    BatchView, batch_records, batch_views, check_batches, decode_legacy_records,
+    decode_v2_records, make_records, span_bytes, table_records,
 )
 from kafkalog._layout import BATCH_DTYPE, RECORD_DTYPE, HEADER_DTYPE, V2_HEADER_SIZE
 # ControlType and parse_control_record are part of this module's API (kept importable from here)
@@ -86,21 +86,14 @@ def increment_sequence(sequence: int, increment: int) -> int:
     return sequence + increment
 
 
-class RecordBatch:
+class RecordBatch(BatchView):
     """A view over one batch (v2) or one legacy entry (v0/v1, possibly a compressed wrapper).
 
-    Made by ``iter_batches``; holds the buffer it came from and one row of the walk.
-    ``position`` is the batch's byte position in that buffer.
+    Made by ``iter_batches``; holds the buffer it came from and one row of the walk
+    (``RecordBatch(buffer, row, path=None, crc_valid=-1)``, the kernel's ``BatchView``, which
+    also has ``is_valid()``). ``position`` is the batch's byte position in that buffer.
     """
-    __slots__ = ("_buffer", "_row", "_table", "_path", "_checked", "_crc_valid")
-
-    def __init__(self, buffer: Any, row: np.void, path: StrPath | None = None,
-                 crc_valid: int = -1) -> None:
-        self._buffer = buffer
-        self._row = row
-        self._table: RecordTable | None = None
-        self._path, self._checked = path, False
-        self._crc_valid = crc_valid     # the row's, when the walk gives it (1/0; -1: unknown)
+    __slots__ = ()
 
     def _check_header(self) -> None:
         """Raise CorruptRecordError unless the header fields a count or sequence is derived
@@ -173,16 +166,6 @@ class RecordBatch:
             return NO_SEQUENCE
         return increment_sequence(self.base_sequence, self.last_offset - self._get("base_offset"))
 
-    def is_valid(self) -> bool:
-        """True when the stored CRC matches the bytes (CRC32C for v2, CRC32 for legacy)."""
-        valid = self._crc_valid if self._crc_valid >= 0 else self._get("crc_valid")
-        if valid < 0:
-            # one batch at a known place: its CRC only, nothing to judge
-            one = walk_batches(self._buffer, self.position,
-                               self.position + self.size_in_bytes)[0]
-            valid = int(one["crc_valid"][0]) if len(one) else 0
-        return bool(valid)
-
     def ensure_valid(self) -> None:
         """Raise CorruptRecordError unless the batch's CRC is valid."""
         if not self.is_valid():
@@ -242,6 +225,14 @@ def iter_batches(buffer_or_path: BufferOrPath, validate_crc: bool = True,
     the filesystem's ``storage_options``, or a tiered-storage segment's ``.log`` object as
     Aiven's RemoteStorageManager writes it (decoded; ``rsm_keys`` as ``Log.open`` takes them).
     """
+    # The kernel's iterator makes each RecordBatch; the file is opened and walked when the
+    # iteration starts, and a walk's error is raised after the last batch.
+    return batch_views(RecordBatch, lambda: _walked(buffer_or_path, validate_crc, strict,
+                                                    storage_options, rsm_keys))
+
+
+def _walked(buffer_or_path, validate_crc, strict, storage_options, rsm_keys):
+    """``iter_batches``' start: (buffer, walked rows, path, the walk's raise_for_outcome)."""
     if isinstance(buffer_or_path, (str, os.PathLike)):
         configured = storage.configure(os.fspath(buffer_or_path), storage_options, rsm_keys)
         if configured != os.fspath(buffer_or_path):     # a URL or a tiered-storage view
@@ -259,9 +250,7 @@ def iter_batches(buffer_or_path: BufferOrPath, validate_crc: bool = True,
                                    "(open a directory with Log.open)") from None
     walk = walk_segment(buf, policy=ITERATE_STRICT if strict else ITERATE,
                         validate_crc=validate_crc, path=path)
-    for row, valid in zip(walk.batches, walk.batches["crc_valid"].tolist()):
-        yield RecordBatch(buf, row, path, valid)
-    walk.raise_for_outcome()
+    return buf, walk.batches, path, walk.raise_for_outcome
 
 
 class RecordTable:

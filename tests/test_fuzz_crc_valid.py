@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 from crc32c import crc32c
 
-from kafkalog import Record, build_batch, build_control_batch, codecs, records
-from kafkalog import _core_py
+from kafkalog import Record, build_batch, build_control_batch, codecs
+from kafkalog import _core_py, _kernels
 from kafkalog._common_py import _varint
 from kafkalog.config import LogConfig
 from kafkalog.errors import CorruptRecordError, KafkaLogError, RecordTooLargeError
@@ -353,7 +353,7 @@ def read_all(data):
             batch.record_count, batch.base_offset, batch.last_sequence, len(batch)
             got.extend((r.offset, r.timestamp, int(r.timestamp_type), r.key, r.value,
                         r.headers) for r in batch)
-        rows = records.walk_batches(data, validate_crc=False)[0]
+        rows = _kernels.walk_batches(data, validate_crc=False)[0]
         table = decode_batches(data, rows)
         table.keys()
         table.to_records()
@@ -367,7 +367,7 @@ def read_all(data):
 
 def check_validation(data):
     """What recovery's ``validate_batches`` keeps must decode."""
-    rows = records.walk_batches(data, validate_crc=True, stop_on_invalid=True)[0]
+    rows = _kernels.walk_batches(data, validate_crc=True, stop_on_invalid=True)[0]
     n_valid, reason = validate_batches(data, rows)
     decode_batches(data, rows[:n_valid])
     return n_valid, len(rows)
@@ -445,7 +445,7 @@ def all_corrupt(data):
     for module in kernel_modules():
         with kernels_of(module):
             assert read_all(data)[0] == "corrupt"
-            rows = records.walk_batches(data)[0]
+            rows = _kernels.walk_batches(data)[0]
             assert validate_batches(data, rows)[0] == 0
 
 

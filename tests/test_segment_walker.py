@@ -214,7 +214,6 @@ HEADER_READS = {
                            "(rebuild_index_files: recovery judged them)",
     "file_records.py": "the segment's own recovered bytes: the batch found for a timestamp "
                        "(FileRecords.search_for_timestamp)",
-    "records.py": "RecordBatch.is_valid: the CRC of one batch at a known place",
 }
 # Calls that look at the kernel's status: none outside the walker but these.
 STATUS_READS = {

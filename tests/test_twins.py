@@ -18,6 +18,7 @@ import pytest
 import kafkalog
 from kafkalog import build_batch, build_control_batch
 from kafkalog._kernels import KERNEL_NAMES
+from kafkalog.errors import CorruptRecordError
 from kafkalog._layout import (
     BATCH_DTYPE, HEADER_DTYPE, OFFSET_KEY, OFFSET_VALUE, TIME_KEY, TIME_VALUE,
 )
@@ -257,6 +258,30 @@ def decode_all(buf, what):
 def test_check_and_decode():
     for what, buf in cases():
         decode_all(buf, what)
+
+
+@covers("BatchView", "batch_views")
+def test_batch_views():
+    def views(k, buf, rows, finish=lambda: None):
+        return [(type(b).__name__, b.is_valid(), b._row.tolist(), b._path, b._table, b._checked)
+                for b in k.batch_views(k.BatchView, lambda: (at(buf), rows, "p", finish))]
+    for what, buf in cases():
+        for crc in (True, False):
+            rows = compiled_module().walk_batches(buf, min(len(PAD), len(buf)), -1, crc)[0]
+            same(lambda k: views(k, buf, rows), f"{what} views, crc {crc}")
+            for i in range(len(rows)):
+                same(lambda k: k.BatchView(at(buf), rows[i], "p").is_valid(), f"{what} {i}")
+                same(lambda k: k.BatchView(at(buf), rows[i], None, 0).is_valid(), f"{what} {i}")
+    rows = compiled_module().walk_batches(v2_log()[0])[0]
+
+    def bad():
+        raise CorruptRecordError("the walk's error", position=3)
+    same(lambda k: views(k, v2_log()[0], rows, bad), "finish raises after the last")
+    same(lambda k: views(k, v2_log()[0], rows[:0], bad), "no batches, finish raises")
+    same(lambda k: k.BatchView(v2_log()[0], rows[:2]), "two rows")
+    made = collections.namedtuple("Made", "buffer row path")         # any class, called
+    same(lambda k: [(m.row.tolist(), m.path) for m in k.batch_views(
+        made, lambda: (v2_log()[0], rows, "p", lambda: None))], "another class")
 
 
 @covers("make_records", "table_records", "span_bytes", "gather_spans")
