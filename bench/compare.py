@@ -41,6 +41,7 @@ from kafkalog.config import LogConfig  # noqa: E402
 from kafkalog.log import Log  # noqa: E402
 from kafkalog.records import decode_batches, open_buffer  # noqa: E402
 from kafkalog.segment import LogSegment  # noqa: E402
+from kafkalog.segment_walker import ITERATE, walk_segment  # noqa: E402
 
 
 def timeit(fn, runs, warmup=2):
@@ -177,6 +178,11 @@ def bench_scan(report, runs, quick):
                                f"({len(bufs[0]) / 1e6:.1f} MB)", timeit(batches_valid, runs),
                kafka_stats(timings["iterate_batches_ensureValid"], share),
                note="Kafka's batch loop with ensureValid, scaled to the segment's bytes")
+
+    def walk_first():
+        walk_segment(open_buffer(logs[0]), policy=ITERATE, validate_crc=True, path=logs[0])
+    report.add("bench-0 scan", "  floor: open, map and walk the same segment (CRC), no batch "
+                               "objects", timeit(walk_first, runs))
     arrays = [np.frombuffer(b, np.uint8) for b in bufs]
     report.add("bench-0 scan", "limit: numpy copy of the same bytes",
                timeit(lambda: [a.copy() for a in arrays], runs))
