@@ -35,7 +35,7 @@ def test_a_worker_heap_is_frozen_once_in_a_task(monkeypatch):
     # modules a worker holds are frozen in its first task, and nothing is frozen outside one
     from pyspark import TaskContext
 
-    from kafkalog.spark.datasource import freeze_worker_heap
+    from kafkalog.spark.worker import freeze_worker_heap
     assert gc.get_freeze_count() == 0
     freeze_worker_heap()
     assert gc.get_freeze_count() == 0

@@ -28,7 +28,6 @@ process uses its filesystem's defaults (for S3 the AWS_* environment, which exec
 """
 from __future__ import annotations
 
-import gc
 import json
 import os
 import weakref
@@ -44,6 +43,7 @@ from kafkalog.spark.options import (
     PRUNE_OPTION, Options, catalog_table_options, paths_list, paths_option,
 )
 from kafkalog.spark.schema import kafka_schema, projected_columns, table_options
+from kafkalog.spark.worker import freeze_worker_heap
 
 if TYPE_CHECKING:
     import pyarrow
@@ -254,21 +254,6 @@ def _action_plan(paths: list[str], opts: Options, options: dict[str, Any],
         _ACTION_PLAN.clear()
         _ACTION_PLAN[key] = plan(paths, opts, pushdown)
     return _ACTION_PLAN[key]
-
-
-def freeze_worker_heap() -> None:
-    """In a Spark task, once per Python worker: take the objects the worker holds by now
-    (mostly the modules of PySpark, pyarrow, numpy and kafkalog) out of the cyclic garbage
-    collector's sight (``gc.freeze``). PySpark's daemon runs a full ``gc.collect()`` after
-    every task of a reused worker, which walks all of them: 30 ms of the worker's CPU per
-    task here, half of what handing 10 million narrow rows to Spark costs a worker. They are
-    still freed by reference counting; only cycles among them (modules live as long as the
-    worker) are no longer looked for."""
-    from pyspark import TaskContext
-    if gc.get_freeze_count() or TaskContext.get() is None:    # done, or not in a worker
-        return
-    gc.collect()                       # what is garbage now is not kept forever
-    gc.freeze()
 
 
 def _called_by_plain_planner() -> bool:

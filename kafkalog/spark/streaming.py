@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 from kafkalog.errors import InvalidConfigError, OffsetOutOfRangeError
 from kafkalog.scan.planner import partition_offsets, plan_ranges
 from kafkalog.scan.reader import read_task
-from kafkalog.spark.datasource import freeze_worker_heap
 from kafkalog.spark.options import Options, paths_list, paths_option
+from kafkalog.spark.worker import freeze_worker_heap
 
 if TYPE_CHECKING:
     import pyarrow
