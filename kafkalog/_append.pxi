@@ -18,6 +18,18 @@ APPEND_HAS_PRODUCER = 1
 APPEND_HAS_COMPRESSED = 2
 
 
+ctypedef struct _Prepared:
+    Py_ssize_t batches
+    int64_t first
+    int64_t last
+    int64_t max_timestamp
+    int64_t offset_of_max_timestamp
+    int64_t records
+    int flags
+    int32_t leader_epoch
+    Py_ssize_t error_position
+
+
 def prepare_append(unsigned char[::1] buf, int64_t assign_from, int64_t max_batch_size,
                    int64_t log_append_time):
     """Validate the v2 batches of an append in one pass and, when ``assign_from`` >= 0, give
@@ -37,6 +49,22 @@ def prepare_append(unsigned char[::1] buf, int64_t assign_from, int64_t max_batc
     """
     cdef Py_ssize_t length = buf.shape[0]
     cdef unsigned char *p = &buf[0] if length > 0 else NULL
+    cdef _Prepared r
+    # (for the crc32c package only: a memoryview per call is a tenth of a small append)
+    cdef int status = _prepare(p, length, assign_from, max_batch_size, log_append_time,
+                               None if kl_crc_hw else memoryview(buf), &r)
+    if status != A_OK:
+        _raise_append_error(status, p, r.error_position, length, max_batch_size)
+    return (r.batches, r.first, r.last, r.max_timestamp, r.offset_of_max_timestamp, r.records,
+            r.flags, r.leader_epoch)
+
+
+cdef int _prepare(unsigned char *p, Py_ssize_t length, int64_t assign_from,
+                  int64_t max_batch_size, int64_t log_append_time, object view,
+                  _Prepared *out) except -1:
+    """``prepare_append``'s pass over ``length`` bytes at ``p`` (``view``: a memoryview of
+    them for the crc32c package, None with the hardware CRC): its summary in ``out``, and
+    a status (A_OK, else what ``_raise_append_error`` says, at ``out.error_position``)."""
     cdef Py_ssize_t pos = 0, n = 0, size
     cdef int64_t next_offset = assign_from, base, last = -1, prev_last = -1, first = -1
     cdef int64_t max_ts = -1, off_max = -1, count = 0, ts
@@ -45,8 +73,6 @@ def prepare_append(unsigned char[::1] buf, int64_t assign_from, int64_t max_batc
     cdef int flags = 0, status = A_OK
     cdef uint32_t crc
     cdef Py_ssize_t err_pos = 0
-    # (for the crc32c package only: a memoryview per call is a tenth of a small append)
-    view = None if kl_crc_hw else memoryview(buf)
     while pos < length:
         if length - pos < LOG_OVERHEAD + V2_MIN_SIZE:
             status = A_PARTIAL if length - pos < HEADER_UP_TO_MAGIC or \
@@ -118,11 +144,18 @@ def prepare_append(unsigned char[::1] buf, int64_t assign_from, int64_t max_batc
         count += records
         n += 1
         pos += size
-    if status != A_OK:
-        _raise_append_error(status, p, pos, length, max_batch_size)
-    if n == 0:
-        raise CorruptRecordError("no record batch to append", position=0)
-    return (n, first, last, max_ts, off_max, count, flags, epoch)
+    out.batches = n
+    out.first = first
+    out.last = last
+    out.max_timestamp = max_ts
+    out.offset_of_max_timestamp = off_max
+    out.records = count
+    out.flags = flags
+    out.leader_epoch = epoch
+    out.error_position = pos
+    if status == A_OK and n == 0:
+        status = A_EMPTY
+    return status
 
 
 cdef void _put_u32(unsigned char *p, uint32_t v) noexcept:
@@ -167,6 +200,8 @@ cdef int _raise_append_error(int status, const unsigned char *p, Py_ssize_t pos,
         raise CorruptRecordError("record is corrupt (CRC mismatch)", position=pos)
     if status == A_OFFSETS:
         raise CorruptRecordError("batch offsets do not increase", position=pos)
+    if status == A_EMPTY:
+        raise CorruptRecordError("no record batch to append", position=0)
     raise CorruptRecordError("invalid records in batch", position=pos)
 
 

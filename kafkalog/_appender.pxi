@@ -1,4 +1,5 @@
-# Included by _core.pyx: the one-call append of a few records to a log's active segment.
+# Included by _core.pyx: the one-call append of a few records (or one batch's bytes) to a log's
+# active segment.
 # ----------------------------------------------------------------------------------------------
 
 from posix.unistd cimport pwrite, ftruncate
@@ -26,18 +27,20 @@ cdef extern from *:
 
 cdef class ActiveSegmentAppender:
     """The hot state of the appends to one active segment, for ``Log.append`` of a few records
-    (``LocalLog.arm_appender`` arms it after an append of the general path; any other file
-    operation on the log drops it): one call builds the batch at the log end offset, checks what the general
-    path would check (size, roll, index room, flush, leader epoch), writes it with one
-    ``pwrite``, makes the segment's index entry when one is due, and keeps the log's objects in
-    step: the ``.log`` size, the segment's bytes since its last index entry and max timestamp,
-    the log end metadata, the unflushed count and (unreplicated) the high watermark, the values
-    the general path leaves.
+    or of one batch's bytes (``LocalLog.arm_appender`` arms it after an append of the general
+    path; any other file operation on the log drops it): one call builds the batch at the log
+    end offset (or validates the bytes and gives them their offsets, in its own buffer), checks
+    what the general path would check (size, roll, index room, flush, leader epoch), writes it
+    with one ``pwrite``, makes the segment's index entries when due, and keeps the log's
+    objects in step: the ``.log`` size, the segment's bytes since its last index entry and max
+    timestamp, the indexes' entries, the log end metadata, the unflushed count and
+    (unreplicated) the high watermark, the values the general path leaves.
 
     ``append`` returns the ``LogAppendInfo``, or None having done nothing when the general path
     has work this one does not do (a roll, a flush, a new leader epoch, a batch too large,
-    records that are not ``Record`` objects or carry their own offsets): the caller then takes
-    the general path, which arms a new appender.
+    records that are not ``Record`` objects or carry their own offsets, bytes that are not one
+    valid batch without producer or compression): the caller then takes the general path,
+    which arms a new appender.
     """
     cdef object segment, file, desc, config, time_fn, index_entry, offset_index, time_index
     cdef object lock_acquire, lock_release
@@ -97,66 +100,105 @@ cdef class ActiveSegmentAppender:
         self.armed = True
 
     def append(self, log, local, records, int32_t partition_leader_epoch):
-        """Append ``records`` (a list of Records) as one batch to ``log`` (its ``LocalLog``
-        ``local``: passed, not kept, so that a log dropped unclosed is freed at once), under
-        the log's lock; the ``LogAppendInfo``, or None (nothing done) for the general path. A
-        failed write (the file cut back to where it was) takes the log offline
-        (``LocalLog.offline``)."""
-        cdef Py_ssize_t n, i
-        if not self.armed or type(records) is not list:
+        """Append ``records`` (a list of Records, as one batch; or the bytes of one batch) to
+        ``log`` (its ``LocalLog`` ``local``: passed, not kept, so that a log dropped unclosed
+        is freed at once), under the log's lock; the ``LogAppendInfo``, or None (nothing done)
+        for the general path. A failed write (the file cut back to where it was) takes the log
+        offline (``LocalLog.offline``)."""
+        cdef Py_ssize_t n = 0, i
+        cdef type kind = type(records)
+        if not self.armed:
             return None
-        n = len(<list>records)
-        if n == 0 or (partition_leader_epoch >= 0 and partition_leader_epoch > self.latest_epoch):
-            return None
-        for i in range(n):
-            item = (<list>records)[i]
-            if type(item) is not Record or (<Record>item).offset_ is not None:
+        if kind is list:
+            n = len(<list>records)
+            if n == 0 or partition_leader_epoch > self.latest_epoch:
                 return None
+            for i in range(n):
+                item = (<list>records)[i]
+                if type(item) is not Record or (<Record>item).offset_ is not None:
+                    return None
+        elif kind is not bytes and kind is not bytearray:
+            return None
         self.lock_acquire()
         try:
             # (the log's appender still: not dropped by another thread's operation meanwhile)
-            if local.appender is not self or not self.armed:
+            if local.appender is not self or not self.armed or \
+                    log.config is not self.config or local.failed is not None:
                 return None
-            return self._append(log, local, <list>records, n, partition_leader_epoch)
+            if kind is list:
+                return self._append_records(log, local, <list>records, n,
+                                            partition_leader_epoch)
+            return self._append_batch(log, local, records)
         finally:
             self.lock_release()
 
-    cdef object _append(self, log, local, list records, Py_ssize_t n,
-                        int32_t partition_leader_epoch):
-        cdef Py_ssize_t size
-        cdef int64_t now, last, max_ts, position = self.position
-        if log.config is not self.config or local.failed is not None:
-            return None
-        now = <int64_t>(<double>self.time_fn() * 1000)
-        if self.unflushed + n >= self.flush_messages or \
-                now - self.last_flush_ms >= self.flush_ms:
+    cdef object _append_records(self, log, local, list records, Py_ssize_t n,
+                                int32_t partition_leader_epoch):
+        cdef int64_t now = <int64_t>(<double>self.time_fn() * 1000), last = self.log_end + n - 1
+        if self._flush_due(n, now):
             return None
         _encode_v2_batch(&self.out, records, self.log_end, now, 0, -1, -1, -1,
                          partition_leader_epoch, None, None, None, None)
-        size = self.out.n
-        last = self.log_end + n - 1
-        max_ts = kl_i64(self.out.p + B_MAX_TIMESTAMP)
+        return self._write(log, local, last, n, kl_i64(self.out.p + B_MAX_TIMESTAMP), last)
+
+    cdef object _append_batch(self, log, local, data):
+        """One v2 batch's bytes, validated (``prepare_append``'s pass) in the appender's buffer
+        with its offsets from the log end; None for anything the general path must see (an
+        invalid batch, for its error; several batches, a producer, compressed records, a new
+        leader epoch)."""
+        cdef Py_ssize_t size = len(data)
+        cdef _Prepared r
+        cdef int64_t now
+        self.out.n = 0
+        _out_reserve(&self.out, size)
+        memcpy(self.out.p, PyBytes_AS_STRING(data) if type(data) is bytes
+               else PyByteArray_AS_STRING(data), size)
+        self.out.n = size
+        if _prepare(self.out.p, size, self.log_end, self.max_message_bytes, -1,
+                    None if kl_crc_hw else PyMemoryView_FromMemory(<char *>self.out.p, size,
+                                                                   PyBUF_READ),
+                    &r) != A_OK or r.batches != 1 or r.flags or \
+                r.leader_epoch > self.latest_epoch:
+            return None
+        now = <int64_t>(<double>self.time_fn() * 1000)
+        if self._flush_due(r.records, now):
+            return None
+        return self._write(log, local, r.last, r.records, r.max_timestamp,
+                           r.offset_of_max_timestamp)
+
+    cdef inline bint _flush_due(self, int64_t count, int64_t now) noexcept:
+        return self.unflushed + count >= self.flush_messages or \
+            now - self.last_flush_ms >= self.flush_ms
+
+    cdef object _write(self, log, local, int64_t last, int64_t count, int64_t max_ts,
+                       int64_t offset_of_max_ts):
+        """The batch in the buffer (offsets from the log end to ``last``) written at the
+        segment's end, unless the general path would roll first (None)."""
+        cdef Py_ssize_t size = self.out.n
+        cdef int64_t position = self.position
         if size > self.max_message_bytes or position > self.segment_bytes - size or \
                 max_ts - self.rolling_ts > self.roll_ms or \
                 last - self.base_offset > INT32_MAX:
             return None
         try:
             _write_at(self.fd, self.out.p, size, position)
-            return self._appended(log, local, n, size, last, max_ts, position)
+            return self._appended(log, local, last, count, size, max_ts, offset_of_max_ts,
+                                  position)
         except OSError as e:
             raise local.offline("append", e) from e
 
-    cdef object _appended(self, log, local, Py_ssize_t n, Py_ssize_t size, int64_t last,
-                          int64_t max_ts, int64_t position):
+    cdef object _appended(self, log, local, int64_t last, int64_t count, Py_ssize_t size,
+                          int64_t max_ts, int64_t offset_of_max_ts, int64_t position):
         """The state after the write: the objects kept in step, the index step when due."""
         cdef int64_t v[7]
+        cdef int64_t first = self.log_end
         self.position = position + size
         self.file.size = self.position
         if max_ts > self.max_ts:
             self.max_ts = max_ts
-            self.offset_of_max_ts = last
+            self.offset_of_max_ts = offset_of_max_ts
             v[0] = max_ts
-            v[1] = last
+            v[1] = offset_of_max_ts
             self.segment._max_timestamp_and_offset = kl_int_tuple(self.timestamp_offset_type, v, 2)
         if self.bytes_since_index > self.index_interval:
             # The segment's index step (one batch in index.interval.bytes): here when the
@@ -177,17 +219,16 @@ cdef class ActiveSegmentAppender:
         local.log_end_metadata = metadata
         if not self.replicated:
             log._high_watermark = metadata[0]
-        self.unflushed += n
+        self.unflushed += count
         local.unflushed_messages = self.unflushed
-        v[0] = self.log_end - n
+        v[0] = first
         v[1] = last
         v[2] = max_ts
-        v[3] = last
+        v[3] = offset_of_max_ts
         v[4] = -1
         v[5] = size
-        v[6] = n
+        v[6] = count
         return kl_int_tuple(self.info_type, v, 7)
-
 
     cdef int _index_entries(self, int64_t last, int64_t position) except -1:
         """LogSegment.index_entry's entries written into the mapped indexes through their

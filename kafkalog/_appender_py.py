@@ -2,8 +2,9 @@
 import os
 import struct
 
-from kafkalog._append_py import build_v2_batch
+from kafkalog._append_py import build_v2_batch, prepare_append
 from kafkalog._record_py import Record
+from kafkalog.errors import KafkaLogError
 
 _INT32_MAX = 2**31 - 1
 _MAX_TIMESTAMP = struct.Struct(">q")
@@ -49,45 +50,72 @@ class ActiveSegmentAppender:
         if not -2**31 <= partition_leader_epoch < 2**31:
             raise OverflowError(f"partition leader epoch {partition_leader_epoch} is not an "
                                 f"int32")
-        if not self.armed or type(records) is not list:
+        if not self.armed:
             return None
-        n = len(records)
-        if n == 0 or (partition_leader_epoch >= 0 and partition_leader_epoch > self.latest_epoch):
-            return None
-        if any(type(r) is not Record or r.offset is not None for r in records):
+        kind = type(records)
+        if kind is list:
+            if not records or partition_leader_epoch > self.latest_epoch:
+                return None
+            if any(type(r) is not Record or r.offset is not None for r in records):
+                return None
+        elif kind is not bytes and kind is not bytearray:
             return None
         with self.lock:
-            if local.appender is not self or not self.armed:
+            if local.appender is not self or not self.armed or \
+                    log.config is not self.config or local.failed is not None:
                 return None
-            return self._append(log, local, records, n, partition_leader_epoch)
+            if kind is list:
+                return self._append_records(log, local, records, partition_leader_epoch)
+            return self._append_batch(log, local, records)
 
-    def _append(self, log, local, records, n, partition_leader_epoch):
-        if log.config is not self.config or local.failed is not None:
-            return None
+    def _append_records(self, log, local, records, partition_leader_epoch):
         now = int(self.time_fn() * 1000)
-        if self.unflushed + n >= self.flush_messages or \
-                now - self.last_flush_ms >= self.flush_ms:
+        n = len(records)
+        if self._flush_due(n, now):
             return None
         data = build_v2_batch(records, self.log_end, now, 0, -1, -1, -1, partition_leader_epoch)
-        size = len(data)
         last = self.log_end + n - 1
-        max_ts = _MAX_TIMESTAMP.unpack_from(data, _B_MAX_TIMESTAMP)[0]
+        return self._write(log, local, data, last, n,
+                           _MAX_TIMESTAMP.unpack_from(data, _B_MAX_TIMESTAMP)[0], last)
+
+    def _append_batch(self, log, local, data):
+        data = bytearray(data)
+        try:
+            (batches, _, last, max_ts, offset_of_max_ts, count, flags,
+             epoch) = prepare_append(data, self.log_end, self.max_message_bytes, -1)
+        except KafkaLogError:
+            return None
+        if batches != 1 or flags or epoch > self.latest_epoch:
+            return None
+        if self._flush_due(count, int(self.time_fn() * 1000)):
+            return None
+        return self._write(log, local, data, last, count, max_ts, offset_of_max_ts)
+
+    def _flush_due(self, count, now):
+        return self.unflushed + count >= self.flush_messages or \
+            now - self.last_flush_ms >= self.flush_ms
+
+    def _write(self, log, local, data, last, count, max_ts, offset_of_max_ts):
+        size = len(data)
         position = self.position
         if size > self.max_message_bytes or position > self.segment_bytes - size or \
                 max_ts - self.rolling_ts > self.roll_ms or last - self.base_offset > _INT32_MAX:
             return None
         try:
             _write_at(self.fd, data, position)
-            return self._appended(log, local, n, size, last, max_ts, position)
+            return self._appended(log, local, last, count, size, max_ts, offset_of_max_ts,
+                                  position)
         except OSError as e:
             raise local.offline("append", e) from e
 
-    def _appended(self, log, local, n, size, last, max_ts, position):
+    def _appended(self, log, local, last, count, size, max_ts, offset_of_max_ts, position):
+        first = self.log_end
         self.position = position + size
         self.file.size = self.position
         if max_ts > self.max_ts:
-            self.max_ts, self.offset_of_max_ts = max_ts, last
-            self.segment._max_timestamp_and_offset = self.timestamp_offset_type(max_ts, last)
+            self.max_ts, self.offset_of_max_ts = max_ts, offset_of_max_ts
+            self.segment._max_timestamp_and_offset = self.timestamp_offset_type(
+                max_ts, offset_of_max_ts)
         if self.bytes_since_index > self.index_interval:
             # (the compiled kernel writes the entries itself where it can: the same result)
             self.armed = False
@@ -98,12 +126,12 @@ class ActiveSegmentAppender:
         self.segment.bytes_since_last_index_entry = self.bytes_since_index
         self.log_end = last + 1
         local.log_end_metadata = self.metadata_type(self.log_end, self.base_offset,
-                                                         self.position)
+                                                    self.position)
         if not self.replicated:
             log._high_watermark = self.log_end
-        self.unflushed += n
+        self.unflushed += count
         local.unflushed_messages = self.unflushed
-        return self.info_type(self.log_end - n, last, max_ts, last, -1, size, n)
+        return self.info_type(first, last, max_ts, offset_of_max_ts, -1, size, count)
 
 
 def _write_at(fd, data, position):

@@ -191,10 +191,10 @@ class LocalLog:
 
     def arm_appender(self, log, settings, leader_epochs, replicated, lock):
         """After an append of the general path: the ``ActiveSegmentAppender`` of the next
-        appends of a few records to the active segment (``log``'s, under ``settings``, with
-        its ``LeaderEpochCache`` and its ``lock``), unless the topic's settings (LogAppendTime, timestamp
-        bounds, compression) or the segment (empty, no roll timestamp, an index full) leave it
-        nothing to do."""
+        appends of a few records or a batch to the active segment (``log``'s, under
+        ``settings``, with its ``LeaderEpochCache`` and ``lock``), unless the topic's settings
+        (LogAppendTime, timestamp bounds, compression) or the segment (empty, no roll
+        timestamp, an index full) leave it nothing to do."""
         validator = settings.validator
         segment = self.active_segment
         rolling = segment.rolling_based_timestamp

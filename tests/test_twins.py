@@ -560,9 +560,10 @@ def test_as_record():
 
 
 def _appender_scenario(k, path):
-    """Log.append of one or two Records a call through ``k``'s kernels: index entries, rolls
-    by size and by index, a new leader epoch, a LogAppendTime-free topic's every fast case and
-    those it leaves to the general path (tuples, own offsets, producer ids)."""
+    """Log.append of one or two Records or a batch's bytes a call through ``k``'s kernels:
+    index entries, rolls by size and by index, new leader epochs, every fast case and those it
+    leaves to the general path (tuples, own offsets, producer ids, two batches, compressed or
+    corrupt bytes)."""
     from twins import kernels_of
     with kernels_of(k):
         log = kafkalog.Log.open(path, {"segment.bytes": 9000, "index.interval.bytes": 400,
@@ -575,10 +576,21 @@ def _appender_scenario(k, path):
                                 headers=[("h", b"x")] if i % 5 == 0 else ())] * (1 + (i % 13 == 0))
             if i % 50 == 49:
                 records = [(b"tuple", b"v")] if i % 100 == 49 else [k.Record(offset=3)]
+            elif i % 4 == 1:        # one batch's bytes; two batches, compressed, corrupt
+                batch = build_batch([k.Record(value=b"b%d" % i, timestamp=1_700_000_000_000 + i)],
+                                    partition_leader_epoch=i // 140,
+                                    compression="gzip" if i % 36 == 9 else "none")
+                records = batch + batch if i % 36 == 5 else bytearray(batch)
+                if i % 36 == 13:
+                    records[-1] ^= 1
             fast += log._local.appender is not None
             kwargs = {"producer_id": 9 + i, "producer_epoch": 0, "base_sequence": 0} \
                 if i % 61 == 60 else {}
-            out.append(tuple(log.append(records, partition_leader_epoch=i // 150, **kwargs)))
+            try:
+                out.append(tuple(log.append(records, partition_leader_epoch=i // 150,
+                                            **kwargs)))
+            except kafkalog.errors.CorruptRecordError as e:
+                out.append(str(e))
             segment = log.active_segment
             out.append((log.log_end_offset, log.high_watermark, tuple(log._local.log_end_metadata),
                         segment.size, segment.bytes_since_last_index_entry,
