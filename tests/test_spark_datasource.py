@@ -30,25 +30,30 @@ def three(tmp_path_factory):
     return write_topic(tmp_path_factory.mktemp("ds") / "logs", "t", partitions=3, records=20)
 
 
-def test_a_worker_heap_is_frozen_once_in_a_task(monkeypatch):
-    # PySpark's daemon runs a full gc.collect() after every task of a reused worker: the
-    # modules a worker holds are frozen in its first task, and nothing is frozen outside one
+def test_a_worker_process_is_tuned_once_in_a_task(monkeypatch):
+    # PySpark's daemon runs a full gc.collect() after every task of a reused worker, and
+    # glibc's malloc gave every chunk's arrays back to the system: in its first task a worker
+    # freezes the modules it holds and keeps freed memory; outside a task nothing is changed
     from pyspark import TaskContext
 
-    from kafkalog.spark.worker import freeze_worker_heap
+    from kafkalog.spark import worker
+    calls = []
+    monkeypatch.setattr(worker, "_mallopt", lambda: lambda *a: calls.append(a))
     assert gc.get_freeze_count() == 0
-    freeze_worker_heap()
-    assert gc.get_freeze_count() == 0
+    worker.tune_worker_process()
+    assert gc.get_freeze_count() == 0 and calls == []
     monkeypatch.setattr(TaskContext, "get", classmethod(lambda cls: object()))
     try:
-        freeze_worker_heap()
+        worker.tune_worker_process()
         frozen = gc.get_freeze_count()
         assert frozen > 0
+        assert calls == [(-3, 32 << 20), (-1, 64 << 20)]    # M_MMAP_THRESHOLD, M_TRIM_THRESHOLD
         later = [[] for _ in range(100)]
-        freeze_worker_heap()
-        assert gc.get_freeze_count() == frozen and later
+        worker.tune_worker_process()
+        assert gc.get_freeze_count() == frozen and len(calls) == 2 and later
     finally:
         gc.unfreeze()
+    assert worker._mallopt() is not None       # glibc, as on this project's Linux machines
 
 
 def test_a_narrow_schema_is_read_by_fewer_tasks(monkeypatch):

@@ -43,7 +43,7 @@ from kafkalog.spark.options import (
     PRUNE_OPTION, Options, catalog_table_options, paths_list, paths_option,
 )
 from kafkalog.spark.schema import kafka_schema, projected_columns, table_options
-from kafkalog.spark.worker import freeze_worker_heap
+from kafkalog.spark.worker import tune_worker_process
 
 if TYPE_CHECKING:
     import pyarrow
@@ -167,7 +167,7 @@ def _datasource_classes() -> type:
             index = getattr(partition, "index", None)
             if index is None:          # InputPartition(None): PySpark's stand-in for none
                 return
-            freeze_worker_heap()
+            tune_worker_process()
             tasks = _action_plan(self.paths, self.opts, self.options, self.pushdown)
             for task in tasks[index::getattr(partition, "count")]:
                 yield from read_task(task, self.columns)

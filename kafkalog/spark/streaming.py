@@ -30,7 +30,7 @@ from kafkalog.errors import InvalidConfigError, OffsetOutOfRangeError
 from kafkalog.scan.planner import partition_offsets, plan_ranges
 from kafkalog.scan.reader import read_task
 from kafkalog.spark.options import Options, paths_list, paths_option
-from kafkalog.spark.worker import freeze_worker_heap
+from kafkalog.spark.worker import tune_worker_process
 
 if TYPE_CHECKING:
     import pyarrow
@@ -318,7 +318,7 @@ def _stream_reader_classes() -> type:
             task = getattr(partition, "task", None)
             if task is None:           # InputPartition(None): PySpark's stand-in for none
                 return iter(())
-            freeze_worker_heap()
+            tune_worker_process()
             return read_stream_task(task, self.columns, self.stream.opts.rsm_keys)
 
     return KafkaLogStreamReader
