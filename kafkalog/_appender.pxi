@@ -7,22 +7,23 @@ from libc.errno cimport errno, EINTR
 from cpython.exc cimport PyErr_CheckSignals
 import os as _os
 
+cdef object _MINUS_ONE = -1
+
 cdef extern from *:
     """
-    /* A tuple of ints of the tuple subclass ``cls`` (a NamedTuple: no fields of its own),
-       made as tuple.__new__(cls, ...) makes it, without the argument tuple in between. */
-    static PyObject *kl_int_tuple(PyObject *cls, const int64_t *v, Py_ssize_t n) {
+    /* A tuple of the tuple subclass ``cls`` (a NamedTuple: no fields of its own) holding
+       ``v``, made as tuple.__new__(cls, ...) makes it, without the argument tuple between. */
+    static PyObject *kl_named_tuple(PyObject *cls, PyObject **v, Py_ssize_t n) {
         PyObject *t = ((PyTypeObject *)cls)->tp_alloc((PyTypeObject *)cls, n);
         if (t == NULL) return NULL;
         for (Py_ssize_t i = 0; i < n; i++) {
-            PyObject *x = PyLong_FromLongLong(v[i]);
-            if (x == NULL) { Py_DECREF(t); return NULL; }
-            PyTuple_SET_ITEM(t, i, x);
+            Py_INCREF(v[i]);
+            PyTuple_SET_ITEM(t, i, v[i]);
         }
         return t;
     }
     """
-    object kl_int_tuple(object cls, const int64_t *v, Py_ssize_t n)
+    object kl_named_tuple(object cls, PyObject **v, Py_ssize_t n)
 
 
 cdef class ActiveSegmentAppender:
@@ -45,6 +46,7 @@ cdef class ActiveSegmentAppender:
     cdef object segment, file, desc, config, time_fn, index_entry, offset_index, time_index
     cdef object lock_acquire, lock_release
     cdef object metadata_type, timestamp_offset_type, info_type
+    cdef object log_end_obj, base_offset_obj      # (the ints, made once)
     cdef int fd
     cdef bint armed, replicated
     cdef int64_t position, base_offset, log_end, bytes_since_index, index_interval
@@ -72,6 +74,8 @@ cdef class ActiveSegmentAppender:
         self.position = file.size
         self.base_offset = segment.base_offset
         self.log_end = log_end
+        self.log_end_obj = log_end
+        self.base_offset_obj = segment.base_offset
         self.bytes_since_index = bytes_since_index
         self.index_interval = index_interval
         self.max_ts = max_ts
@@ -190,16 +194,20 @@ cdef class ActiveSegmentAppender:
     cdef object _appended(self, log, local, int64_t last, int64_t count, Py_ssize_t size,
                           int64_t max_ts, int64_t offset_of_max_ts, int64_t position):
         """The state after the write: the objects kept in step, the index step when due."""
-        cdef int64_t v[7]
-        cdef int64_t first = self.log_end
+        cdef PyObject *v[7]
+        cdef object first = self.log_end_obj, last_obj = last, max_ts_obj = max_ts
+        cdef object offset_of_max_obj = last_obj if offset_of_max_ts == last else offset_of_max_ts
+        cdef object position_obj, log_end_obj, size_obj = size, count_obj = count
         self.position = position + size
-        self.file.size = self.position
+        position_obj = self.position
+        self.file.size = position_obj
         if max_ts > self.max_ts:
             self.max_ts = max_ts
             self.offset_of_max_ts = offset_of_max_ts
-            v[0] = max_ts
-            v[1] = offset_of_max_ts
-            self.segment._max_timestamp_and_offset = kl_int_tuple(self.timestamp_offset_type, v, 2)
+            v[0] = <PyObject *>max_ts_obj
+            v[1] = <PyObject *>offset_of_max_obj
+            self.segment._max_timestamp_and_offset = kl_named_tuple(self.timestamp_offset_type,
+                                                                    v, 2)
         if self.bytes_since_index > self.index_interval:
             # The segment's index step (one batch in index.interval.bytes): here when the
             # entries go into the indexes' allocated room, else LogSegment.index_entry's. A
@@ -212,23 +220,23 @@ cdef class ActiveSegmentAppender:
             self.bytes_since_index += size
         self.segment.bytes_since_last_index_entry = self.bytes_since_index
         self.log_end = last + 1
-        v[0] = self.log_end
-        v[1] = self.base_offset
-        v[2] = self.position
-        metadata = kl_int_tuple(self.metadata_type, v, 3)
-        local.log_end_metadata = metadata
+        self.log_end_obj = log_end_obj = self.log_end
+        v[0] = <PyObject *>log_end_obj
+        v[1] = <PyObject *>self.base_offset_obj
+        v[2] = <PyObject *>position_obj
+        local.log_end_metadata = kl_named_tuple(self.metadata_type, v, 3)
         if not self.replicated:
-            log._high_watermark = metadata[0]
+            log._high_watermark = log_end_obj
         self.unflushed += count
         local.unflushed_messages = self.unflushed
-        v[0] = first
-        v[1] = last
-        v[2] = max_ts
-        v[3] = offset_of_max_ts
-        v[4] = -1
-        v[5] = size
-        v[6] = count
-        return kl_int_tuple(self.info_type, v, 7)
+        v[0] = <PyObject *>first
+        v[1] = <PyObject *>last_obj
+        v[2] = <PyObject *>max_ts_obj
+        v[3] = <PyObject *>offset_of_max_obj
+        v[4] = <PyObject *>_MINUS_ONE
+        v[5] = <PyObject *>size_obj
+        v[6] = <PyObject *>count_obj
+        return kl_named_tuple(self.info_type, v, 7)
 
     cdef int _index_entries(self, int64_t last, int64_t position) except -1:
         """LogSegment.index_entry's entries written into the mapped indexes through their
