@@ -37,6 +37,13 @@ cdef class ActiveSegmentAppender:
     timestamp, the indexes' entries, the log end metadata, the unflushed count and
     (unreplicated) the high watermark, the values the general path leaves.
 
+    It is the C half of ``LogSegment.append`` and ``LocalLog.append``: it writes the attributes
+    the general path writes (``FileRecords.size``, the segment's ``_max_timestamp_and_offset``,
+    ``bytes_since_last_index_entry`` and ``_indexes_with_room``, the indexes' ``_n``,
+    ``_last_offset`` and ``_last_entry`` and their views' ``entries``, ``LocalLog``'s
+    ``log_end_metadata`` and ``unflushed_messages``, ``Log._high_watermark``), and reads the
+    indexes' ``_allocated``.
+
     ``append`` returns the ``LogAppendInfo``, or None having done nothing when the general path
     has work this one does not do (a roll, a flush, a new leader epoch, a batch too large,
     records that are not ``Record`` objects or carry their own offsets, bytes that are not one
@@ -151,12 +158,17 @@ cdef class ActiveSegmentAppender:
         invalid batch, for its error; several batches, a producer, compressed records, a new
         leader epoch)."""
         cdef Py_ssize_t size = len(data)
+        cdef const unsigned char *p = <const unsigned char *>(
+            PyBytes_AS_STRING(data) if type(data) is bytes else PyByteArray_AS_STRING(data))
         cdef _Prepared r
         cdef int64_t now
+        # (what the header shows the general path must do is not validated here first)
+        if size < B_RECORDS or kl_i32(p + B_LENGTH) != size - LOG_OVERHEAD or \
+                kl_i16(p + B_ATTRIBUTES) & 0x07 or kl_i64(p + B_PRODUCER_ID) >= 0:
+            return None
         self.out.n = 0
         _out_reserve(&self.out, size)
-        memcpy(self.out.p, PyBytes_AS_STRING(data) if type(data) is bytes
-               else PyByteArray_AS_STRING(data), size)
+        memcpy(self.out.p, p, size)
         self.out.n = size
         if _prepare(self.out.p, size, self.log_end, self.max_message_bytes, -1,
                     None if kl_crc_hw else PyMemoryView_FromMemory(<char *>self.out.p, size,

@@ -7,7 +7,9 @@ from kafkalog._record_py import Record
 from kafkalog.errors import KafkaLogError
 
 _INT32_MAX = 2**31 - 1
-_MAX_TIMESTAMP = struct.Struct(">q")
+_INT64 = struct.Struct(">q")
+_HEADER = struct.Struct(">qi")
+_ATTRIBUTES = struct.Struct(">h")
 _B_MAX_TIMESTAMP = 35
 
 
@@ -76,9 +78,13 @@ class ActiveSegmentAppender:
         data = build_v2_batch(records, self.log_end, now, 0, -1, -1, -1, partition_leader_epoch)
         last = self.log_end + n - 1
         return self._write(log, local, data, last, n,
-                           _MAX_TIMESTAMP.unpack_from(data, _B_MAX_TIMESTAMP)[0], last)
+                           _INT64.unpack_from(data, _B_MAX_TIMESTAMP)[0], last)
 
     def _append_batch(self, log, local, data):
+        if len(data) < 61 or _HEADER.unpack_from(data)[1] != len(data) - 12 or \
+                _ATTRIBUTES.unpack_from(data, 21)[0] & 0x07 or \
+                _INT64.unpack_from(data, 43)[0] >= 0:        # (the producer id)
+            return None
         data = bytearray(data)
         try:
             (batches, _, last, max_ts, offset_of_max_ts, count, flags,
