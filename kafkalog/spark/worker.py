@@ -32,7 +32,7 @@ def tune_worker_process() -> None:
       were freed and faulted in fresh zeroed pages for the next chunk's: page faults took 0.2 s
       of the 0.5 s of CPU that reading 10 million records of three narrow columns took, 0.6 s
       of 1.2 s for all columns. Blocks under 32 MiB come from the heap and up to 64 MiB of
-      free heap is kept (``mallopt``); peak RSS is unchanged."""
+      free heap is kept (``mallopt``): a bench worker's peak RSS went from 230 to 260 MB."""
     from pyspark import TaskContext
     if gc.get_freeze_count() or TaskContext.get() is None:    # done, or not in a worker
         return
