@@ -38,11 +38,11 @@ cdef class ActiveSegmentAppender:
     (unreplicated) the high watermark, the values the general path leaves.
 
     It is the C half of ``LogSegment.append`` and ``LocalLog.append``: it writes the attributes
-    the general path writes (``FileRecords.size``, the segment's ``_max_timestamp_and_offset``,
-    ``bytes_since_last_index_entry`` and ``_indexes_with_room``, the indexes' ``_n``,
-    ``_last_offset`` and ``_last_entry`` and their views' ``entries``, ``LocalLog``'s
-    ``log_end_metadata`` and ``unflushed_messages``, ``Log._high_watermark``), and reads the
-    indexes' ``_allocated``.
+    the general path writes (``FileRecords.size``, the segment's ``max_timestamp_and_offset``
+    and ``bytes_since_last_index_entry``, ``LocalLog``'s ``log_end_metadata`` and
+    ``unflushed_messages``, ``Log.high_watermark``: public attributes; the entries it writes
+    into the indexes' held views it reports to their owners, ``written_in_view`` and the
+    segment's ``forget_index_room``). No private field of another object is touched.
 
     ``append`` returns the ``LogAppendInfo``, or None having done nothing when the general path
     has work this one does not do (a roll, a flush, a new leader epoch, a batch too large,
@@ -218,7 +218,7 @@ cdef class ActiveSegmentAppender:
             self.offset_of_max_ts = offset_of_max_ts
             v[0] = <PyObject *>max_ts_obj
             v[1] = <PyObject *>offset_of_max_obj
-            self.segment._max_timestamp_and_offset = kl_named_tuple(self.timestamp_offset_type,
+            self.segment.max_timestamp_and_offset = kl_named_tuple(self.timestamp_offset_type,
                                                                     v, 2)
         if self.bytes_since_index > self.index_interval:
             # The segment's index step (one batch in index.interval.bytes): here when the
@@ -238,7 +238,7 @@ cdef class ActiveSegmentAppender:
         v[2] = <PyObject *>position_obj
         local.log_end_metadata = kl_named_tuple(self.metadata_type, v, 3)
         if not self.replicated:
-            log._high_watermark = log_end_obj
+            log.high_watermark = log_end_obj
         self.unflushed += count
         local.unflushed_messages = self.unflushed
         v[0] = <PyObject *>first
@@ -264,29 +264,27 @@ cdef class ActiveSegmentAppender:
             return 0
         ov, tv = o_view, t_view
         on, tn = ov.entries, tv.entries
-        last_entry = self.time_index._last_entry
+        last_entry = self.time_index.last_entry
         last_ts, last_off = last_entry
         if ov.buf == NULL or tv.buf == NULL or position > INT32_MAX or \
-                (on + 1) * 8 > min(<Py_ssize_t>self.offset_index._allocated, ov.length) or \
-                (on > 0 and last <= self.offset_index._last_offset) or \
+                (on + 1) * 8 > min(<Py_ssize_t>self.offset_index.allocated, ov.length) or \
+                (on > 0 and last <= self.offset_index.last_offset) or \
                 (tn > 0 and (self.max_ts < last_ts or self.offset_of_max_ts < last_off)) or \
                 tn >= tv.length // 12 - 1 or \
-                (tn + 1) * 12 > min(<Py_ssize_t>self.time_index._allocated, tv.length):
+                (tn + 1) * 12 > min(<Py_ssize_t>self.time_index.allocated, tv.length):
             return 0
         w = <unsigned char *>ov.buf + on * 8
         kl_put_i32(w, <int32_t>(last - self.base_offset))
         kl_put_i32(w + 4, <int32_t>position)
         ov.entries = on + 1
-        self.offset_index._n = on + 1
-        self.offset_index._last_offset = last
+        self.offset_index.written_in_view(last)
         if self.max_ts > last_ts:
             w = <unsigned char *>tv.buf + tn * 12
             kl_put_i64(w, self.max_ts)
             kl_put_i32(w + 8, <int32_t>(self.offset_of_max_ts - self.base_offset))
             tv.entries = tn + 1
-            self.time_index._n = tn + 1
-            self.time_index._last_entry = self.segment._max_timestamp_and_offset
-        self.segment._indexes_with_room = None
+            self.time_index.written_in_view(self.segment.max_timestamp_and_offset)
+        self.segment.forget_index_room()
         return 2 if on + 1 >= ov.length // 8 or tv.entries >= tv.length // 12 - 1 else 1
 
 

@@ -120,7 +120,7 @@ class ActiveSegmentAppender:
         self.file.size = self.position
         if max_ts > self.max_ts:
             self.max_ts, self.offset_of_max_ts = max_ts, offset_of_max_ts
-            self.segment._max_timestamp_and_offset = self.timestamp_offset_type(
+            self.segment.max_timestamp_and_offset = self.timestamp_offset_type(
                 max_ts, offset_of_max_ts)
         if self.bytes_since_index > self.index_interval:
             # (the compiled kernel writes the entries itself where it can: the same result)
@@ -134,7 +134,7 @@ class ActiveSegmentAppender:
         local.log_end_metadata = self.metadata_type(self.log_end, self.base_offset,
                                                     self.position)
         if not self.replicated:
-            log._high_watermark = self.log_end
+            log.high_watermark = self.log_end
         self.unflushed += count
         local.unflushed_messages = self.unflushed
         return self.info_type(first, last, max_ts, offset_of_max_ts, -1, size, count)

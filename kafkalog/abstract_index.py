@@ -232,6 +232,12 @@ class AbstractIndex:
         """Size of the index file in bytes."""
         return self._length
 
+    @property
+    def allocated(self) -> int:
+        """Bytes of the file given disk blocks for entries: what appends fill without
+        allocating (a sparse index's room)."""
+        return self._allocated
+
     def is_full(self) -> bool:
         return self._entries >= self.max_entries
 

@@ -63,7 +63,9 @@ class Log:
 
     Open with ``Log.open(path, config)``. Appends, truncation, retention and the swap of a
     cleaned segment are serialised by a lock; reads take the current immutable segment list
-    and never wait for them.
+    and never wait for them. ``high_watermark`` is an attribute the log keeps (appends of an
+    unreplicated log, ``update_high_watermark``, truncation; ``ActiveSegmentAppender`` under
+    the log's lock): read it, do not assign it.
     """
 
     def __init__(self, path: str, config: LogConfig, loaded: Any, *,
@@ -91,9 +93,9 @@ class Log:
         self.read_only = read_only
         self._time_fn = time_fn
         log_end = loaded.log_end_offset
-        self._high_watermark = log_end if high_watermark is None else \
+        self.high_watermark = log_end if high_watermark is None else \
             min(max(high_watermark, loaded.log_start_offset), log_end)
-        self._producer_state.on_high_watermark_updated(self._high_watermark)
+        self._producer_state.on_high_watermark_updated(self.high_watermark)
         self._closed = False
         self._settings: tuple[LogConfig, AppendSettings] | None = None
 
@@ -194,10 +196,6 @@ class Log:
         return self._local.log_end_offset
 
     @property
-    def high_watermark(self) -> int:
-        return self._high_watermark
-
-    @property
     def recovery_point(self) -> int:
         return self._local.recovery_point
 
@@ -207,8 +205,8 @@ class Log:
         high watermark yet (not below the log start offset, as Kafka bounds it), else the high
         watermark."""
         first = self._producer_state.first_unstable_offset()
-        return self._high_watermark if first is None else \
-            min(max(first, self._log_start_offset), self._high_watermark)
+        return self.high_watermark if first is None else \
+            min(max(first, self._log_start_offset), self.high_watermark)
 
     @property
     def size(self) -> int:
@@ -240,17 +238,17 @@ class Log:
     def update_high_watermark(self, offset: int) -> None:
         """Set the high watermark (clamped to [log start offset, log end offset])."""
         with self._lock:
-            self._high_watermark = min(max(offset, self._log_start_offset),
+            self.high_watermark = min(max(offset, self._log_start_offset),
                                        self.log_end_offset)
-            self._producer_state.on_high_watermark_updated(self._high_watermark)
-            return self._high_watermark
+            self._producer_state.on_high_watermark_updated(self.high_watermark)
+            return self.high_watermark
 
     def offsets(self) -> LogOffsetSnapshot:
         """A ``LogOffsetSnapshot`` (log start offset, log end offset, high watermark, last
         stable offset, recovery point) read together under the log's lock, as Kafka's."""
         with self._lock:
             return LogOffsetSnapshot(self._log_start_offset, self.log_end_offset,
-                                     self._high_watermark, self.last_stable_offset,
+                                     self.high_watermark, self.last_stable_offset,
                                      self.recovery_point)
 
     @contextlib.contextmanager
@@ -361,7 +359,7 @@ class Log:
             except OSError as e:
                 raise local.offline("append", e) from e
             if not self._replicated:
-                self._high_watermark = last + 1
+                self.high_watermark = last + 1
                 if flags & APPEND_HAS_PRODUCER:
                     self._producer_state.on_high_watermark_updated(last + 1)
             if local.count_unflushed(count, now, settings):
@@ -421,7 +419,7 @@ class Log:
         if isolation == "log_end":
             return self.log_end_offset
         if isolation == "high_watermark":
-            return self._high_watermark
+            return self.high_watermark
         if isolation == "committed":
             return self.last_stable_offset
         raise ValueError(f"isolation must be one of {ISOLATIONS}, not {isolation!r}")
@@ -555,7 +553,7 @@ class Log:
     def _truncate_fully_and_start_at(self, new_offset):
         with self._local.io("truncate"):
             self._local.truncate_fully_and_start_at(new_offset)
-            self._log_start_offset = self._high_watermark = new_offset    # as Kafka's
+            self._log_start_offset = self.high_watermark = new_offset    # as Kafka's
             self._leader_epochs.clear()
             self._producer_state.clear()
             self._producer_state.delete_snapshots_above(-1)
@@ -564,12 +562,12 @@ class Log:
     def _after_truncation(self):
         log_end = self.log_end_offset
         self._leader_epochs.truncate_from_end(log_end)
-        self._high_watermark = min(self._high_watermark, log_end)
+        self.high_watermark = min(self.high_watermark, log_end)
         self._log_start_offset = min(self._log_start_offset, log_end)
         self.first_dirty_offset = min(self.first_dirty_offset, log_end)
         self._producer_state.delete_snapshots_above(log_end)
         self._producer_state = rebuild_producer_state(self.path, self.segments, log_end)
-        self._producer_state.on_high_watermark_updated(self._high_watermark)
+        self._producer_state.on_high_watermark_updated(self.high_watermark)
 
     # ------------------------------------------------------------------------------ retention
     def delete_old_segments(self, now_ms: int | None = None) -> int:
@@ -607,10 +605,10 @@ class Log:
         wholly below it go now. Returns the new log start offset."""
         with self._lock:
             self._check_writable()
-            if before_offset > self._high_watermark:
+            if before_offset > self.high_watermark:
                 raise OffsetOutOfRangeError(
                     f"cannot delete records before {before_offset}: above the high watermark "
-                    f"{self._high_watermark}")
+                    f"{self.high_watermark}")
             with self._cleaning.paused():
                 self._log_start_offset = max(self._log_start_offset, before_offset)
                 self._leader_epochs.truncate_from_start(self._log_start_offset)
@@ -627,7 +625,7 @@ class Log:
         with self._lock:
             return CleaningSnapshot(
                 self.segments, self._log_start_offset, self.log_end_offset,
-                self._high_watermark, self.first_dirty_offset,
+                self.high_watermark, self.first_dirty_offset,
                 self._producer_state.first_unstable_offset(),
                 self._producer_state.last_records(), self.config)
 

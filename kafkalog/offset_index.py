@@ -71,6 +71,12 @@ class OffsetIndex(AbstractIndex):
     def last_offset(self) -> int:
         return self._last_offset
 
+    def written_in_view(self, offset: int) -> None:
+        """Count the entry for ``offset`` that ``ActiveSegmentAppender`` wrote through the
+        held view (whose count it moved), within the allocated room."""
+        self._n = self.view.entries
+        self._last_offset = offset
+
     def entry(self, n: int) -> OffsetPosition:
         """The n-th entry as ``OffsetPosition`` (absolute offset)."""
         if n < 0 or n >= self._entries:

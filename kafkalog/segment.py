@@ -58,7 +58,7 @@ class LogSegment:
         "_time_fn", "_file", "index_lock", "pins", "evictable", "report", "rebuilt_indexes",
         "_final_time_entry", "_active", "scan_lock", "_lazy_offset_index", "_lazy_time_index",
         "recovering", "deleted", "txn_index", "rolling_based_timestamp",
-        "_max_timestamp_and_offset", "bytes_since_last_index_entry", "created_ms",
+        "max_timestamp_and_offset", "bytes_since_last_index_entry", "created_ms",
         "roll_jitter_ms", "_append_pinned", "_index_interval_bytes", "_indexes_with_room",
         "_index_files_exist",
     )
@@ -100,7 +100,9 @@ class LogSegment:
         self.deleted = False
         self.txn_index = TransactionIndex(self._path(TXN_INDEX_SUFFIX), base_offset)
         self.rolling_based_timestamp: int | None = None
-        self._max_timestamp_and_offset: TimestampOffset | None = None
+        #: the largest timestamp appended and its offset (None until first needed:
+        #: ``max_timestamp_so_far`` reads the time index then); ActiveSegmentAppender keeps it
+        self.max_timestamp_and_offset: TimestampOffset | None = None
         self.bytes_since_last_index_entry = 0
         self.created_ms = int(time_fn() * 1000)
         self.roll_jitter_ms = config.random_segment_jitter(rng or _RNG)
@@ -246,11 +248,11 @@ class LogSegment:
         return self._max_ts().offset
 
     def _max_ts(self):
-        if self._max_timestamp_and_offset is None:
+        if self.max_timestamp_and_offset is None:
             last = self.time_index.last_entry     # opening it may set the value (unindexed)
-            if self._max_timestamp_and_offset is None:
-                self._max_timestamp_and_offset = last
-        return self._max_timestamp_and_offset
+            if self.max_timestamp_and_offset is None:
+                self.max_timestamp_and_offset = last
+        return self.max_timestamp_and_offset
 
     def append(self, largest_offset: int, largest_timestamp: int,
                shallow_offset_of_max_timestamp: int, records: Any) -> None:
@@ -281,8 +283,8 @@ class LogSegment:
                 self._index_batches(walk_batches(data, validate_crc=False)[0],
                                     physical_position, interval)
                 return
-            if largest_timestamp > (self._max_timestamp_and_offset or self._max_ts())[0]:
-                self._max_timestamp_and_offset = TimestampOffset(
+            if largest_timestamp > (self.max_timestamp_and_offset or self._max_ts())[0]:
+                self.max_timestamp_and_offset = TimestampOffset(
                     largest_timestamp, shallow_offset_of_max_timestamp)
             if self.bytes_since_last_index_entry > interval:
                 self.index_entry(largest_offset, physical_position, size)
@@ -303,6 +305,11 @@ class LogSegment:
         self.bytes_since_last_index_entry = size
         return not (self.offset_index.is_full() or self.time_index.is_full())
 
+    def forget_index_room(self) -> None:
+        """Entries went into the indexes outside ``index_entry`` (``ActiveSegmentAppender``):
+        the next roll check looks at their room again."""
+        self._indexes_with_room = None
+
     def append_handles(self) -> tuple[FileRecords, Any]:
         """The ``.log``'s ``FileRecords`` and descriptor, for ``ActiveSegmentAppender``."""
         return self._file, self._file.descriptor()
@@ -317,7 +324,7 @@ class LogSegment:
             batches, interval, position, self.bytes_since_last_index_entry, so_far[0],
             so_far[1], self.time_index.last_entry.timestamp)
         if (max_ts, max_offset) != so_far:
-            self._max_timestamp_and_offset = TimestampOffset(max_ts, max_offset)
+            self.max_timestamp_and_offset = TimestampOffset(max_ts, max_offset)
         if len(offsets):
             self._indexes_with_room = None
             self.offset_index.append_many(offsets[:, 0], offsets[:, 1])
@@ -383,8 +390,8 @@ class LogSegment:
         changed in ``rebuilt_indexes``), and the largest timestamp they end with."""
         self.rebuilt_indexes = replace_index_files(
             self, ((self._lazy_offset_index, offset_index), (self._lazy_time_index, time_index)))
-        self._max_timestamp_and_offset = TimestampOffset(max_ts, max_ts_offset)
-        self._final_time_entry = self._max_timestamp_and_offset
+        self.max_timestamp_and_offset = TimestampOffset(max_ts, max_ts_offset)
+        self._final_time_entry = self.max_timestamp_and_offset
 
     def read(self, start_offset: int, max_size: int, max_position: int | None = None,
              min_one_message: bool = False) -> FetchDataInfo | None:
@@ -596,7 +603,7 @@ class LogSegment:
         last = self.time_index.last_entry
         position = self._checked_position(self.offset_index.lookup(last.offset).position)
         batches = walk_batches(self._file.buffer(), position, validate_crc=False)[0]
-        self._max_timestamp_and_offset = last
+        self.max_timestamp_and_offset = last
         self.learn_largest_timestamp(batches)
 
     def learn_largest_timestamp(self, batches: np.ndarray) -> None:
@@ -604,9 +611,9 @@ class LogSegment:
         segment's, ``BATCH_DTYPE``), as when a read-only segment reads without a time index."""
         if len(batches):
             i = int(np.argmax(batches["max_timestamp"]))
-            so_far = self._max_timestamp_and_offset
+            so_far = self.max_timestamp_and_offset
             if so_far is None or batches["max_timestamp"][i] > so_far.timestamp:
-                self._max_timestamp_and_offset = TimestampOffset(
+                self.max_timestamp_and_offset = TimestampOffset(
                     int(batches["max_timestamp"][i]), int(batches["last_offset"][i]))
 
     # ------------------------------------------------------------------------------ lifecycle
@@ -633,8 +640,8 @@ class LogSegment:
                         if lazy.index is None and not os.path.exists(lazy.path):
                             lazy.get()
                 # (recovery wrote it already unless an append or truncation came since)
-                if self._max_timestamp_and_offset is not None and \
-                        self._max_timestamp_and_offset != self._final_time_entry:
+                if self.max_timestamp_and_offset is not None and \
+                        self.max_timestamp_and_offset != self._final_time_entry:
                     self.time_index.maybe_append(self.max_timestamp_so_far,
                                                  self.offset_of_max_timestamp_so_far,
                                                  skip_full_check=True)

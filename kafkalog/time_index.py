@@ -67,6 +67,12 @@ class TimeIndex(AbstractIndex):
     def last_entry(self) -> TimestampOffset:
         return self._last_entry
 
+    def written_in_view(self, entry: TimestampOffset) -> None:
+        """Count ``entry``, which ``ActiveSegmentAppender`` wrote through the held view (whose
+        count it moved), within the allocated room."""
+        self._n = self.view.entries
+        self._last_entry = entry
+
     def is_full(self) -> bool:
         # The last slot is kept for the entry appended when the segment rolls.
         return self._entries >= self.max_entries - 1
