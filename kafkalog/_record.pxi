@@ -31,6 +31,29 @@ cdef extern from *:
     """
     int kl_add_slot(PyTypeObject *type, const char *name, Py_ssize_t offset,
                     const char *doc) except -1
+
+cdef extern from *:
+    """
+    /* A new reference to an int of v: `spare` itself, rewritten, when the caller's reference
+       (borrowed here) is its only one, so no one can see it change (an iterator's int of a
+       record already dropped), else a new int. Every record of a producer's stream tends to
+       have its own ms, and a loop that drops its records would allocate and free an int for
+       each; a ms timestamp is two 30-bit digits of CPython 3.11's int, which the object keeps.
+       Other CPython versions (another int layout) always get a new int. */
+    static PyObject *kl_int_reusing(PyObject *spare, int64_t v) {
+    #if PY_VERSION_HEX < 0x030C0000 && PyLong_SHIFT == 30 && !defined(PYPY_VERSION)
+        if (Py_REFCNT(spare) == 1 && PyLong_CheckExact(spare) && Py_SIZE(spare) == 2 &&
+                v >= ((int64_t)1 << 30) && v < ((int64_t)1 << 60)) {
+            ((PyLongObject *)spare)->ob_digit[0] = (digit)(v & PyLong_MASK);
+            ((PyLongObject *)spare)->ob_digit[1] = (digit)(v >> PyLong_SHIFT);
+            Py_INCREF(spare);
+            return spare;
+        }
+    #endif
+        return PyLong_FromLongLong(v);
+    }
+    """
+    object kl_int_reusing(PyObject *spare, int64_t v)
     # Where Cython puts the fields of Record (its struct name is Cython's, fixed by the module
     # and class names: a rename fails to compile rather than misbehave).
     Py_ssize_t _AT_OFFSET "offsetof(struct __pyx_obj_8kafkalog_5_core_Record, offset_)"
@@ -173,6 +196,7 @@ cdef class _TableRecords:
     cdef object _append
     cdef int64_t _last_ts
     cdef object _ts
+    cdef object _ts_before            # the timestamp int made before _ts
 
     def __cinit__(self):
         self._held = False
@@ -201,7 +225,10 @@ cdef class _TableRecords:
             raise StopIteration
         r = self._rows + self._i
         if r.timestamp != self._last_ts or self._ts is None:
-            self._ts = r.timestamp        # records of one producer batch often share a ms
+            # (records of one producer batch often share a ms)
+            ts = kl_int_reusing(<PyObject *>self._ts_before, r.timestamp)
+            self._ts_before = self._ts
+            self._ts = ts
             self._last_ts = r.timestamp
         kind = self._types[self._i]
         self._i += 1
@@ -292,6 +319,7 @@ cdef class _BatchRecords:
     cdef bint _log_append
     cdef int64_t _last_ts
     cdef object _ts
+    cdef object _ts_before            # the timestamp int made before _ts
     cdef object _kind
     cdef object _create
     cdef object _append
@@ -382,11 +410,11 @@ cdef class _BatchRecords:
                     return 0
         if attributes & 0x08:             # LogAppendTime: every record has the max timestamp
             self._log_append = True
-            self._ts = kl_i64(h + B_MAX_TIMESTAMP)
+            self._last_ts = kl_i64(h + B_MAX_TIMESTAMP)
+            self._ts = self._last_ts      # (_ts is always the int of _last_ts, once made)
             self._kind = self._append
         else:
             self._log_append = False
-            self._ts = None
             self._kind = self._create
         self._n = count
         return 1
@@ -424,7 +452,8 @@ cdef class _BatchRecords:
         elif r.timestamp == self._last_ts and self._ts is not None:
             ts = self._ts                 # records of one producer batch often share a ms
         else:
-            ts = r.timestamp
+            ts = kl_int_reusing(<PyObject *>self._ts_before, r.timestamp)
+            self._ts_before = self._ts
             self._ts = ts
             self._last_ts = r.timestamp
         return _make_record(<const unsigned char *>self._view.buf, r, ts, self._kind,

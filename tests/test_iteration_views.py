@@ -1,6 +1,7 @@
 """``for r in batch``: one kernel call per uncompressed v2 batch (``batch_records``) gives the
 same records, errors and timestamps as the columnar path, on both kernel implementations;
-``Record`` fields are plain members; index lookups may reuse a result nobody holds."""
+``Record`` fields are plain members; index lookups and record iterators may reuse a result
+(an int) nobody holds."""
 import mmap
 import pickle
 import random
@@ -182,6 +183,35 @@ def test_record_fields_are_plain_members(kernels):
     if not kernels.__name__.endswith("_core_py"):
         with pytest.raises(AttributeError):      # a member is never left empty (NULL)
             del r.key
+
+
+def test_a_timestamp_int_someone_holds_never_changes(kernels):
+    # The compiled iterators rewrite the int of a dropped record's timestamp for the next one.
+    base = 1_700_000_000_000                        # ms: two digits of CPython's int
+    plain = build_batch([Record(key=b"k", value=b"v", timestamp=base + i // 2)   # pairs share
+                         for i in range(40)], base_offset=0)
+    appended = build_batch([Record(key=b"a", value=b"b", timestamp=1)] * 3, base_offset=40,
+                           timestamp_type="log_append_time", log_append_time=base + 7)
+    data = plain + appended
+    found = list(iter_batches(data))
+    expected = [base + i // 2 for i in range(40)] + [base + 7] * 3
+    loops = [lambda: (r for b in found for r in b),
+             lambda: kernels.fetch_records(data, np.array([b._row for b in found]),
+                                           np.arange(2), np.ones(2, bool), TYPE_OBJECTS, None),
+             lambda: (r for b in found for r in b.table())]
+    for loop in loops:
+        held, records, keyed = [], [], {}
+        for i, r in enumerate(loop()):
+            if i % 3 == 0:
+                held.append(r.timestamp)
+            if i % 7 == 0:
+                records.append(r)
+            if i % 5 == 0:
+                keyed[r.timestamp] = i
+        assert held == expected[::3] and [r.timestamp for r in records] == expected[::7]
+        assert sorted(keyed) == sorted(set(expected[::5]))
+        assert all(keyed[t] == max(i for i in range(0, 43, 5) if expected[i] == t)
+                   for t in keyed)
 
 
 def test_index_lookup_never_changes_a_result_someone_holds(tmp_path):
