@@ -56,8 +56,8 @@ PUSHDOWN_SETTING = "spark.sql.python.filterPushdown.enabled"
 
 #: The log bytes a Spark task reads by default when the schema picks no key, value or
 #: headers: such a task ships about a fifth of the bytes per record (10 copies of bench-0 in
-#: 8 tasks of 128 MiB: 0.4 s of the 2.1 s of CPU a narrow read took went to PySpark's cost per
-#: task, 2 tasks of 512 MiB left 1.7 s).
+#: 8 tasks of 128 MiB took 0.15-0.4 s more CPU than in 2 tasks of 512 MiB, of 1.8-2.1 s: the
+#: cost PySpark pays per task).
 NARROW_BYTES_PER_TASK = 512 * 1024 * 1024
 
 
