@@ -100,8 +100,7 @@ class LogSegment:
         self.deleted = False
         self.txn_index = TransactionIndex(self._path(TXN_INDEX_SUFFIX), base_offset)
         self.rolling_based_timestamp: int | None = None
-        #: the largest timestamp appended and its offset (None until first needed:
-        #: ``max_timestamp_so_far`` reads the time index then); ActiveSegmentAppender keeps it
+        #: largest timestamp appended and its offset (None: not read yet); the appender keeps it
         self.max_timestamp_and_offset: TimestampOffset | None = None
         self.bytes_since_last_index_entry = 0
         self.created_ms = int(time_fn() * 1000)
@@ -112,16 +111,14 @@ class LogSegment:
         self._index_interval_bytes: int | None = None
         #: the index objects ``should_roll`` last found not full
         self._indexes_with_room: tuple[OffsetIndex, TimeIndex] | None = None
-        #: both index files are known to exist (``sanity_check`` saw them): ``close`` need
-        #: not look (two stats a segment, at every close of a log of many segments)
+        #: both index files known to exist (``sanity_check`` saw them): ``close`` stats neither
         self._index_files_exist = False
         self.evictable = True
 
     def set_active(self, active: bool) -> None:
-        """Mark the segment appends go to (its log's last); set by ``LocalLog``. A writable
-        active segment stays pinned until it is no longer active: every append uses its
-        descriptor and indexes, and pinning it per append cost two lock round trips, as much
-        as the rest of an append's Python (Kafka keeps every segment open)."""
+        """Mark the segment appends go to (set by ``LocalLog``). A writable active segment
+        stays pinned while active: every append uses its descriptor and indexes, and pinning
+        per append cost two lock round trips (Kafka keeps every segment open)."""
         self._active = active
         self._indexes_with_room = None
         if active and not self.read_only and not self._append_pinned:
@@ -132,16 +129,14 @@ class LogSegment:
             self._append_pinned = False
 
     def drop_handles(self):
-        """Let go of the descriptor and mappings (called by the descriptor cache, under its
-        lock, for an unpinned segment); each is reopened on its next use, and trimmed at close
-        (``LazyIndex.drop``): a writable index is consistent on disk (entries, then zeros)."""
+        """Let go of the descriptor and mappings (the descriptor cache's call, for an unpinned
+        segment): reopened on next use; a writable index stays consistent on disk."""
         self._file.drop_handles()
         self._lazy_offset_index.drop()
         self._lazy_time_index.drop()
 
     def release_handles(self) -> None:
-        """Drop the descriptor and mappings now (reopened on the next use), as recovery does
-        for each segment it is done with."""
+        """Drop the descriptor and mappings now (reopened on next use), as recovery does."""
         OPEN_SEGMENTS.forget(self)
         if self.pins == 0:
             self.drop_handles()
@@ -306,8 +301,7 @@ class LogSegment:
         return not (self.offset_index.is_full() or self.time_index.is_full())
 
     def forget_index_room(self) -> None:
-        """Entries went into the indexes outside ``index_entry`` (``ActiveSegmentAppender``):
-        the next roll check looks at their room again."""
+        """Entries went into the indexes outside ``index_entry``: look at their room again."""
         self._indexes_with_room = None
 
     def append_handles(self) -> tuple[FileRecords, Any]:

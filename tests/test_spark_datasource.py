@@ -151,6 +151,21 @@ def test_a_bad_schema_names_the_column(spark, three, schema, message):
         df.collect()
 
 
+def test_a_schema_may_declare_columns_not_null(spark, three):
+    # Spark checks the batches against the schema (and skips null checks for such columns)
+    df = spark.read.format("kafkalog") \
+        .schema("partition INT NOT NULL, offset LONG NOT NULL, timestamp TIMESTAMP") \
+        .load(str(three))
+    assert [f.nullable for f in df.schema.fields] == [False, False, True]
+    assert sorted((r.partition, r.offset) for r in df.collect()) == \
+        [(p, o) for p in range(3) for o in range(20)]
+    # a column that does hold a null is refused, naming it (headers-0: records without a key)
+    keyed = spark.read.format("kafkalog").schema("offset LONG, key BINARY NOT NULL") \
+        .load(str(FIXTURES / "headers-0"))
+    with pytest.raises(Exception, match="column 'key' is declared NOT NULL .* headers-0"):
+        keyed.collect()
+
+
 # --------------------------------------------------------------------------------- pushdown
 def test_pushed_filters_belong_to_one_scan(pushdown_on, three):
     path = str(FIXTURES / "multiseg-0")

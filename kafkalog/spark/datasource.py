@@ -42,7 +42,9 @@ from kafkalog.scan.reader import read_task
 from kafkalog.spark.options import (
     PRUNE_OPTION, Options, catalog_table_options, paths_list, paths_option,
 )
-from kafkalog.spark.schema import kafka_schema, projected_columns, table_options
+from kafkalog.spark.schema import (
+    declared_not_null, kafka_schema, not_null_columns, projected_columns, table_options,
+)
 from kafkalog.spark.worker import tune_worker_process
 
 if TYPE_CHECKING:
@@ -149,7 +151,8 @@ def _datasource_classes() -> type:
     class KafkaLogReader(DataSourceReader):
         pushdown: Pushdown | None = None
 
-        def __init__(self, options: dict[str, Any], columns: list[str] | None) -> None:
+        def __init__(self, options: dict[str, Any], columns: list[str] | None,
+                     not_null: tuple[str, ...] = ()) -> None:
             opts = dict(options)
             self.paths = paths_list(paths_option(opts))
             self.options = opts
@@ -157,6 +160,7 @@ def _datasource_classes() -> type:
             # once: the planning of every action and slot reuses this)
             self.opts = Options(opts)
             self.columns = columns
+            self.not_null = not_null            # the schema's NOT NULL columns
 
         def partitions(self) -> list[InputPartition]:
             # PySpark calls this once per scan it plans; the plan is remade in read()
@@ -170,7 +174,9 @@ def _datasource_classes() -> type:
             tune_worker_process()
             tasks = _action_plan(self.paths, self.opts, self.options, self.pushdown)
             for task in tasks[index::getattr(partition, "count")]:
-                yield from read_task(task, self.columns)
+                batches = read_task(task, self.columns)
+                yield from declared_not_null(batches, self.not_null, task) \
+                    if self.not_null else batches
 
     class KafkaLogPushdownReader(KafkaLogReader):
         def pushFilters(self, filters: list[Any]) -> Iterable[Any]:
@@ -222,15 +228,15 @@ def _datasource_classes() -> type:
 
         def reader(self, schema: Any) -> DataSourceReader:
             columns = self._columns(schema, streaming=False)
-            if _called_by_plain_planner():
-                return KafkaLogReader(self._options(schema), columns)
-            return KafkaLogPushdownReader(self._options(schema), columns)
+            reader = KafkaLogReader if _called_by_plain_planner() else KafkaLogPushdownReader
+            return reader(self._options(schema), columns, not_null_columns(schema))
 
         def streamReader(self, schema: Any) -> Any:
             """``spark.readStream.format("kafkalog")``: see :mod:`kafkalog.spark.streaming`."""
             from kafkalog.spark.streaming import stream_reader_class
             columns = self._columns(schema, streaming=True)
-            return stream_reader_class()(self._options(schema), columns)
+            return stream_reader_class()(self._options(schema), columns,
+                                         not_null_columns(schema))
 
     return KafkaLogDataSource
 

@@ -2,16 +2,18 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from kafkalog.errors import InvalidConfigError
 
 from kafkalog.scan.schema import arrow_schema
 
 if TYPE_CHECKING:
+    import pyarrow
     from pyspark.sql.types import StructType
 
-__all__ = ["arrow_schema", "kafka_schema", "projected_columns", "table_options"]
+__all__ = ["arrow_schema", "declared_not_null", "kafka_schema", "not_null_columns",
+           "projected_columns", "table_options"]
 
 # The metadata key of a catalog table's options (options.catalog_table_options says why).
 TABLE_OPTIONS_KEY = "kafkalog.tableOptions"
@@ -67,3 +69,30 @@ def projected_columns(schema: Any, include_headers: bool) -> list[str] | None:
     if not schema.fields:
         raise InvalidConfigError("the schema picks no column of Spark's Kafka source")
     return [f.name for f in schema.fields]
+
+
+def not_null_columns(schema: Any) -> tuple[str, ...]:
+    """The columns a schema given to the data source declares ``NOT NULL``."""
+    return tuple(f.name for f in schema.fields if not f.nullable)
+
+
+def declared_not_null(batches: Iterator[pyarrow.RecordBatch], not_null: tuple[str, ...],
+                      task: Mapping[str, Any]) -> Iterator[pyarrow.RecordBatch]:
+    """``batches`` (of the read ``task``) with the columns ``not_null`` names typed
+    non-nullable, as Spark checks them against a schema declaring them ``NOT NULL`` (and
+    then skips their null checks). A null in one (a record without a key or value, a v0 or
+    0.7 record's timestamp) is an ``InvalidConfigError`` naming the column: Spark would
+    otherwise take it as a value."""
+    import pyarrow as pa
+    schema = None
+    for batch in batches:
+        if schema is None:
+            schema = pa.schema([f.with_nullable(False) if f.name in not_null else f
+                                for f in batch.schema])
+        for name in not_null:
+            if batch.column(name).null_count:
+                raise InvalidConfigError(
+                    f"column {name!r} is declared NOT NULL by the schema given, but a record "
+                    f"of {task['topic']}-{task['partition']} (segment {task.get('segment')} of "
+                    f"{task.get('dir')}) has a null {name}: declare the column nullable")
+        yield pa.RecordBatch.from_arrays(batch.columns, schema=schema)

@@ -30,6 +30,7 @@ from kafkalog.errors import InvalidConfigError, OffsetOutOfRangeError
 from kafkalog.scan.planner import partition_offsets, plan_ranges
 from kafkalog.scan.reader import read_task
 from kafkalog.spark.options import Options, paths_list, paths_option
+from kafkalog.spark.schema import declared_not_null
 from kafkalog.spark.worker import tune_worker_process
 
 if TYPE_CHECKING:
@@ -278,11 +279,13 @@ def _stream_reader_classes() -> type:
         """``spark.readStream.format("kafkalog")``: Spark's Kafka micro-batch stream over log
         directories (see :mod:`kafkalog.spark.streaming`)."""
 
-        def __init__(self, options: Mapping[str, Any], columns: list[str] | None) -> None:
+        def __init__(self, options: Mapping[str, Any], columns: list[str] | None,
+                     not_null: tuple[str, ...] = ()) -> None:
             opts = dict(options)
             # Made again on every executor that reads: checks options, touches no file.
             self.stream = KafkaLogStream(paths_list(paths_option(opts)), opts)
             self.columns = columns
+            self.not_null = not_null            # the schema's NOT NULL columns
 
         def initialOffset(self) -> dict:
             return self.stream.initial_offset()
@@ -319,7 +322,9 @@ def _stream_reader_classes() -> type:
             if task is None:           # InputPartition(None): PySpark's stand-in for none
                 return iter(())
             tune_worker_process()
-            return read_stream_task(task, self.columns, self.stream.opts.rsm_keys)
+            batches = read_stream_task(task, self.columns, self.stream.opts.rsm_keys)
+            return declared_not_null(batches, self.not_null, task) \
+                if self.not_null else batches
 
     return KafkaLogStreamReader
 
