@@ -63,18 +63,24 @@ def _with_crc(batch):
     return bytes(batch)
 
 
-def test_a_bad_record_raises_before_any_record_of_its_batch(kernels):
+def _good_then_bad():
+    """A sound one-record batch, then a batch whose first record's length runs past its end
+    (the CRC made right: only the record check finds it); and the first batch's size."""
     good = build_batch([Record(key=b"a", value=b"b", timestamp=1)], base_offset=0)
     bad = bytearray(build_batch([Record(key=b"k", value=b"v" * 10, timestamp=2)] * 3,
                                 base_offset=1))
     bad[61] = 0x7F                          # the first record's length: past the batch's end
-    data = good + _with_crc(bad)
+    return good + _with_crc(bad), len(good)
+
+
+def test_a_bad_record_raises_before_any_record_of_its_batch(kernels):
+    data, good_size = _good_then_bad()
     batches = list(iter_batches(data))
     assert kernels.batch_records(data, batches[1]._row, TYPE_OBJECTS) is None
     assert [r.offset for r in batches[0]] == [0]
     with pytest.raises(CorruptRecordError) as e:
         iter(batches[1])
-    assert e.value.base_offset == 1 and e.value.position == len(good) + 61
+    assert e.value.base_offset == 1 and e.value.position == good_size + 61
 
 
 def test_control_record_with_a_short_key_is_refused(kernels):
@@ -158,11 +164,7 @@ def test_fetch_records_follows_the_rows_and_hands_the_rest_to_the_fallback(kerne
 
 
 def test_fetch_records_raises_the_fallbacks_error_after_the_batches_before(kernels):
-    good = build_batch([Record(key=b"a", value=b"b", timestamp=1)], base_offset=0)
-    bad = bytearray(build_batch([Record(key=b"k", value=b"v" * 10, timestamp=2)] * 3,
-                                base_offset=1))
-    bad[61] = 0x7F                          # the first record's length: past the batch's end
-    data = good + _with_crc(bad)
+    data, _ = _good_then_bad()
     found = list(iter_batches(data))
     it = kernels.fetch_records(data, np.array([b._row for b in found]), np.arange(2),
                                np.ones(2, bool), TYPE_OBJECTS, lambda i: iter(found[i]))
