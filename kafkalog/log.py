@@ -17,7 +17,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
 from kafkalog import checkpoint, storage
-from kafkalog._kernels import APPEND_HAS_PRODUCER, walk_batches
+from kafkalog._kernels import APPEND_HAS_COMPRESSED, APPEND_HAS_PRODUCER, walk_batches
 from kafkalog.cleaner import (
     DEFAULT_MAP_MEMORY, CleanerStats, CleaningAbortedError, CleaningCoordinator,
     CleaningSnapshot, clean_log,
@@ -55,6 +55,7 @@ log = logging.getLogger(__name__)
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
+_NOT_FOR_APPENDER = APPEND_HAS_PRODUCER | APPEND_HAS_COMPRESSED    # (ActiveSegmentAppender)
 __all__ = ["Log", "LogAppendInfo", "LogOffsetSnapshot", "ISOLATIONS", "EARLIEST_TIMESTAMP",
            "LATEST_TIMESTAMP"]
 
@@ -63,9 +64,8 @@ class Log:
 
     Open with ``Log.open(path, config)``. Appends, truncation, retention and the swap of a
     cleaned segment are serialised by a lock; reads take the current immutable segment list
-    and never wait for them. ``high_watermark`` is an attribute the log keeps (appends of an
-    unreplicated log, ``update_high_watermark``, truncation; ``ActiveSegmentAppender`` under
-    the log's lock): read it, do not assign it.
+    and never wait for them. ``high_watermark`` is kept by the log (appends, truncation,
+    ``update_high_watermark``, the appender under the lock): read it, never assign it.
     """
 
     def __init__(self, path: str, config: LogConfig, loaded: Any, *,
@@ -364,7 +364,9 @@ class Log:
                     self._producer_state.on_high_watermark_updated(last + 1)
             if local.count_unflushed(count, now, settings):
                 self.flush()
-            local.arm_appender(self, settings, self._leader_epochs, self._replicated, self._lock)
+            if assign_offsets and n_batches == 1 and not flags & _NOT_FOR_APPENDER:
+                local.arm_appender(self, settings, self._leader_epochs, self._replicated,
+                                   self._lock)      # (its kind of append: arming costs ~4 us)
             return append_info((first, last, max_ts, offset_of_max,
                                  now if log_append else -1, size, count))
 
