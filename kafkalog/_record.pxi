@@ -34,26 +34,57 @@ cdef extern from *:
 
 cdef extern from *:
     """
-    /* A new reference to an int of v: `spare` itself, rewritten, when the caller's reference
-       (borrowed here) is its only one, so no one can see it change (an iterator's int of a
-       record already dropped), else a new int. Every record of a producer's stream tends to
-       have its own ms, and a loop that drops its records would allocate and free an int for
-       each; a ms timestamp is two 30-bit digits of CPython 3.11's int, which the object keeps.
-       Other CPython versions (another int layout) always get a new int. */
+    /* Objects rewritten in place when the caller's reference (borrowed here) is their only
+       one, so no one can see them change: a Record an iterator made and its user dropped,
+       with its int and bytes (CPython's zip reuses its result tuple on the same rule). A loop
+       that drops each record before asking for the next then allocates and frees nothing per
+       record, where it made and freed five objects (a third of its time). */
+    static int kl_only_reference(PyObject *o) {
+        return Py_REFCNT(o) == 1;
+    }
+
+    /* A new reference to an int of v: `spare` itself, rewritten, when it is an int of as many
+       30-bit digits (CPython 3.11's layout; other versions always get a new int). Never for
+       a value of CPython's shared small ints. */
     static PyObject *kl_int_reusing(PyObject *spare, int64_t v) {
     #if PY_VERSION_HEX < 0x030C0000 && PyLong_SHIFT == 30 && !defined(PYPY_VERSION)
-        if (Py_REFCNT(spare) == 1 && PyLong_CheckExact(spare) && Py_SIZE(spare) == 2 &&
-                v >= ((int64_t)1 << 30) && v < ((int64_t)1 << 60)) {
-            ((PyLongObject *)spare)->ob_digit[0] = (digit)(v & PyLong_MASK);
-            ((PyLongObject *)spare)->ob_digit[1] = (digit)(v >> PyLong_SHIFT);
-            Py_INCREF(spare);
-            return spare;
+        if (Py_REFCNT(spare) == 1 && PyLong_CheckExact(spare)) {
+            if (Py_SIZE(spare) == 2 && v >= ((int64_t)1 << 30) && v < ((int64_t)1 << 60)) {
+                ((PyLongObject *)spare)->ob_digit[0] = (digit)(v & PyLong_MASK);
+                ((PyLongObject *)spare)->ob_digit[1] = (digit)(v >> PyLong_SHIFT);
+                Py_INCREF(spare);
+                return spare;
+            }
+            if (Py_SIZE(spare) == 1 && v > 256 && v < ((int64_t)1 << 30)) {
+                ((PyLongObject *)spare)->ob_digit[0] = (digit)v;
+                Py_INCREF(spare);
+                return spare;
+            }
         }
     #endif
         return PyLong_FromLongLong(v);
     }
+
+    /* A new reference to bytes of p[0:n]: `spare` itself, rewritten (and its cached hash
+       reset), when it is bytes of length n. */
+    static PyObject *kl_bytes_reusing(PyObject *spare, const char *p, Py_ssize_t n) {
+    #if PY_VERSION_HEX < 0x030C0000 && !defined(PYPY_VERSION)
+        if (Py_REFCNT(spare) == 1 && PyBytes_CheckExact(spare) && Py_SIZE(spare) == n) {
+            memcpy(PyBytes_AS_STRING(spare), p, (size_t)n);
+    _Py_COMP_DIAG_PUSH
+    _Py_COMP_DIAG_IGNORE_DEPR_DECLS
+            ((PyBytesObject *)spare)->ob_shash = -1;     /* (deprecated to read, not gone) */
+    _Py_COMP_DIAG_POP
+            Py_INCREF(spare);
+            return spare;
+        }
+    #endif
+        return PyBytes_FromStringAndSize(p, n);
+    }
     """
+    bint kl_only_reference(PyObject *o)
     object kl_int_reusing(PyObject *spare, int64_t v)
+    object kl_bytes_reusing(PyObject *spare, const char *p, Py_ssize_t n)
     # Where Cython puts the fields of Record (its struct name is Cython's, fixed by the module
     # and class names: a rename fails to compile rather than misbehave).
     Py_ssize_t _AT_OFFSET "offsetof(struct __pyx_obj_8kafkalog_5_core_Record, offset_)"
@@ -128,10 +159,11 @@ kl_add_slot(<PyTypeObject *>Record, "value", _AT_VALUE, "value bytes or None")
 kl_add_slot(<PyTypeObject *>Record, "headers", _AT_HEADERS, "tuple of (str, bytes | None)")
 
 
-cdef inline object _span_obj(const unsigned char *p, int64_t pos, int32_t length):
+cdef inline object _span_obj(const unsigned char *p, int64_t pos, int32_t length,
+                             PyObject *spare=<PyObject *>None):
     if length < 0:
         return None
-    return PyBytes_FromStringAndSize(<const char *>(p + pos), length)
+    return kl_bytes_reusing(spare, <const char *>(p + pos), length)
 
 
 cdef object _headers_of(const unsigned char *p, const HeaderInfo *h, Py_ssize_t count):
@@ -143,18 +175,44 @@ cdef object _headers_of(const unsigned char *p, const HeaderInfo *h, Py_ssize_t 
     return tuple(out)
 
 
-cdef inline Record _make_record(const unsigned char *p, const RecordInfo *r, object timestamp,
-                                object timestamp_type, const HeaderInfo *headers):
-    """A Record of one decoded row (spans index ``p``; header rows from ``headers``)."""
-    cdef Record rec = Record.__new__(Record)
-    rec.offset_ = r.offset
-    rec.timestamp_ = timestamp
-    rec.timestamp_type_ = timestamp_type
-    rec.key_ = _span_obj(p, r.key_pos, r.key_len)
-    rec.value_ = _span_obj(p, r.value_pos, r.value_len)
-    rec.headers_ = _headers_of(p, headers + r.header_start, r.header_count) \
-        if r.header_count else ()
-    return rec
+cdef class _RecordMaker:
+    """Makes the Records of an iterator, one per call: the Record made two calls ago is made
+    again in place (offset, timestamp, key and value too) when the iterator holds its only
+    reference, as in a loop that drops each record before asking for the next."""
+    cdef int64_t _last_ts
+    cdef object _ts                   # the int of _last_ts, once made
+    cdef Record _before               # the Record made before _last
+    cdef Record _last
+
+    @cython.final
+    cdef inline Record _make(self, const unsigned char *p, const RecordInfo *r,
+                             bint batch_timestamp, object timestamp_type,
+                             const HeaderInfo *headers):
+        """A Record of one decoded row (spans index ``p``; header rows from ``headers``),
+        with the timestamp of the row, or with ``_ts`` (``batch_timestamp``)."""
+        cdef Record rec
+        if kl_only_reference(<PyObject *>self._before):
+            rec = self._before
+        else:
+            rec = Record.__new__(Record)
+        if not batch_timestamp and (r.timestamp != self._last_ts or self._ts is None):
+            # (records of one producer batch often share a ms: they share its int)
+            self._ts = kl_int_reusing(<PyObject *>rec.timestamp_, r.timestamp)
+            self._last_ts = r.timestamp
+        rec.timestamp_ = self._ts
+        rec.offset_ = kl_int_reusing(<PyObject *>rec.offset_, r.offset)
+        rec.timestamp_type_ = timestamp_type
+        rec.key_ = _span_obj(p, r.key_pos, r.key_len, <PyObject *>rec.key_)
+        rec.value_ = _span_obj(p, r.value_pos, r.value_len, <PyObject *>rec.value_)
+        rec.headers_ = _headers_of(p, headers + r.header_start, r.header_count) \
+            if r.header_count else ()
+        self._before = self._last
+        self._last = rec
+        return rec
+
+    @cython.final
+    cdef inline void _drop_spares(self) noexcept:
+        self._before = self._last = None
 
 
 cdef int _check_spans(const RecordInfo *r, Py_ssize_t n, Py_ssize_t length,
@@ -178,7 +236,7 @@ cdef int _check_spans(const RecordInfo *r, Py_ssize_t n, Py_ssize_t length,
 
 
 @cython.final
-cdef class _TableRecords:
+cdef class _TableRecords(_RecordMaker):
     """Iterator over the rows of a decoded table as ``Record`` objects, each made when asked
     for: in a loop that drops them, the memory of the last few records (and their keys and
     values) is reused while hot, where a list of a table's records holds them all (the cost
@@ -194,15 +252,11 @@ cdef class _TableRecords:
     cdef object _none                 # the type_objects
     cdef object _create
     cdef object _append
-    cdef int64_t _last_ts
-    cdef object _ts
-    cdef object _ts_before            # the timestamp int made before _ts
 
     def __cinit__(self):
         self._held = False
         self._i = 0
         self._n = 0
-        self._ts = None
 
     cdef void _finish(self) noexcept:
         if self._held:
@@ -210,6 +264,7 @@ cdef class _TableRecords:
             self._held = False
         self._arrays = None
         self._n = 0
+        self._drop_spares()
 
     def __dealloc__(self):
         if self._held:
@@ -224,17 +279,11 @@ cdef class _TableRecords:
             self._finish()
             raise StopIteration
         r = self._rows + self._i
-        if r.timestamp != self._last_ts or self._ts is None:
-            # (records of one producer batch often share a ms)
-            ts = kl_int_reusing(<PyObject *>self._ts_before, r.timestamp)
-            self._ts_before = self._ts
-            self._ts = ts
-            self._last_ts = r.timestamp
         kind = self._types[self._i]
         self._i += 1
-        return _make_record(<const unsigned char *>self._view.buf, r, self._ts,
-                            self._create if kind == 0 else
-                            (self._append if kind == 1 else self._none), self._headers)
+        return self._make(<const unsigned char *>self._view.buf, r, False,
+                          self._create if kind == 0 else
+                          (self._append if kind == 1 else self._none), self._headers)
 
 
 def table_records(data, records, headers, timestamp_types, type_objects):
@@ -302,7 +351,7 @@ cdef object _batch_info(object row, const BatchInfo **info):
 
 
 @cython.final
-cdef class _BatchRecords:
+cdef class _BatchRecords(_RecordMaker):
     """Iterator over the records of one batch, or of several batches of a buffer in turn,
     each decoded into a scratch table when the iteration reaches it: each ``Record`` is made
     when asked for, so in a loop that drops them the same few objects' memory is reused
@@ -317,9 +366,6 @@ cdef class _BatchRecords:
     cdef Py_ssize_t _i
     cdef Py_ssize_t _n
     cdef bint _log_append
-    cdef int64_t _last_ts
-    cdef object _ts
-    cdef object _ts_before            # the timestamp int made before _ts
     cdef object _kind
     cdef object _create
     cdef object _append
@@ -365,6 +411,7 @@ cdef class _BatchRecords:
         self._arrays = None
         self._fallback = None
         self._sub = None
+        self._drop_spares()
 
     def __dealloc__(self):
         self._finish()
@@ -411,7 +458,7 @@ cdef class _BatchRecords:
         if attributes & 0x08:             # LogAppendTime: every record has the max timestamp
             self._log_append = True
             self._last_ts = kl_i64(h + B_MAX_TIMESTAMP)
-            self._ts = self._last_ts      # (_ts is always the int of _last_ts, once made)
+            self._ts = self._last_ts
             self._kind = self._append
         else:
             self._log_append = False
@@ -447,17 +494,8 @@ cdef class _BatchRecords:
                 raise StopIteration
         r = self._rows + self._i
         self._i += 1
-        if self._log_append:
-            ts = self._ts
-        elif r.timestamp == self._last_ts and self._ts is not None:
-            ts = self._ts                 # records of one producer batch often share a ms
-        else:
-            ts = kl_int_reusing(<PyObject *>self._ts_before, r.timestamp)
-            self._ts_before = self._ts
-            self._ts = ts
-            self._last_ts = r.timestamp
-        return _make_record(<const unsigned char *>self._view.buf, r, ts, self._kind,
-                            self._headers.rows)
+        return self._make(<const unsigned char *>self._view.buf, r, self._log_append,
+                          self._kind, self._headers.rows)
 
 
 cdef _BatchRecords _batch_records_of(buf, type_objects):

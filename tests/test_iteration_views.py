@@ -1,7 +1,7 @@
 """``for r in batch``: one kernel call per uncompressed v2 batch (``batch_records``) gives the
 same records, errors and timestamps as the columnar path, on both kernel implementations;
 ``Record`` fields are plain members; index lookups and record iterators may reuse a result
-(an int) nobody holds."""
+nobody holds (an int; a record with its int and bytes)."""
 import mmap
 import pickle
 import random
@@ -187,33 +187,42 @@ def test_record_fields_are_plain_members(kernels):
             del r.key
 
 
-def test_a_timestamp_int_someone_holds_never_changes(kernels):
-    # The compiled iterators rewrite the int of a dropped record's timestamp for the next one.
+def test_a_record_or_field_someone_holds_never_changes(kernels):
+    # The compiled iterators make a record again in place, with its offset, timestamp, key
+    # and value, when the loop has dropped it; what the loop holds must never change.
     base = 1_700_000_000_000                        # ms: two digits of CPython's int
-    plain = build_batch([Record(key=b"k", value=b"v", timestamp=base + i // 2)   # pairs share
-                         for i in range(40)], base_offset=0)
-    appended = build_batch([Record(key=b"a", value=b"b", timestamp=1)] * 3, base_offset=40,
+    plain = build_batch([Record(key=b"k%03d" % i, value=b"v" * (i % 3) if i % 4 else None,
+                                timestamp=base + i // 2)   # pairs share a timestamp
+                         for i in range(40)], base_offset=1000)
+    appended = build_batch([Record(key=b"a", value=b"b", timestamp=1)] * 3, base_offset=1040,
                            timestamp_type="log_append_time", log_append_time=base + 7)
     data = plain + appended
     found = list(iter_batches(data))
-    expected = [base + i // 2 for i in range(40)] + [base + 7] * 3
+    expected = [_fields(r) for b in found for r in b.table().to_records()]
+    assert [t for _, t, *_ in expected] == [base + i // 2 for i in range(40)] + [base + 7] * 3
     loops = [lambda: (r for b in found for r in b),
              lambda: kernels.fetch_records(data, np.array([b._row for b in found]),
                                            np.arange(2), np.ones(2, bool), TYPE_OBJECTS, None),
              lambda: (r for b in found for r in b.table())]
     for loop in loops:
-        held, records, keyed = [], [], {}
+        seen, records, keyed, held = [], [], {}, {"t": [], "o": [], "k": [], "v": []}
         for i, r in enumerate(loop()):
-            if i % 3 == 0:
-                held.append(r.timestamp)
+            # (as text: the loop holds none of its objects)
+            seen.append(repr(_fields(r)))
+            assert hash(r.key) == hash(bytes(bytearray(r.key)))      # no stale cached hash
+            for name, step in (("t", 3), ("o", 5), ("k", 4), ("v", 6)):
+                if i % step == 0:
+                    held[name].append(getattr(r, {"t": "timestamp", "o": "offset",
+                                                  "k": "key", "v": "value"}[name]))
             if i % 7 == 0:
                 records.append(r)
             if i % 5 == 0:
-                keyed[r.timestamp] = i
-        assert held == expected[::3] and [r.timestamp for r in records] == expected[::7]
-        assert sorted(keyed) == sorted(set(expected[::5]))
-        assert all(keyed[t] == max(i for i in range(0, 43, 5) if expected[i] == t)
-                   for t in keyed)
+                keyed[r.key] = i
+        assert seen == [repr(f) for f in expected]
+        assert [_fields(r) for r in records] == expected[::7]
+        assert held == {name: [f[field] for f in expected[::step]] for name, field, step in
+                        (("t", 1, 3), ("o", 0, 5), ("k", 3, 4), ("v", 4, 6))}
+        assert keyed == {f[3]: i for i, f in enumerate(expected) if i % 5 == 0}
 
 
 def test_index_lookup_never_changes_a_result_someone_holds(tmp_path):
