@@ -24,6 +24,8 @@ class LeaderEpochCache:
         self.path = None if path is None else os.fspath(path)
         self._entries = [EpochEntry(*e) for e in entries]
         self._lock = threading.RLock()
+        #: called after every change (a log's armed appender holds the latest epoch)
+        self.on_change = None
 
     @classmethod
     def load(cls, directory, create=True, read_only=False):
@@ -46,7 +48,9 @@ class LeaderEpochCache:
     def latest_entry(self):
         return self._entries[-1] if self._entries else None
 
-    def _write(self):
+    def _changed(self):
+        if self.on_change is not None:
+            self.on_change()
         if self.path is not None:
             write_leader_epoch_checkpoint(self.path, [tuple(e) for e in self._entries])
 
@@ -63,7 +67,7 @@ class LeaderEpochCache:
             self._entries = [e for e in self._entries
                              if e.epoch < epoch and e.start_offset < start_offset]
             self._entries.append(EpochEntry(epoch, start_offset))
-            self._write()
+            self._changed()
             return True
 
     def assign_from_append(self, epoch, first_offset, data, batches, n_batches):
@@ -96,7 +100,7 @@ class LeaderEpochCache:
         with self._lock:
             if end_offset >= 0 and self._entries and self._entries[-1].start_offset >= end_offset:
                 self._entries = [e for e in self._entries if e.start_offset < end_offset]
-                self._write()
+                self._changed()
 
     def truncate_from_start(self, start_offset):
         """The log start offset moved to ``start_offset``: entries before it go, and the one
@@ -110,7 +114,7 @@ class LeaderEpochCache:
             if i == 0 and covering.start_offset == start_offset:
                 return
             self._entries = [EpochEntry(covering.epoch, start_offset)] + self._entries[i + 1:]
-            self._write()
+            self._changed()
 
     def end_offset_for(self, requested_epoch, log_end_offset):
         """Kafka's OffsetsForLeaderEpoch answer: (epoch, end offset) — the largest epoch <= the
@@ -133,7 +137,7 @@ class LeaderEpochCache:
     def clear(self):
         with self._lock:
             self._entries = []
-            self._write()
+            self._changed()
 
     def __repr__(self):
         return f"LeaderEpochCache({self._entries})"

@@ -203,6 +203,7 @@ class LocalLog:
                 rolling < 0 or segment.offset_index.is_full() or segment.time_index.is_full():
             return
         file, desc = segment.append_handles()
+        leader_epochs.on_change = self.drop_appender     # it holds the latest epoch
         latest_epoch = leader_epochs.latest_epoch()
         self.appender = ActiveSegmentAppender(
             log.config, segment, file, desc, self.log_end_offset,
@@ -213,6 +214,9 @@ class LocalLog:
             self.last_flush_ms, settings.flush_ms, -1 if latest_epoch is None else latest_epoch,
             replicated, lock, self._time_fn, segment.index_entry, segment.offset_index,
             segment.time_index, LogOffsetMetadata, TimestampOffset, LogAppendInfo)
+
+    def drop_appender(self):
+        self.appender = None
 
     def roll(self, new_offset):
         """Start a new active segment at ``new_offset``; returns it (the old one when it is

@@ -85,6 +85,17 @@ def test_leader_appends_assign_epochs(tmp_path):
     log.close()
 
 
+def test_appends_after_the_epoch_cache_changed_outside_the_log_assign_again(tmp_path):
+    log = Log.open(tmp_path / "t-0")
+    for _ in range(3):        # the later appends take the one-call path (an armed appender)
+        log.append([Record(value=b"a")], partition_leader_epoch=3)
+    log.leader_epoch_cache.clear()                  # as a controller's truncation may
+    log.append([Record(value=b"b")], partition_leader_epoch=3)
+    log.append([Record(value=b"c")], partition_leader_epoch=3)
+    assert log.leader_epoch_cache.entries == [(3, 3)]
+    log.close()
+
+
 def test_legacy_logs_get_no_epoch_checkpoint(fixture_copy):
     d = fixture_copy("legacy_v0-0")
     Log.open(d, clean_shutdown=True).close()
