@@ -9,7 +9,9 @@ per section with the section's name (``_walk.pxi`` / ``_walk_py.py``, fastavro's
 """
 from kafkalog._crc_py import crc32c
 from kafkalog._walk_py import walk_batches
-from kafkalog._decode_py import decode_v2_records, decode_legacy_records, check_batches
+from kafkalog._decode_py import (
+    decode_v2_records, decode_v2_offsets, decode_legacy_records, check_batches,
+)
 from kafkalog._index_py import (
     index_search, index_search_many, index_entries, index_valid_entries, index_lookup,
 )
@@ -37,7 +39,8 @@ from kafkalog._compact_py import (
 )
 
 __all__ = [
-    "crc32c", "walk_batches", "decode_v2_records", "decode_legacy_records", "check_batches",
+    "crc32c", "walk_batches", "decode_v2_records", "decode_v2_offsets", "decode_legacy_records",
+    "check_batches",
     "index_search", "index_search_many", "index_entries", "index_valid_entries", "index_lookup",
     "find_batch", "index_entries_for", "recovery_summary", "next_valid_batch", "prepare_append",
     "build_v2_batch", "as_record", "ActiveSegmentAppender",

@@ -79,17 +79,50 @@ cdef inline int _push_header(HeaderTable *t) noexcept nogil:
     return R_OK
 
 
+cdef inline int _record_head(const unsigned char *p, Py_ssize_t *pos, Py_ssize_t end,
+                             int64_t base_offset, int64_t max_delta, int64_t base_timestamp,
+                             int64_t *prev_delta, Py_ssize_t *body_end, int8_t *attributes,
+                             int64_t *offset, int64_t *timestamp) noexcept nogil:
+    """The head of the record at ``pos[0]``: its length (the record's end into ``body_end``),
+    attributes, timestampDelta and offsetDelta (``pos[0]`` left after it), checked: the
+    length fits [pos, end), offset deltas increase (``prev_delta`` carries the last one) and
+    stay at most ``max_delta`` (the batch's lastOffsetDelta; compaction may leave lastOffset
+    above the last record's, never below), the timestamp does not overflow int64."""
+    cdef int64_t length, ts_delta, off_delta
+    if _varint(p, pos, end, 5, &length) != R_OK:
+        return R_VARINT
+    if length < MIN_RECORD_SIZE - 1 or length > end - pos[0]:
+        return R_LENGTH
+    body_end[0] = pos[0] + length
+    attributes[0] = <int8_t>p[pos[0]]
+    pos[0] += 1
+    if _varint(p, pos, body_end[0], 10, &ts_delta) != R_OK:
+        return R_VARINT
+    if _varint(p, pos, body_end[0], 5, &off_delta) != R_OK:
+        return R_VARINT
+    if off_delta <= prev_delta[0]:
+        return R_OFFSET_ORDER
+    if off_delta > max_delta or base_offset > INT64_MAX - off_delta:
+        return R_OFFSET_RANGE
+    prev_delta[0] = off_delta
+    offset[0] = base_offset + off_delta
+    if (ts_delta > 0 and base_timestamp > INT64_MAX - ts_delta) or \
+            (ts_delta < 0 and base_timestamp < INT64_MIN - ts_delta):
+        return R_TIMESTAMP
+    timestamp[0] = base_timestamp + ts_delta
+    return R_OK
+
+
 cdef int _decode_region(const unsigned char *p, Py_ssize_t pos, Py_ssize_t end,
                         int64_t base_offset, int64_t max_delta, int64_t base_timestamp,
                         Py_ssize_t count, RecordInfo *out, HeaderTable *headers,
                         Py_ssize_t *err_pos) noexcept nogil:
     """Decode ``count`` records of one batch from [pos, end) into ``out`` (headers appended to
     ``headers``); with ``out`` NULL only validate. Every field is checked against the bytes it
-    covers: varints, lengths, header counts, offset deltas (increasing, at most ``max_delta``:
-    the batch's lastOffsetDelta), timestamps (no int64 overflow), the record count (no bytes
-    left over)."""
+    covers: the head (``_record_head``), key and value lengths, header counts, the record
+    count (no bytes left over)."""
     cdef Py_ssize_t i, h, body_end, rec_start
-    cdef int64_t length, ts_delta, off_delta, header_count
+    cdef int64_t header_count
     cdef int64_t prev_delta = -1
     cdef int rc
     cdef RecordInfo scratch
@@ -101,29 +134,10 @@ cdef int _decode_region(const unsigned char *p, Py_ssize_t pos, Py_ssize_t end,
         err_pos[0] = pos
         if out != NULL:
             r = out + i
-        if _varint(p, &pos, end, 5, &length) != R_OK:
-            return R_VARINT
-        if length < MIN_RECORD_SIZE - 1 or length > end - pos:
-            return R_LENGTH
-        body_end = pos + length
-        r.attributes = <int8_t>p[pos]
-        pos += 1
-        if _varint(p, &pos, body_end, 10, &ts_delta) != R_OK:
-            return R_VARINT
-        if _varint(p, &pos, body_end, 5, &off_delta) != R_OK:
-            return R_VARINT
-        # offsets strictly increase inside the batch and stay in [baseOffset, lastOffset]
-        # (compaction may leave lastOffset above the last record's, never below)
-        if off_delta <= prev_delta:
-            return R_OFFSET_ORDER
-        if off_delta > max_delta or base_offset > INT64_MAX - off_delta:
-            return R_OFFSET_RANGE
-        prev_delta = off_delta
-        r.offset = base_offset + off_delta
-        if (ts_delta > 0 and base_timestamp > INT64_MAX - ts_delta) or \
-                (ts_delta < 0 and base_timestamp < INT64_MIN - ts_delta):
-            return R_TIMESTAMP
-        r.timestamp = base_timestamp + ts_delta
+        rc = _record_head(p, &pos, end, base_offset, max_delta, base_timestamp, &prev_delta,
+                          &body_end, &r.attributes, &r.offset, &r.timestamp)
+        if rc != R_OK:
+            return rc
         rc = _span(p, &pos, body_end, &r.key_pos, &r.key_len)
         if rc != R_OK:
             return rc
@@ -153,6 +167,30 @@ cdef int _decode_region(const unsigned char *p, Py_ssize_t pos, Py_ssize_t end,
         if pos != body_end:
             return R_SIZE_MISMATCH
         r.size = <int32_t>(body_end - rec_start)
+    err_pos[0] = pos
+    if pos != end:
+        return R_REMAINING
+    return R_OK
+
+
+cdef int _head_region(const unsigned char *p, Py_ssize_t pos, Py_ssize_t end,
+                      int64_t base_offset, int64_t max_delta, int64_t base_timestamp,
+                      Py_ssize_t count, int64_t *offsets, int64_t *timestamps,
+                      Py_ssize_t *err_pos) noexcept nogil:
+    """The offsets and timestamps of ``count`` records of one batch from [pos, end): each
+    record's head (``_record_head``), then a hop to its end over key, value and headers; the
+    records must fill the region."""
+    cdef Py_ssize_t i, body_end
+    cdef int64_t prev_delta = -1
+    cdef int8_t attributes
+    cdef int rc
+    for i in range(count):
+        err_pos[0] = pos
+        rc = _record_head(p, &pos, end, base_offset, max_delta, base_timestamp, &prev_delta,
+                          &body_end, &attributes, offsets + i, timestamps + i)
+        if rc != R_OK:
+            return rc
+        pos = body_end
     err_pos[0] = pos
     if pos != end:
         return R_REMAINING
@@ -368,6 +406,64 @@ def check_batches(const unsigned char[::1] buf, batches, bint records=True):
     if rc == R_OK:
         return n, None, -1
     return i, _RECORD_ERRORS[rc], err_pos
+
+
+def decode_v2_offsets(const unsigned char[::1] buf, batches):
+    """The offsets and timestamps of every record of walked uncompressed v2 batches
+    (``BATCH_DTYPE`` rows of ``buf``), for a reader that wants nothing else of a record: each
+    batch's header checked as ``check_batches`` checks it, and each record's length,
+    timestampDelta and offsetDelta as ``decode_v2_records`` checks them; keys, values and
+    headers are hopped over, neither read nor checked (the batch's CRC covers their bytes).
+    Timestamps are what a consumer sees (the batch's
+    max timestamp under LogAppendTime). Control batches are decoded as any other (their keys
+    unchecked).
+
+    Returns ``(offsets, timestamps)``, int64 arrays, one row per record in batch order.
+    Raises CorruptRecordError (``position``: of the batch or record at fault, ``region``: the
+    index of its batch); ValueError for a row that is not an uncompressed v2 batch in ``buf``.
+    """
+    cdef cnp.ndarray arr = np.ascontiguousarray(batches, dtype=BATCH_DTYPE)
+    cdef Py_ssize_t n = arr.shape[0], i, total = 0
+    cdef int32_t count
+    _check_rows(buf, arr)
+    cdef const BatchInfo *b = <const BatchInfo *>cnp.PyArray_DATA(arr)
+    for i in range(n):
+        if b[i].magic != 2 or (b[i].attributes & 0x07) != 0:
+            raise ValueError(f"entry {i} is not an uncompressed v2 batch")
+        count = kl_i32(&buf[b[i].position + B_RECORD_COUNT])
+        # a count the bytes cannot hold fails the header check before any row is written
+        if 0 < count <= (b[i].size - B_RECORDS) // MIN_RECORD_SIZE:
+            total += count
+    offsets = np.empty(total, dtype=np.int64)
+    timestamps = np.empty(total, dtype=np.int64)
+    cdef int64_t *o = <int64_t *>cnp.PyArray_DATA(offsets)
+    cdef int64_t *t = <int64_t *>cnp.PyArray_DATA(timestamps)
+    cdef const unsigned char *p = &buf[0] if buf.shape[0] > 0 else NULL
+    cdef const unsigned char *h
+    cdef int rc = R_OK
+    cdef Py_ssize_t err_pos = -1, row = 0, j
+    with nogil:
+        for i in range(n):
+            h = p + b[i].position
+            err_pos = b[i].position
+            rc = _check_v2_header(h, b[i].size)
+            if rc != R_OK:
+                break
+            count = kl_i32(h + B_RECORD_COUNT)
+            rc = _head_region(p, b[i].position + B_RECORDS, b[i].position + b[i].size,
+                              kl_i64(h), kl_i32(h + B_LAST_OFFSET_DELTA),
+                              kl_i64(h + B_BASE_TIMESTAMP), count, o + row, t + row, &err_pos)
+            if rc != R_OK:
+                break
+            if kl_i16(h + B_ATTRIBUTES) & 0x08:        # LogAppendTime
+                for j in range(count):
+                    t[row + j] = kl_i64(h + B_MAX_TIMESTAMP)
+            row += count
+    if rc != R_OK:
+        exc = CorruptRecordError(_RECORD_ERRORS[rc], position=err_pos)
+        exc.region = i
+        raise exc
+    return offsets, timestamps
 
 
 def decode_legacy_records(const unsigned char[::1] buf, batches):

@@ -78,30 +78,42 @@ def decode_v2_records(buf, starts, ends, base_offsets, base_timestamps, counts,
     return np.array(records, dtype=RECORD_DTYPE), np.array(headers, dtype=HEADER_DTYPE)
 
 
+def _record_head(buf, pos, end, base_offset, max_delta, base_timestamp, prev_delta):
+    """See ``_core._record_head``: ``(body_end, attributes, offset_delta, offset, timestamp,
+    pos)``; raises ``_Corrupt`` at the record's start."""
+    rec_start = pos
+    try:
+        length, pos = _varint(buf, pos, end, 5)
+    except _Corrupt as c:
+        raise _Corrupt(c.reason, rec_start) from None
+    if length < _MIN_RECORD_SIZE - 1 or length > end - pos:
+        raise _Corrupt("invalid record length", rec_start)
+    body_end = pos + length
+    try:
+        attributes = _int8(buf[pos])
+        ts_delta, pos = _varint(buf, pos + 1, body_end, 10)
+        offset_delta, pos = _varint(buf, pos, body_end, 5)
+    except _Corrupt as c:
+        raise _Corrupt(c.reason, rec_start) from None
+    if offset_delta <= prev_delta:
+        raise _Corrupt(_ERRORS["offset_order"], rec_start)
+    if offset_delta > max_delta or base_offset + offset_delta > _INT64_MAX:
+        raise _Corrupt(_ERRORS["offset_range"], rec_start)
+    if not _INT64_MIN <= base_timestamp + ts_delta <= _INT64_MAX:
+        raise _Corrupt(_ERRORS["timestamp"], rec_start)
+    return (body_end, attributes, offset_delta, base_offset + offset_delta,
+            base_timestamp + ts_delta, pos)
+
+
 def _decode_region(buf, pos, end, base_offset, max_delta, base_timestamp, count, records,
                    headers):
     """See ``_core._decode_region``; ``records`` None: only validate."""
     prev_delta = -1
     for _ in range(count):
         rec_start = pos
+        body_end, attributes, prev_delta, offset, timestamp, pos = _record_head(
+            buf, pos, end, base_offset, max_delta, base_timestamp, prev_delta)
         try:
-            length, pos = _varint(buf, pos, end, 5)
-        except _Corrupt as c:
-            raise _Corrupt(c.reason, rec_start) from None
-        if length < _MIN_RECORD_SIZE - 1 or length > end - pos:
-            raise _Corrupt("invalid record length", rec_start)
-        body_end = pos + length
-        try:
-            attributes = _int8(buf[pos])
-            ts_delta, pos = _varint(buf, pos + 1, body_end, 10)
-            offset_delta, pos = _varint(buf, pos, body_end, 5)
-            if offset_delta <= prev_delta:
-                raise _Corrupt(_ERRORS["offset_order"], pos)
-            if offset_delta > max_delta or base_offset + offset_delta > _INT64_MAX:
-                raise _Corrupt(_ERRORS["offset_range"], pos)
-            prev_delta = offset_delta
-            if not _INT64_MIN <= base_timestamp + ts_delta <= _INT64_MAX:
-                raise _Corrupt(_ERRORS["timestamp"], pos)
             key_pos, key_len, pos = _span(buf, pos, body_end)
             value_pos, value_len, pos = _span(buf, pos, body_end)
             header_count, pos = _varint(buf, pos, body_end, 5)
@@ -120,9 +132,21 @@ def _decode_region(buf, pos, end, base_offset, max_delta, base_timestamp, count,
         except _Corrupt as c:
             raise _Corrupt(c.reason, rec_start) from None
         if records is not None:
-            records.append((base_offset + offset_delta, base_timestamp + ts_delta, key_pos,
-                            value_pos, header_start, body_end - rec_start, key_len, value_len,
-                            header_count, attributes))
+            records.append((offset, timestamp, key_pos, value_pos, header_start,
+                            body_end - rec_start, key_len, value_len, header_count, attributes))
+    if pos != end:
+        raise _Corrupt("incorrect declared batch size, records still remaining", pos)
+
+
+def _head_region(buf, pos, end, base_offset, max_delta, base_timestamp, count, offsets,
+                 timestamps):
+    """See ``_core._head_region``: appends to ``offsets`` and ``timestamps``."""
+    prev_delta = -1
+    for _ in range(count):
+        pos, _attributes, prev_delta, offset, timestamp, _ = _record_head(
+            buf, pos, end, base_offset, max_delta, base_timestamp, prev_delta)
+        offsets.append(offset)
+        timestamps.append(timestamp)
     if pos != end:
         raise _Corrupt("incorrect declared batch size, records still remaining", pos)
 
@@ -213,6 +237,38 @@ def check_batches(buf, batches, records=True):
             except _Corrupt as c:
                 return i, c.reason, c.position
     return len(batches), None, -1
+
+
+def decode_v2_offsets(buf, batches):
+    """See ``_core.decode_v2_offsets``."""
+    buf = memoryview(buf).cast("B")
+    batches = np.asarray(batches, dtype=BATCH_DTYPE)
+    _check_rows(buf, batches)
+    for i, b in enumerate(batches):
+        if b["magic"] != 2 or int(b["attributes"]) & 0x07:
+            raise ValueError(f"entry {i} is not an uncompressed v2 batch")
+    offsets, timestamps = [], []
+    for i, b in enumerate(batches):
+        pos, size = int(b["position"]), int(b["size"])
+        why = _check_v2_header(buf, pos, size)
+        if why is not None:
+            exc = CorruptRecordError(_ERR_COUNT if why == "count" else _ERRORS[why],
+                                     position=pos)
+            exc.region = i
+            raise exc
+        (base, _, _, _, _, attributes, delta, base_ts, max_ts, _, _, _,
+         count) = _V2_HEADER.unpack_from(buf, pos)
+        first = len(offsets)
+        try:
+            _head_region(buf, pos + 61, pos + size, base, delta, base_ts, count, offsets,
+                         timestamps)
+        except _Corrupt as c:
+            exc = CorruptRecordError(c.reason, position=c.position)
+            exc.region = i
+            raise exc from None
+        if attributes & 0x08:                 # LogAppendTime
+            timestamps[first:] = [max_ts] * count
+    return np.array(offsets, dtype=np.int64), np.array(timestamps, dtype=np.int64)
 
 
 def decode_legacy_records(buf, batches):

@@ -9,8 +9,8 @@ import os
 from typing import TYPE_CHECKING
 
 KERNEL_NAMES = (
-    "walk_batches", "decode_v2_records", "decode_legacy_records", "index_search", "index_lookup",
-    "index_search_many", "index_entries", "index_valid_entries", "find_batch",
+    "walk_batches", "decode_v2_records", "decode_v2_offsets", "decode_legacy_records",
+    "index_search", "index_lookup", "index_search_many", "index_entries", "index_valid_entries", "find_batch",
     "index_entries_for", "recovery_summary", "prepare_append", "build_v2_batch", "as_record", "ActiveSegmentAppender", "gather_spans",
     "IndexView", "index_lookup_many",
     "Record", "make_records", "batch_records", "fetch_records", "span_bytes", "next_valid_batch",
@@ -47,6 +47,7 @@ else:
 KERNELS_FILE = _module.__file__    # which kernels run, for logs and reports
 walk_batches = _module.walk_batches
 decode_v2_records = _module.decode_v2_records
+decode_v2_offsets = _module.decode_v2_offsets
 decode_legacy_records = _module.decode_legacy_records
 check_batches = _module.check_batches
 index_search = _module.index_search

@@ -1,12 +1,14 @@
 """kafkalog.scan.reader: a task's columns, only those asked for, in the order asked, with the
 compiled and the pure-Python kernels on the same inputs (no Spark)."""
+import struct
+
 import pytest
 
 pa = pytest.importorskip("pyarrow")
 
 import kafkalog._kernels as selected  # noqa: E402
 from kafkalog import records  # noqa: E402
-from kafkalog.errors import InvalidConfigError  # noqa: E402
+from kafkalog.errors import CorruptRecordError, InvalidConfigError  # noqa: E402
 from kafkalog.scan import reader  # noqa: E402
 from kafkalog.scan.reader import read_task  # noqa: E402
 from kafkalog.scan.schema import COLUMNS, arrow_schema  # noqa: E402
@@ -71,6 +73,26 @@ def test_without_key_value_or_headers_no_byte_of_them_is_copied(kernels, monkeyp
         assert got.column("partition").to_pylist() == [0] * got.num_rows
     with pytest.raises(AssertionError, match="gather_spans"):
         read(tasks_of("multiseg-0"), ["offset", "value"])
+
+
+def test_a_projection_of_record_heads_decodes_no_more_and_checks_them(kernels, monkeypatch,
+                                                                      fixture_copy):
+    """topic, partition, offset and timestamp of plain data batches come from the records'
+    heads (``decode_v2_offsets``), whose lengths, offset and timestamp deltas are checked."""
+    whole = read(tasks_of("multiseg-0"))
+    monkeypatch.setattr(reader, "decode_batches", lambda *a: pytest.fail("decode_batches"))
+    columns = ["topic", "timestamp", "offset", "partition"]
+    assert read(tasks_of("multiseg-0"), columns).equals(whole.select(columns))
+    path = fixture_copy("multiseg-0")
+    log = path / "00000000000000000000.log"
+    data = bytearray(log.read_bytes())
+    assert data[65] == 0                     # the first record's offsetDelta
+    data[65] = 0x7E                          # 63, past the batch's lastOffsetDelta (9)
+    struct.pack_into(">I", data, 17, kernels.crc32c(bytes(data[21:1106])))
+    log.write_bytes(bytes(data))
+    with pytest.raises(CorruptRecordError, match="outside the batch's offsets") as e:
+        read(plan([path], {}), NARROW)
+    assert (e.value.path, e.value.position, e.value.base_offset) == (str(log), 61, 0)
 
 
 def test_filters_and_ranges_apply_to_a_projection(kernels):

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import kafkalog
-from kafkalog import build_batch, build_control_batch
+from kafkalog import _core_py, build_batch, build_control_batch
 from kafkalog._kernels import KERNEL_NAMES
 from kafkalog.errors import CorruptRecordError
 from kafkalog._layout import (
@@ -241,6 +241,11 @@ def decode_all(buf, what):
     for i in range(len(region[0])):
         one = tuple(a[i:i + 1] for a in region)
         same(lambda k: k.decode_v2_records(at(buf), *one), f"{what} decode region {i}")
+    plain_v2 = rows[(rows["magic"] == 2) & ((rows["attributes"] & 0x07) == 0)]
+    same(lambda k: k.decode_v2_offsets(at(buf), plain_v2), f"{what} offsets")
+    for i in range(len(plain_v2)):
+        same(lambda k: k.decode_v2_offsets(at(buf), plain_v2[i:i + 1]), f"{what} offsets {i}")
+    same(lambda k: k.decode_v2_offsets(at(buf), rows), f"{what} offsets of every row")
     legacy = rows[rows["magic"] < 2]
     same(lambda k: k.decode_legacy_records(at(buf), legacy), f"{what} decode legacy")
     for i in range(len(rows)):
@@ -253,11 +258,24 @@ def decode_all(buf, what):
     return rows, region
 
 
-@covers("check_batches", "decode_v2_records", "decode_legacy_records", "batch_records",
-        "fetch_records")
+@covers("check_batches", "decode_v2_records", "decode_v2_offsets", "decode_legacy_records",
+        "batch_records", "fetch_records")
 def test_check_and_decode():
     for what, buf in cases():
         decode_all(buf, what)
+
+
+def test_offsets_are_those_of_the_decoded_records():
+    """``decode_v2_offsets``: the offsets and timestamps a consumer sees (LogAppendTime,
+    compacted and empty batches), as ``decode_batches`` decodes them."""
+    from kafkalog.records import decode_batches
+    buf, rows = v2_log()
+    plain_v2 = rows[(rows["magic"] == 2) & ((rows["attributes"] & 0x07) == 0)]
+    table = decode_batches(buf, plain_v2)
+    for k in (compiled_module(), _core_py):
+        offsets, timestamps = k.decode_v2_offsets(buf, plain_v2)
+        assert offsets.tolist() == table.records["offset"].tolist()
+        assert timestamps.tolist() == table.records["timestamp"].tolist()
 
 
 @covers("BatchView", "batch_views")
@@ -715,8 +733,8 @@ def test_find_timestamp():
 
 # --- fuzzed inputs ----------------------------------------------------------------------------
 
-@covers("walk_batches", "check_batches", "decode_v2_records", "decode_legacy_records",
-        "find_timestamp", "next_valid_batch", "batch_records")
+@covers("walk_batches", "check_batches", "decode_v2_records", "decode_v2_offsets",
+        "decode_legacy_records", "find_timestamp", "next_valid_batch", "batch_records")
 @pytest.mark.parametrize("seed", range(6))
 def test_fuzz_cases(seed):
     """``test_faults``' mutations of Kafka-written logs (bit flips, truncation, zero runs,

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 import numpy as np
 
 from kafkalog import storage
-from kafkalog._kernels import gather_spans
+from kafkalog._kernels import decode_v2_offsets, gather_spans
 from kafkalog._layout import WALK_END
 from kafkalog.errors import (
     CorruptRecordError, KafkaLogError, ObjectChangedError, OffsetOutOfRangeError,
@@ -19,7 +19,7 @@ from kafkalog.errors import (
 from kafkalog.files import LOG_SUFFIX, file_path
 from kafkalog.isolation import AbortedTxnFilter
 from kafkalog.log07.format import LOG07_FORMAT, message_table, walk_all
-from kafkalog.records import CONTROL_MASK, decode_batches, open_buffer
+from kafkalog.records import COMPRESSION_MASK, CONTROL_MASK, decode_batches, open_buffer
 from kafkalog.scan.schema import arrow_schema
 from kafkalog.segment_walker import ITERATE, ITERATE_LENIENT, walk_segment
 
@@ -31,6 +31,10 @@ log = logging.getLogger(__name__)
 # Log bytes decoded into one Arrow batch: its columns stay in the CPU caches while they are
 # built and its buffers come from reused memory, and Spark starts on one while the next is made.
 _CHUNK_BYTES = 4 * 1024 * 1024
+
+#: The columns built from the records' heads alone (``decode_v2_offsets``): a task that reads
+#: no other decodes no key, value or header of a plain data batch.
+HEAD_COLUMNS = frozenset({"topic", "partition", "offset", "timestamp"})
 
 
 @functools.lru_cache(maxsize=None)
@@ -69,8 +73,8 @@ def read_task(task: dict[str, Any], columns: Sequence[str] | None = None,
     builders = [_BUILDERS[name] for name in schema.names]
     if task.get("format") == LOG07_FORMAT:
         for table in _log07_tables(task):
-            yield pa.RecordBatch.from_arrays([build(pa, table, task) for build in builders],
-                                             schema=schema)
+            yield pa.RecordBatch.from_arrays([build(pa, _Rows(table), task)
+                                              for build in builders], schema=schema)
         return
     path = file_path(task["dir"], task["segment"], LOG_SUFFIX)
     walked = _walk_task(task, path, rsm_keys)
@@ -81,6 +85,7 @@ def read_task(task: dict[str, Any], columns: Sequence[str] | None = None,
     batches = batches[state.batch_mask(batches)]
     if len(batches) == 0:
         return
+    heads_only = HEAD_COLUMNS.issuperset(schema.names)
     sizes = np.cumsum(batches["size"].astype(np.int64))
     start = 0
     while start < len(batches):
@@ -89,15 +94,50 @@ def read_task(task: dict[str, Any], columns: Sequence[str] | None = None,
         stop_at = max(stop_at, start + 1)
         chunk = batches[start:stop_at]
         start = stop_at
-        table = decode_batches(buf, chunk, path)
-        keep = state.mask(chunk, table)
+        rows = _decode_chunk(buf, chunk, path, heads_only)
+        keep = state.mask(chunk, rows)
         if keep is not None:
             if not keep.any():
                 continue
-            table = table.slice(keep)
-        yield pa.RecordBatch.from_arrays([build(pa, table, task) for build in builders],
+            rows = rows.slice(keep)
+        yield pa.RecordBatch.from_arrays([build(pa, rows, task) for build in builders],
                                          schema=schema)
-        del table
+        del rows
+
+
+class _Rows:
+    """The records of a decoded chunk as the filters and column builders read them: their
+    ``offsets`` and ``timestamps`` (ms, as a consumer sees them), and the ``RecordTable``
+    they come from (``table``), or None where only the records' heads were decoded."""
+    __slots__ = ("table", "offsets", "timestamps")
+
+    def __init__(self, table, offsets=None, timestamps=None):
+        self.table = table
+        self.offsets = table.records["offset"] if table is not None else offsets
+        self.timestamps = table.records["timestamp"] if table is not None else timestamps
+
+    def __len__(self):
+        return len(self.offsets)
+
+    def slice(self, keep):
+        if self.table is not None:
+            return _Rows(self.table.slice(keep))
+        return _Rows(None, self.offsets[keep], self.timestamps[keep])
+
+
+def _decode_chunk(buf, chunk, path, heads_only):
+    """The ``_Rows`` of walked ``chunk``: with ``heads_only``, when it holds plain data batches
+    (v2, uncompressed, no control batch), their records' heads (``decode_v2_offsets``: no key,
+    value or header is looked at); else every record decoded (``decode_batches``)."""
+    if not heads_only or not (chunk["magic"] == 2).all() or \
+            (chunk["attributes"] & (COMPRESSION_MASK | CONTROL_MASK)).any():
+        return _Rows(decode_batches(buf, chunk, path))
+    try:
+        offsets, timestamps = decode_v2_offsets(buf, chunk)
+    except CorruptRecordError as e:
+        raise CorruptRecordError(e.reason, position=e.position, path=path,
+                                 base_offset=int(chunk["base_offset"][e.region])) from None
+    return _Rows(None, offsets, timestamps)
 
 
 def _walk_task(task, path, rsm_keys=None):
@@ -223,24 +263,23 @@ class _TaskState:
             keep &= control | ~v2 | (after_last > first)
         return keep
 
-    def mask(self, batches, table):
-        """The records of ``table`` (decoded from ``batches``, all passed by
-        ``batch_mask``) to return, or None for all of them."""
-        recs = table.records
-        n = len(recs)
+    def mask(self, batches, rows):
+        """The records of ``rows`` (decoded from ``batches``, all passed by ``batch_mask``)
+        to return, or None for all of them."""
+        n = len(rows)
         if n == 0:
             return None
-        offsets = recs["offset"]
+        offsets = rows.offsets
         keep = None
         control = (batches["attributes"] & CONTROL_MASK) != 0
         if control.any():           # consumers never see control records
-            keep = ~control[table.batch]
+            keep = ~control[rows.table.batch]
         if offsets[0] < self.start_offset:
             keep = _and(keep, offsets >= self.start_offset)
         if self.end_offset is not None and offsets[-1] >= self.end_offset:
             keep = _and(keep, offsets < self.end_offset)
         if self.ts_lo is not None or self.ts_hi is not None:
-            ts = recs["timestamp"]
+            ts = rows.timestamps
             if self.ts_lo is not None:
                 keep = _and(keep, ts >= self.ts_lo)
             if self.ts_hi is not None:
@@ -268,45 +307,48 @@ def _fixed(pa, type_, values):
     return pa.Array.from_buffers(type_, len(values), [None, pa.py_buffer(values)])
 
 
-def _key(pa, table, task):
+def _key(pa, rows, task):
+    table = rows.table
     recs = table.records
     return _binary(pa, pa.binary(), table.data, recs["key_pos"].copy(), recs["key_len"].copy())
 
 
-def _value(pa, table, task):
+def _value(pa, rows, task):
+    table = rows.table
     recs = table.records
     return _binary(pa, pa.binary(), table.data, recs["value_pos"].copy(),
                    recs["value_len"].copy())
 
 
-def _topic(pa, table, task):
+def _topic(pa, rows, task):
     raw = task["topic"].encode("utf-8")
-    n = len(table)
+    n = len(rows)
     offsets = np.arange(n + 1, dtype=np.int32) * len(raw)
     return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets),
                                                   pa.py_buffer(raw * n)])
 
 
-def _partition(pa, table, task):
-    return _fixed(pa, pa.int32(), np.full(len(table), task["partition"], np.int32))
+def _partition(pa, rows, task):
+    return _fixed(pa, pa.int32(), np.full(len(rows), task["partition"], np.int32))
 
 
-def _offset(pa, table, task):
-    return _fixed(pa, pa.int64(), np.ascontiguousarray(table.records["offset"]))
+def _offset(pa, rows, task):
+    return _fixed(pa, pa.int64(), np.ascontiguousarray(rows.offsets))
 
 
-def _timestamp(pa, table, task):
+def _timestamp(pa, rows, task):
     if task.get("format") == LOG07_FORMAT:
-        return pa.nulls(len(table), pa.timestamp("us", "UTC"))     # 0.7 had no timestamps
-    return _fixed(pa, pa.timestamp("us", "UTC"), table.records["timestamp"] * 1000)
+        return pa.nulls(len(rows), pa.timestamp("us", "UTC"))     # 0.7 had no timestamps
+    return _fixed(pa, pa.timestamp("us", "UTC"), rows.timestamps * 1000)
 
 
-def _timestamp_type(pa, table, task):
+def _timestamp_type(pa, rows, task):
     # Kafka's TimestampType id, as Spark's source reports it: -1 for magic 0 records
-    return _fixed(pa, pa.int32(), table.timestamp_type.astype(np.int32))
+    return _fixed(pa, pa.int32(), rows.table.timestamp_type.astype(np.int32))
 
 
-def _headers(pa, table, task):
+def _headers(pa, rows, task):
+    table = rows.table
     recs = table.records
     counts = recs["header_count"].astype(np.int64)
     starts = recs["header_start"].astype(np.int64)
@@ -328,7 +370,7 @@ def _headers(pa, table, task):
         children=[structs])
 
 
-#: How each column of ``schema.COLUMNS`` is built from a decoded ``RecordTable``.
+#: How each column of ``schema.COLUMNS`` is built from a decoded chunk's ``_Rows``.
 _BUILDERS = {"key": _key, "value": _value, "topic": _topic, "partition": _partition,
              "offset": _offset, "timestamp": _timestamp, "timestampType": _timestamp_type,
              "headers": _headers}
