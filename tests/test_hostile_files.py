@@ -42,9 +42,14 @@ def fifo(path):
 
 
 def unix_socket(path):
-    s = socket.socket(socket.AF_UNIX)
-    s.bind(str(path))
-    s.close()
+    # bound by a name relative to its directory: a socket's path may not exceed 107 bytes
+    s, cwd = socket.socket(socket.AF_UNIX), os.getcwd()
+    try:
+        os.chdir(path.parent)
+        s.bind(path.name)
+    finally:
+        os.chdir(cwd)
+        s.close()
 
 
 def directory(path):
