@@ -312,15 +312,23 @@ def proxy(s3):
     p.close()
 
 
-def test_throttling_and_5xx_are_retried(s3, proxy):
+def test_throttling_and_5xx_are_retried(s3, proxy, monkeypatch):
+    from botocore.retries.standard import ExponentialBackoff
     name = "multiseg-0" if "multiseg-0" in KAFKA_DIRS else pytest.skip("no multiseg-0")
     url = s3.upload(FIXTURES / name, f"kafka-written/{name}")
     options = dict(s3.options, endpoint_url=proxy.endpoint)
+    # botocore waits up to 1, 2 and 4 s before its retries: the same retries, a 100th the wait
+    delays = []
+    delay_amount = ExponentialBackoff.delay_amount
+    monkeypatch.setattr(ExponentialBackoff, "delay_amount",
+                        lambda self, context: delays.append(delay_amount(self, context) / 100)
+                        or delays[-1])
     proxy.fail = 3
     with Log.open(url, read_only=True, storage_options=options) as remote, \
             Log.open(FIXTURES / name, read_only=True) as local:
         assert _records(remote) == _records(local)
     assert proxy.failed == 3
+    assert len(delays) == 3             # each 503 was retried by botocore, after its backoff
 
 
 def _bench_upload(s3):
