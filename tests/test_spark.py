@@ -31,41 +31,21 @@ def spark():
     session.stop()
 
 
-_COLUMNS = ("topic", "partition", "offset", "unix_millis(timestamp) AS ts", "timestampType",
-            "key", "value")
-
-
-def _columns(headers):
-    return _COLUMNS + (("headers",) if headers else ())
-
-
-def _row(r, headers):
-    item = (r.topic, r.partition, r.offset, r.ts, r.timestampType,
-            None if r.key is None else bytes(r.key), None if r.value is None else bytes(r.value))
-    if headers:
-        item += (None if r.headers is None else
-                 tuple((h.key, None if h.value is None else bytes(h.value)) for h in r.headers),)
-    return item
-
-
-def _sorted(items):
-    return sorted(items, key=lambda x: (x[0], x[1], x[2]))
-
-
 def rows(df, headers=False):
-    return _sorted(_row(r, headers) for r in df.selectExpr(*_columns(headers)).collect())
-
-
-def rows_of(*dfs, headers=False):
-    """``rows(df)`` of each DataFrame, all read by one Spark job (the union of the reads, each
-    row labelled with its read): one job's overhead instead of one for each read."""
-    from functools import reduce
-    union = reduce(lambda a, b: a.unionAll(b),
-                   [df.selectExpr(f"{i} AS read", *_columns(headers)) for i, df in enumerate(dfs)])
-    out = [[] for _ in dfs]
-    for r in union.collect():
-        out[r.read].append(_row(r, headers))
-    return [_sorted(items) for items in out]
+    cols = "topic, partition, offset, unix_millis(timestamp) AS ts, timestampType, key, value"
+    if headers:
+        cols += ", headers"
+    out = []
+    for r in df.selectExpr(*[c.strip() for c in cols.split(",")]).collect():
+        item = (r.topic, r.partition, r.offset, r.ts, r.timestampType,
+                None if r.key is None else bytes(r.key), None if r.value is None else
+                bytes(r.value))
+        if headers:
+            item += (None if r.headers is None else
+                     tuple((h.key, None if h.value is None else bytes(h.value))
+                           for h in r.headers),)
+        out.append(item)
+    return sorted(out, key=lambda x: (x[0], x[1], x[2]))
 
 
 def test_schema_equals_sparks_kafka_source(spark):

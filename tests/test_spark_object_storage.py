@@ -27,7 +27,7 @@ from kafkalog.errors import InvalidConfigError, OffsetOutOfRangeError  # noqa: E
 from kafkalog.files import LOG_SUFFIX, file_path  # noqa: E402
 
 import test_spark  # noqa: E402
-from test_spark import rows_of  # noqa: E402
+from test_spark import rows  # noqa: E402
 
 spark = test_spark.spark          # the one session-scoped SparkSession of the suite
 
@@ -56,21 +56,33 @@ def _arrow_rows(table):
 
 
 # ------------------------------------------------------------------------------------ Spark
+@pytest.fixture(scope="module")
+def local_rows(spark, s3_kafkalog_dir):
+    """``local_rows(**options)``: the rows of a read of the local copy, each read once for the
+    module (the tests of both schemes compare with them)."""
+    read = {}
+
+    def get(**options):
+        key = json.dumps(options, sort_keys=True)
+        if key not in read:
+            read[key] = rows(ks.read(spark, [s3_kafkalog_dir[0]], **options),
+                             headers=bool(options.get("includeHeaders")))
+        return read[key]
+    return get
+
+
 @pytest.mark.parametrize("scheme", ["s3", "s3a"])
-def test_read_matches_the_local_copy(spark, s3, s3_kafkalog_dir, scheme):
-    local, url = s3_kafkalog_dir
+def test_read_matches_the_local_copy(spark, s3, s3_kafkalog_dir, local_rows, scheme):
+    _, url = s3_kafkalog_dir
     url = url.replace("s3://", f"{scheme}://")
     options = _options_json(s3)
     remote = []
-    for extras, headers in ((({}, COMMITTED), False), (({"includeHeaders": "true"},), True)):
-        # the reads of the bucket and of the local copy, by one Spark job
-        got = rows_of(*(df for extra in extras
-                        for df in (ks.read(spark, [url], storageOptions=options, **extra),
-                                   ks.read(spark, [local], **extra))), headers=headers)
-        for i in range(len(extras)):
-            remote.append(got[2 * i])
-            assert got[2 * i] == got[2 * i + 1] and len(got[2 * i + 1]) > 1000
-    # read_committed drops the aborted transactions' records
+    for extra in ({}, COMMITTED, {"includeHeaders": "true"}):
+        remote.append(rows(ks.read(spark, [url], storageOptions=options, **extra),
+                           headers=bool(extra.get("includeHeaders"))))
+        expected = local_rows(**extra)
+        assert remote[-1] == expected and len(expected) > 1000
+    # read_committed drops the aborted transactions' records (the reads above: no new ones)
     assert len(remote[1]) < len(remote[0])
 
 
@@ -78,36 +90,30 @@ def test_data_source_matches_the_local_copy(spark, s3, s3_kafkalog_dir):
     local, url = s3_kafkalog_dir
     options = _options_json(s3)
     starting = json.dumps({"events": {"0": 123, "1": 401}})
-    reads = []                  # (the bucket's, the local copy's): all read by one Spark job
-    for scheme in ("s3", "s3a"):
-        for extra in ({}, COMMITTED, {"startingOffsets": starting, "endingOffsets": "latest",
-                                      "maxBytesPerTask": "6000"}):
+    for extra in ({}, COMMITTED, {"startingOffsets": starting, "endingOffsets": "latest",
+                                  "maxBytesPerTask": "6000"}):
+        local_reader = spark.read.format("kafkalog")
+        for k, v in extra.items():
+            local_reader = local_reader.option(k, v)
+        expected = rows(local_reader.load(local))         # read once for both schemes
+        for scheme in ("s3", "s3a"):
             reader = spark.read.format("kafkalog").option("storageOptions", options)
             for k, v in extra.items():
                 reader = reader.option(k, v)
-            local_reader = spark.read.format("kafkalog")
-            for k, v in extra.items():
-                local_reader = local_reader.option(k, v)
-            reads += [reader.option("path", url.replace("s3://", f"{scheme}://")).load(),
-                      local_reader.load(local)]
-    got = rows_of(*reads)
-    for remote, expected in zip(got[::2], got[1::2]):
-        assert remote == expected
-        assert remote
+            remote = rows(reader.option("path", url.replace("s3://", f"{scheme}://")).load())
+            assert remote == expected
+            assert remote
 
 
 def test_a_partition_url_and_a_prefix_of_log_dirs(spark, s3, s3_kafkalog_dir):
     local, url = s3_kafkalog_dir
     options = _options_json(s3)
+    one = rows(ks.read(spark, [f"{url}/events-1"], storageOptions=options))
+    assert one == rows(ks.read(spark, [os.path.join(local, "events-1")]))
     # the bucket path above the log dir: partition directories are found by listing
     above = url.rsplit("/", 1)[0]
-    one, local_one, listed, local_all = rows_of(     # one Spark job
-        ks.read(spark, [f"{url}/events-1"], storageOptions=options),
-        ks.read(spark, [os.path.join(local, "events-1")]),
-        ks.read(spark, above, storageOptions=options, subscribe="events"),
-        ks.read(spark, local))
-    assert one == local_one
-    assert listed == local_all
+    assert rows(ks.read(spark, above, storageOptions=options, subscribe="events")) == \
+        rows(ks.read(spark, local))
 
 
 def test_credentials_stay_out_of_rows_and_plans(spark, s3, s3_kafkalog_dir):
@@ -119,8 +125,7 @@ def test_credentials_stay_out_of_rows_and_plans(spark, s3, s3_kafkalog_dir):
     assert SECRET not in tasks_df
     ds = spark.read.format("kafkalog").option("storageOptions", options).load(url)
     assert SECRET not in ds._jdf.queryExecution().toString()
-    from_read, from_source = rows_of(df, ds)
-    assert from_read == from_source
+    assert rows(df) == rows(ds)
 
 
 def test_read_with_the_aws_environment_only(spark, s3, s3_kafkalog_dir, monkeypatch):
@@ -132,13 +137,11 @@ def test_read_with_the_aws_environment_only(spark, s3, s3_kafkalog_dir, monkeypa
     saved = dict(environment)
     environment.update(env)
     try:
-        # the local read in the same Spark job (the environment changes nothing of it)
-        remote, expected = rows_of(ks.read(spark, [url], **COMMITTED),
-                                   ks.read(spark, [local], **COMMITTED))
+        remote = rows(ks.read(spark, [url], **COMMITTED))
     finally:
         environment.clear()
         environment.update(saved)
-    assert remote == expected and remote
+    assert remote == rows(ks.read(spark, [local], **COMMITTED)) and remote
 
 
 def test_bad_storage_options_are_refused_up_front(spark, s3, s3_kafkalog_dir):

@@ -15,7 +15,7 @@ import kafkalog.spark as ks  # noqa: E402
 from kafkalog import storage  # noqa: E402
 
 import test_spark  # noqa: E402
-from test_spark import rows, rows_of  # noqa: E402
+from test_spark import rows  # noqa: E402
 from test_tiered import KEYS, TOPIC_DIRS, _broker_dir_above, objects, source  # noqa: E402
 
 spark = test_spark.spark          # the one session-scoped SparkSession of the suite
@@ -32,25 +32,23 @@ def _fresh_storage():
 
 def test_local_and_tiered_together_are_the_whole_partition(spark, tmp_path):
     broker = _broker_dir_above(tmp_path, 528)
+    whole = rows(ks.read(spark, [source("txn")]))
+    both = ks.read(spark, [broker, objects("c-zstd-aes-64kib")], subscribe="txn",
+                   rsmKeys=json.dumps(KEYS))
+    assert rows(both) == whole
     committed = {"kafka.isolation.level": "read_committed"}
-    both, whole, both_committed, whole_committed = rows_of(      # one Spark job
-        ks.read(spark, [broker, objects("c-zstd-aes-64kib")], subscribe="txn",
-                rsmKeys=json.dumps(KEYS)),
-        ks.read(spark, [source("txn")]),
-        ks.read(spark, [broker, objects("d-aes-4kib-txn-only")], subscribe="txn",
-                rsmKeys=KEYS, **committed),
-        ks.read(spark, [source("txn")], **committed))
-    assert both == whole
-    assert both_committed == whole_committed
+    assert rows(ks.read(spark, [broker, objects("d-aes-4kib-txn-only")], subscribe="txn",
+                        rsmKeys=KEYS, **committed)) == \
+        rows(ks.read(spark, [source("txn")], **committed))
 
 
 def test_the_data_source_reads_a_tiered_prefix_with_rsm_keys(spark):
     df = (spark.read.format("kafkalog").option("rsmKeys", json.dumps(KEYS))
           .load(objects("c-zstd-aes-64kib")))
-    got, txn = rows_of(df, ks.read(spark, [source("txn")],        # one Spark job
-                                   endingOffsets=json.dumps({"txn": {"0": 594}})))
+    got = rows(df)
     assert len(got) == 28000 + 572
-    assert [r for r in got if r[0] == "txn"] == txn
+    assert [r for r in got if r[0] == "txn"] == \
+        rows(ks.read(spark, [source("txn")], endingOffsets=json.dumps({"txn": {"0": 594}})))
 
 
 def test_a_tiered_prefix_in_a_bucket(spark, s3, tmp_path):
@@ -59,9 +57,8 @@ def test_a_tiered_prefix_in_a_bucket(spark, s3, tmp_path):
     df = ks.read(spark, [f"{url}/{TOPIC_DIRS['multiseg']}"], rsmKeys=KEYS,
                  storageOptions=json.dumps(s3.options))
     assert df.count() == 28000
-    got, multiseg = rows_of(df, ks.read(spark, [source("multiseg")],     # one Spark job
-                                        endingOffsets=json.dumps({"multiseg": {"0": 28000}})))
-    assert got == multiseg
+    assert rows(df) == rows(ks.read(spark, [source("multiseg")],
+                                    endingOffsets=json.dumps({"multiseg": {"0": 28000}})))
 
 
 def test_keys_reach_only_the_reads_they_were_given_to(spark):
