@@ -16,6 +16,7 @@ import functools
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -25,6 +26,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from conftest import FIXTURES
 from kafkalog import Log, LogConfig, Record, build_batch, build_control_batch
 
 TOPIC = "views"
@@ -270,11 +272,11 @@ class Refused:
 
 class Views:
     """The Spark reads of one directory and what each must return. Reads are planned one by one
-    (``kafkalog.spark.read``) and run together as one Spark job: with ``share`` every check's
-    reads at the first check, else each check's own."""
+    (``kafkalog.spark.read``) and run together as one Spark job: every check's reads at the
+    first check."""
 
-    def __init__(self, path, t, share=True):
-        self.path, self.truth, self.share = path, t, share
+    def __init__(self, path, t):
+        self.path, self.truth = path, t
         self.queries = queries(path, t)
         self._results = {}
 
@@ -302,8 +304,7 @@ class Views:
     def check(self, spark, kind):
         mine = [label for label, (check, _, _) in self.queries.items() if check == kind]
         if any(label not in self._results for label in mine):
-            self._run(spark, [label for label, (check, _, _) in self.queries.items()
-                              if label not in self._results and (self.share or check == kind)])
+            self._run(spark, [label for label in self.queries if label not in self._results])
         wrong = []
         for label in mine:
             got, want = self._results[label], self.queries[label][2]
@@ -418,11 +419,16 @@ def test_verify_json(scenario):
 # ----------------------------------------------------------------------------------------------
 # Kafka's own crashed partition (no transactions, killed with its Log open)
 
-@pytest.fixture
-def crashed_0(fixture_copy):
-    path = fixture_copy("crashed-0")
+@pytest.fixture(scope="module")
+def crashed_0(tmp_path_factory):
+    """A copy of the fixture, shared by the tests below (they only read it): every check's
+    Spark reads run as one Spark job, at the first check."""
+    path = tmp_path_factory.mktemp("crashed") / "crashed-0"
+    shutil.copytree(FIXTURES / "crashed-0", path)
+    for f in path.iterdir():
+        f.chmod(0o644)
     t = truth(path)
-    return SimpleNamespace(path=path, truth=t, views=Views(path, t, share=False))
+    return SimpleNamespace(path=path, truth=t, views=Views(path, t))
 
 
 def test_crashed_fixture_ground_truth(crashed_0):
