@@ -461,6 +461,9 @@ class LogManager:
         marker (its next load recovers), the locks are released in any case, and the first
         failure is raised as ``LogDirFailureError`` (``TooManyOpenFilesError`` when the process
         ran out of descriptors)."""
+        # Stopped before the lock is taken: a checkpoint task running now takes the lock too,
+        # and the scheduler waits for it (up to 5 s, then 5 s more for its thread).
+        self.scheduler.shutdown(run_pending=True)
         with self._lock:
             if self._closed:
                 return
@@ -468,7 +471,6 @@ class LogManager:
             failures: list[KafkaLogError] = []
             failed_dirs = set()
             try:
-                self.scheduler.shutdown(run_pending=True)
                 for key, log_ in self._logs.items():
                     try:
                         log_.close()

@@ -75,11 +75,14 @@ class Scheduler:
                 self._cond.wait_for(lambda: not self._running, timeout=5)
 
     def shutdown(self, run_pending=True):
-        if run_pending:
-            self.run_pending_now()
+        # Stopped first: the thread starts no task after the one it is running, which
+        # run_pending_now waits for (with tasks due all the time, it would wait in vain for
+        # the thread to be idle).
         with self._cond:
             self._stopped = True
             self._cond.notify_all()
+        if run_pending:
+            self.run_pending_now()
         self._thread.join(timeout=5)
 
 

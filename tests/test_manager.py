@@ -2,6 +2,7 @@
 import json
 import logging
 import os
+import time
 
 import pytest
 
@@ -168,6 +169,21 @@ def test_background_tasks_run(tmp_path):
             time.sleep(0.02)
         assert log.log_start_offset > 0 and log.recovery_point == log.log_end_offset
         assert checkpoint.exists()
+
+
+def test_shutdown_with_background_tasks_due_all_the_time(tmp_path):
+    """A checkpoint task started after shutdown took the manager's lock waited for that lock
+    while shutdown waited for the task (5 s), then for the scheduler's thread (5 s more); and
+    the scheduler waited for an idle moment that never comes. Its thread has ended when
+    shutdown returns."""
+    with LogManager([tmp_path], CONFIG, retention_check_interval_ms=1,
+                    flush_check_interval_ms=1, checkpoint_interval_ms=1) as mgr:
+        log = mgr.get_or_create_log("t", 0)
+        for _ in range(30):
+            log.append(records(5))
+        while not (tmp_path / "recovery-point-offset-checkpoint").exists():
+            time.sleep(0.001)
+    assert not mgr.scheduler._thread.is_alive()
 
 
 def _filled_manager(tmp_path, topic="moving"):
