@@ -36,8 +36,10 @@ export PYSPARK_PYTHON="$PWD/.venv/bin/python"
 stage ruff "undefined names, unused imports and variables" \
   .venv/bin/ruff check --quiet --select F,E9 kafkalog tests bench scripts asv_benchmarks examples
 stage mypy "the public API's annotations" .venv/bin/mypy kafkalog
+# Two pytest processes, each given whole test files (a file's module fixtures are made once): one
+# process kept about one of the two cores busy (Spark jobs, subprocesses and servers wait).
 stage pytest "the whole suite, compiled kernels (pure-Python ones by their twin tests)" \
-  .venv/bin/python -m pytest -q "$@"
+  .venv/bin/python -m pytest -q -n 2 --dist loadfile "$@"
 stage asv "asv benchmark suite (discovery and setup checks)" asv_check
 stage wheel "the wheel: installed in a fresh venv, tested from outside the source tree" \
   bash scripts/wheel_check.sh
