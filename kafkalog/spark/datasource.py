@@ -40,7 +40,7 @@ from kafkalog.scan.planner import (
 from kafkalog.scan.pushdown import Pushdown
 from kafkalog.scan.reader import read_task
 from kafkalog.spark.options import (
-    PRUNE_OPTION, Options, catalog_table_options, paths_list, paths_option,
+    BOUND_OPTIONS, PRUNE_OPTION, Options, catalog_table_options, paths_list, paths_option,
 )
 from kafkalog.spark.schema import (
     declared_not_null, kafka_schema, not_null_columns, projected_columns, table_options,
@@ -120,9 +120,15 @@ def read(spark: SparkSession, paths: StrPath | Iterable[StrPath], **options: Any
     # them too, inside Spark's), and the options a batch query ignores, logged once.
     opts = Options(options)
     path_list = paths_list(paths)
-    # A whole plan, as an action makes it: a start past the end (Spark's "resolved start
-    # offset ... greater than the resolved end offset") is refused here, not mid-action.
-    plan(path_list, opts)
+    # A whole plan, as an action makes it, when options bound the offsets: a start past the
+    # end (Spark's "resolved start offset ... greater than the resolved end offset") is
+    # refused here, not mid-action. Else the partitions found are enough (the path errors,
+    # the warning of a selection matching none): a plan also finds every task's byte range
+    # (10 partitions: 17-24 ms against 8-11).
+    if any(opts.get(name) is not None for name in BOUND_OPTIONS):
+        plan(path_list, opts)
+    else:
+        partition_offsets(path_list, opts)
     spark.conf.set(PUSHDOWN_SETTING, "true")
     if spark not in _REGISTERED:
         register(spark)

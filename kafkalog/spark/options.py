@@ -20,6 +20,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 STRATEGY_OPTIONS = ("subscribe", "subscribePattern", "assign")
+# The options that bound the offsets read
+BOUND_OPTIONS = ("startingOffsets", "endingOffsets", "startingTimestamp", "endingTimestamp",
+                 "startingOffsetsByTimestamp", "endingOffsetsByTimestamp")
 
 # Set by kafkalog.spark.read: every scan of its DataFrame pushes a filter, so pushed filters
 # may prune (kafkalog.spark.datasource explains why others may not).
