@@ -20,6 +20,8 @@ import concurrent.futures
 import contextlib
 import logging
 import os
+import warnings
+import weakref
 
 from kafkalog import checkpoint
 from kafkalog._kernels import ActiveSegmentAppender
@@ -396,6 +398,12 @@ class LocalLog:
         kept = {s.base_offset for s in opened}
         return [s for s in old_segments if s.base_offset not in kept]
 
+    def release_when_collected(self, log, locks):
+        """The finalizer (``release_unclosed``) of ``log``, which ``close()`` detaches."""
+        unclosed = weakref.finalize(log, release_unclosed, self, locks, log.path)
+        unclosed.atexit = False         # (at exit the process lets go of everything anyway)
+        return unclosed
+
     def close(self):
         """Trim the indexes and close every segment; when that fails, release them all
         without writing (and raise)."""
@@ -410,3 +418,17 @@ class LocalLog:
         """Release every file without writing (a log whose dir failed)."""
         for segment in self.segments:
             segment.close_handlers()
+
+
+def release_unclosed(local, locks, path):
+    """A ``Log`` collected without ``close()``: its files and locks are released without
+    writing, as a file object closes itself, so the process may open the partition again (its
+    next load recovers the tail, as after a crash: every append was written)."""
+    warnings.warn(f"unclosed Log {path}: close() it, or open it in a with block",
+                  ResourceWarning, stacklevel=2)
+    try:
+        local.close_handlers()
+    finally:
+        for lock in locks:
+            lock.release()
+

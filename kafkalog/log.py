@@ -18,10 +18,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
 from kafkalog import checkpoint, storage
 from kafkalog._kernels import APPEND_HAS_COMPRESSED, APPEND_HAS_PRODUCER, walk_batches
-from kafkalog.cleaner import (
-    DEFAULT_MAP_MEMORY, CleanerStats, CleaningAbortedError, CleaningCoordinator,
-    CleaningSnapshot, clean_log,
-)
+from kafkalog.cleaner import (DEFAULT_MAP_MEMORY, CleanerStats, CleaningAbortedError,
+                              CleaningCoordinator, CleaningSnapshot, clean_log)
 from kafkalog.config import LogConfig
 from kafkalog.errors import InvalidOffsetError, KafkaLogError, LogClosedError, OffsetOutOfRangeError
 from kafkalog.files import parse_topic_partition
@@ -98,6 +96,7 @@ class Log:
         self._producer_state.on_high_watermark_updated(self.high_watermark)
         self._closed = False
         self._settings: tuple[LogConfig, AppendSettings] | None = None
+        self._unclosed = self._local.release_when_collected(self, self._locks)
 
     # ------------------------------------------------------------------------------ open
     @classmethod
@@ -677,6 +676,7 @@ class Log:
                 # Whatever failed above, the files are closed and the partition is free
                 # for the next writer (the failure is raised; nothing flushed is lost).
                 self._closed = True
+                self._unclosed.detach()
                 try:
                     # trimming indexes while the dir works, only releasing them once failed
                     if self._local.failed is None:

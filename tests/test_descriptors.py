@@ -1,6 +1,7 @@
 """Descriptors bounded independently of segment count (issue #16): inactive segments hold
 no descriptor until read, the least recently used give theirs back past a process-wide
 limit, recovery releases what it opened, and readers racing eviction read correctly."""
+import gc
 import os
 import random
 import struct
@@ -255,6 +256,29 @@ def test_a_written_partition_holds_two_descriptors(tmp_path):
             assert log_.offset_for_timestamp(1001)[0] == 1
         assert fds() - before <= 2 * 30 + 1          # (+ the log dir's .lock)
     assert fds() <= before
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+def test_a_log_collected_unclosed_lets_go_of_its_files_and_lock(tmp_path, read_only):
+    """As a file object: a Log dropped without close() releases its descriptors, mappings and
+    directory lock when collected (with a ResourceWarning), so the process can open the
+    partition again, and finds every record appended."""
+    path = tmp_path / "t-0"
+    with Log.open(path) as log_:
+        log_.append([Record(value=b"a")])
+    gc.collect()                       # (logs earlier tests left unclosed)
+    before, segments = fds(), open_segment_count()
+    log_ = Log.open(path, read_only=read_only)
+    if not read_only:
+        log_.append([Record(value=b"b")])
+    assert [r.offset for r in log_.records()]
+    assert open_segment_count() > segments       # (its mappings; a writer also holds files)
+    with pytest.warns(ResourceWarning, match="unclosed Log"):
+        del log_
+        gc.collect()
+    assert fds() == before and open_segment_count() == segments
+    with Log.open(path) as log_:
+        assert [r.value for r in log_.records()] == [b"a"] + ([] if read_only else [b"b"])
 
 
 def test_reaching_the_descriptor_limit_is_its_own_typed_error(tmp_path):
