@@ -425,10 +425,9 @@ def release_unclosed(local, locks, path):
     writing, as a file object closes itself, so the process may open the partition again (its
     next load recovers the tail, as after a crash: every append was written)."""
     warnings.warn(f"unclosed Log {path}: close() it, or open it in a with block",
-                  ResourceWarning, stacklevel=2)
+                  ResourceWarning)
     try:
         local.close_handlers()
     finally:
         for lock in locks:
             lock.release()
-
