@@ -240,6 +240,19 @@ class InvalidConfigError(KafkaLogError, ValueError):
     """An unknown setting, or a value of the wrong type or outside its range."""
 
 
+class OffsetsOutOfOrderError(CorruptRecordError):
+    """A batch does not start after the one before it ended (its base offset, which its CRC
+    does not cover, is at or below the previous batch's last offset, or below its segment's
+    base offset): reading on would return offsets twice or out of order. ``previous_offset``:
+    the offset it had to be above. Spark's Kafka source fails on such data loss; with
+    ``failOnDataLoss=false`` the scan readers skip the batch with a WARNING instead."""
+
+    def __init__(self, message, position=None, path=None, base_offset=None,
+                 previous_offset=None):
+        super().__init__(message, position, path, base_offset)
+        self.previous_offset = previous_offset
+
+
 class InternalRecordError(CorruptRecordError):
     """A key or value of an internal topic (``__consumer_offsets``, ``__transaction_state``,
     ``__cluster_metadata``) that its schema cannot read: an unknown record type or version,
@@ -395,6 +408,7 @@ __all__ = [
     "MissingSparkExtraError",
     "MissingArrowExtraError",
     "InternalRecordError",
+    "OffsetsOutOfOrderError",
     "NotARegularFileError",
     "SymlinkOutsideError",
     "LogClosedError",

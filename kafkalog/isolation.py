@@ -86,17 +86,22 @@ def fetched_batches(read, reading, directory, offset, end, isolation, include_co
     aborted transactions left out) and the offset the read started at. A bad batch raises
     after the batches before it were yielded."""
     aborted = AbortedTxnFilter() if isolation == "committed" else None
+    after = None         # the last offset read: the next read's batches start above it
     while offset < end:
         info = read(offset, max_bytes, isolation)
         if not info.records:
             break
         data = info.records
         meta = info.fetch_offset_metadata
+        # Offsets increase from the segment's base and across reads: a batch whose base
+        # offset (not covered by its CRC) is damaged raises OffsetsOutOfOrderError.
+        floor = meta.segment_base_offset - 1
         with reading():
             walk = walk_segment(data, validate_crc=validate_crc,
                                 position_base=meta.relative_position_in_segment,
                                 path=file_path(directory, meta.segment_base_offset,
-                                               LOG_SUFFIX))
+                                               LOG_SUFFIX),
+                                after=floor if after is None else max(after, floor))
         batches = walk.batches
         if len(batches):
             wanted = np.ones(len(batches), dtype=bool) if include_control else \
@@ -109,7 +114,8 @@ def fetched_batches(read, reading, directory, offset, end, isolation, include_co
         walk.raise_for_outcome()
         if len(batches) == 0:
             break
-        offset = int(batches["last_offset"][-1]) + 1
+        after = int(batches["last_offset"][-1])
+        offset = after + 1
         # Nothing here holds the read's copy into the next read (nor does fetched_records),
         # so that the allocator gives the next read the same memory, mapped and in cache (a
         # pass over bench-0 with 1 MiB reads faulted in 2,880 fresh pages otherwise).

@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kafkalog import codecs, storage
+from kafkalog.files import parse_file_name
 from kafkalog._kernels import (
     BatchView, batch_records, batch_views, check_batches, decode_legacy_records,
     decode_v2_records, make_records, span_bytes, table_records,
@@ -248,8 +249,11 @@ def _walked(buffer_or_path, validate_crc, strict, storage_options, rsm_keys):
     except IsADirectoryError:
         raise NotASegmentFileError(f"{path}: a directory, where a segment file is expected "
                                    "(open a directory with Log.open)") from None
+    # A segment's batches start at the base offset its name carries, and increase.
+    parsed = parse_file_name(os.path.basename(os.fspath(path))) if path is not None else None
     walk = walk_segment(buf, policy=ITERATE_STRICT if strict else ITERATE,
-                        validate_crc=validate_crc, path=path)
+                        validate_crc=validate_crc, path=path,
+                        after=parsed[0] - 1 if parsed is not None else None)
     return buf, walk.batches, path, walk.raise_for_outcome
 
 

@@ -77,17 +77,20 @@ class Gap(NamedTuple):
 
 # ------------------------------------------------------------------------------ scanning
 def scan_segment(buf: Any, start: int = 0, end: int = -1, legacy: bool = True,
-                 last_segment: bool = True) -> tuple[np.ndarray, list[Damage]]:
+                 last_segment: bool = True,
+                 after: int | None = None) -> tuple[np.ndarray, list[Damage]]:
     """Walk the batches of ``buf[start:end]``, resynchronising after every damaged region
     (the segment walker's ``SALVAGE`` policy).
 
     Returns ``(batches, damages)``: the intact batches (whole, CRC valid; ``BATCH_DTYPE``, file
     positions) in file order, and a ``Damage`` for each region without an intact batch.
     ``legacy``: also resynchronise on magic 0/1 entries; ``last_segment``: whether the file
-    ends the log (a batch cut at its end is then a torn write, else missing data).
+    ends the log (a batch cut at its end is then a torn write, else missing data); ``after``:
+    the offset the first batch must start above (a batch at or below it, or not above the
+    batch before it, is skipped as ``offsets_not_increasing``).
     """
     walk = walk_segment(buf, start, end, policy=SALVAGE, legacy=legacy,
-                        last_segment=last_segment)
+                        last_segment=last_segment, after=after)
     return walk.batches, walk.events
 
 
@@ -323,7 +326,7 @@ def salvage_segment(path: StrPath, previous_last_offset: int | None = None,
         base_offset = _base_of(path)
     buf = open_buffer(path)
     size = len(buf)
-    batches, damages = scan_segment(buf)
+    batches, damages = scan_segment(buf, after=previous_last_offset)
     gaps = [(d.start, d.end, d.code, d.message) for d in damages]
     kept, firsts = [], []
     records = 0

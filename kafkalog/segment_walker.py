@@ -20,12 +20,20 @@ outcome            code               what the bytes are
                                       rest of the batch is missing (no write tears it there)
 ``ZEROS``          ``log_zero_tail``  all-zero bytes to the end (a preallocated segment not
                                       trimmed: not closed cleanly)
+``OUT_OF_ORDER``   ``offsets_not_``   a whole batch that does not start after the batch
+                   ``increasing``     before it ended (or at or below the offset the walk
+                                      must start above: its segment's base, the previous
+                                      segment's last): its base offset, which the CRC does
+                                      not cover, is damaged, or the batch is misplaced
 ``END``            ``end``            every byte walked (or the bytes asked for: a cut)
 =================  =================  =====================================================
 
 What a walk does at each outcome is its ``WalkPolicy``: a CRC failure stops it, is kept (its
 size is intact, the walk goes on after it) or is skipped by resynchronising; an invalid
-header stops it or is skipped by resynchronising; a cut batch or zeros end it. Where each is
+header stops it or is skipped by resynchronising; a batch out of order stops it, is kept or
+is skipped (the next batch must then follow the one before it), or is not looked for (Kafka's
+recovery, which splits a segment whose offsets do not fit its base instead); a cut batch or
+zeros end it. Where each is
 reported is the policy's too: ``raise`` (a ``CorruptRecordError`` after the batches before it,
 ``SegmentWalk.raise_for_outcome``), ``log`` (WARNING on ``kafkalog.segment_walker``),
 ``report`` (a ``WalkEvent`` in the walk's ``events`` only) or ``ignore``. ``judge_tail=False``
@@ -46,7 +54,7 @@ from kafkalog._layout import (
     HEADER_SIZE_UP_TO_MAGIC, LEGACY_OVERHEAD_V0, LOG_OVERHEAD, WALK_END,
     WALK_INVALID, WALK_PARTIAL,
 )
-from kafkalog.errors import CorruptRecordError
+from kafkalog.errors import CorruptRecordError, OffsetsOutOfOrderError
 
 if TYPE_CHECKING:
     from kafkalog._typing import StrPath
@@ -62,11 +70,12 @@ class Outcome(str, enum.Enum):
     TORN_TAIL = "torn_tail"
     MISSING_DATA = "missing_data"
     ZEROS = "log_zero_tail"
+    OUT_OF_ORDER = "offsets_not_increasing"
     END = "end"
 
 
-# What the walk does at a CRC failure or an invalid header.
-STOP, KEEP, RESYNC = "stop", "keep", "resync"
+# What the walk does at a CRC failure, an invalid header or a batch out of order.
+STOP, KEEP, RESYNC, SKIP = "stop", "keep", "resync", "skip"
 # Where an outcome is reported.
 RAISE, LOG, REPORT, IGNORE = "raise", "log", "report", "ignore"
 
@@ -77,31 +86,40 @@ class WalkPolicy(NamedTuple):
     it) or ``"resync"``; ``on_invalid_header``: ``"stop"`` or ``"resync"`` (go on at the next
     position where a whole batch with a valid CRC begins); ``judge_tail``: look at the bytes of
     a cut batch (else it is a torn tail, as Kafka's iterator sees it); ``report``: outcome ->
-    ``"raise"``, ``"log"``, ``"report"`` or ``"ignore"`` (an outcome left out is reported).
+    ``"raise"``, ``"log"``, ``"report"`` or ``"ignore"`` (an outcome left out is reported);
+    ``on_out_of_order``: ``"stop"``, ``"keep"``, ``"skip"`` or None (offsets not checked).
     A raised outcome stops the walk."""
     on_crc_failure: str = STOP
     on_invalid_header: str = STOP
     judge_tail: bool = True
     report: Mapping[Outcome, str] = {}
+    on_out_of_order: str | None = None
 
     def action(self, outcome: Outcome) -> str:
         return self.report.get(outcome, REPORT)
 
 
 # Kafka's consumer: FileRecords.batchIterator, each batch's ensureValid; a cut batch is the end.
-ITERATE = WalkPolicy(judge_tail=False, report={
-    Outcome.CRC_FAILURE: RAISE, Outcome.INVALID_HEADER: RAISE, Outcome.TORN_TAIL: IGNORE})
-# The scan reader with failOnDataLoss=false: as ITERATE, but damage is a WARNING, not an error.
-ITERATE_LENIENT = WalkPolicy(judge_tail=False, report={
-    Outcome.CRC_FAILURE: LOG, Outcome.INVALID_HEADER: LOG, Outcome.TORN_TAIL: IGNORE})
+# A batch out of order is data loss, as Spark's Kafka source sees a gap (failOnDataLoss).
+ITERATE = WalkPolicy(judge_tail=False, on_out_of_order=STOP, report={
+    Outcome.CRC_FAILURE: RAISE, Outcome.INVALID_HEADER: RAISE, Outcome.TORN_TAIL: IGNORE,
+    Outcome.OUT_OF_ORDER: RAISE})
+# The scan reader with failOnDataLoss=false: as ITERATE, but damage is a WARNING, not an error
+# (a batch out of order is skipped).
+ITERATE_LENIENT = WalkPolicy(judge_tail=False, on_out_of_order=SKIP, report={
+    Outcome.CRC_FAILURE: LOG, Outcome.INVALID_HEADER: LOG, Outcome.TORN_TAIL: IGNORE,
+    Outcome.OUT_OF_ORDER: LOG})
 # Bytes that must be whole batches (data to append, a compressed wrapper's inner set).
-ITERATE_STRICT = WalkPolicy(judge_tail=False, report={
-    Outcome.CRC_FAILURE: RAISE, Outcome.INVALID_HEADER: RAISE, Outcome.TORN_TAIL: RAISE})
-# DumpLogSegments: a bad CRC is shown and the walk goes on; structural damage ends it.
-DUMP = WalkPolicy(on_crc_failure=KEEP)
+ITERATE_STRICT = WalkPolicy(judge_tail=False, on_out_of_order=STOP, report={
+    Outcome.CRC_FAILURE: RAISE, Outcome.INVALID_HEADER: RAISE, Outcome.TORN_TAIL: RAISE,
+    Outcome.OUT_OF_ORDER: RAISE})
+# DumpLogSegments: a bad CRC or a batch out of order is shown and the walk goes on;
+# structural damage ends it.
+DUMP = WalkPolicy(on_crc_failure=KEEP, on_out_of_order=KEEP)
 # Salvage and verify: every damaged region is skipped and reported.
-SALVAGE = WalkPolicy(on_crc_failure=RESYNC, on_invalid_header=RESYNC)
-# LogSegment.recover: the first damage ends the valid bytes; the rest is cut.
+SALVAGE = WalkPolicy(on_crc_failure=RESYNC, on_invalid_header=RESYNC, on_out_of_order=SKIP)
+# LogSegment.recover: the first damage ends the valid bytes; the rest is cut. Offsets are not
+# checked here: a segment whose offsets do not fit its base is split, as Kafka's recovery does.
 RECOVER = WalkPolicy()
 
 
@@ -158,26 +176,39 @@ class SegmentWalk:
 def walk_segment(buf: Any, start: int = 0, end: int = -1, *, policy: WalkPolicy = ITERATE,
                  validate_crc: bool = True, last_segment: bool = True,
                  path: StrPath | None = None, position_base: int = 0,
-                 legacy: bool = True) -> SegmentWalk:
+                 legacy: bool = True, after: int | None = None) -> SegmentWalk:
     """Walk the batches of ``buf[start:end]`` (a whole ``.log`` file or a slice of one starting
     at file position ``position_base``) with one kernel call per stretch of whole batches.
 
     ``last_segment``: whether the bytes end the partition's log (a cut batch there is a torn
-    write; elsewhere, missing data); ``legacy``: also resynchronise on magic 0/1 entries.
+    write; elsewhere, missing data); ``legacy``: also resynchronise on magic 0/1 entries;
+    ``after``: the offset the first batch must start above (its segment's base offset - 1,
+    or the last offset read before), None for no bound; each later batch must start above
+    the one before it (when the policy checks offsets).
     Returns a ``SegmentWalk``; reports as ``policy`` says.
     """
     end = len(buf) if end < 0 or end > len(buf) else end
     keep_crc = validate_crc and _reaction(policy, Outcome.CRC_FAILURE) == KEEP
-    runs, events, error = [], [], None
+    order = policy.on_out_of_order
+    runs, events, error, cut = [], [], None, None
     pos = start
     while True:
         batches, status, stop, reason = walk_batches(buf, pos, end, validate_crc=validate_crc,
                                                      stop_on_invalid=not keep_crc)
+        met = len(events)
+        if order is not None and len(batches):
+            batches, after, cut = _in_order(batches, after, order, events, policy, path,
+                                            position_base, buf)
+            if cut is not None:             # stopped at a batch out of order
+                runs.append(batches)
+                stop, error = cut
+                break
         runs.append(batches)
         if keep_crc:
             for i in np.flatnonzero(batches["crc_valid"] == 0).tolist():
                 events.append(_crc_event(batches[i], position_base, None))
                 _report(events[-1], policy, path, position_base, buf)
+            events[met:] = sorted(events[met:], key=_start)     # kept ones in file order
         if status == WALK_END:
             break
         event, resume = _judge(buf, status, stop, end, reason, policy, last_segment,
@@ -187,7 +218,36 @@ def walk_segment(buf: Any, start: int = 0, end: int = -1, *, policy: WalkPolicy 
         if error is not None or resume < 0:
             break
         pos = resume
-    return SegmentWalk(_joined(runs), events, stop, error, status != WALK_END)
+    return SegmentWalk(_joined(runs), events, stop, error, status != WALK_END or cut is not None)
+
+
+def _in_order(batches, after, order, events, policy, path, base, buf):
+    """Check that each of ``batches`` starts above ``after`` and above the batch before it:
+    (the batches the walk keeps, the last offset the next must start above, None or, when
+    the walk stops at a batch out of order, (its position, the error raised or None)).
+    A batch skipped or kept out of order does not move the bound."""
+    bases, lasts = batches["base_offset"], batches["last_offset"]
+    if (after is None or bases[0] > after) and (bases[1:] > lasts[:-1]).all():
+        return batches, int(lasts[-1]), None      # one comparison per batch: the usual case
+    bad = []
+    for i in range(len(batches)):          # damaged data only: one batch at a time
+        if after is not None and bases[i] <= after:
+            row = batches[i]
+            start = int(row["position"])
+            events.append(WalkEvent(
+                Outcome.OUT_OF_ORDER, base + start, base + start + int(row["size"]),
+                f"batch with offsets {int(bases[i])}-{int(lasts[i])} does not follow offset "
+                f"{after}", f"batch with offsets {int(bases[i])}-{int(lasts[i])} does not "
+                f"follow offset {after}", False, row.copy(), int(bases[i])))
+            error = _report(events[-1], policy, path, base, buf, after)
+            if order == STOP or error is not None:
+                return batches[:i], after, (start, error)
+            bad.append(i)
+        else:
+            after = int(lasts[i])
+    if order == SKIP:
+        batches = np.delete(batches, bad)
+    return batches, after, None
 
 
 def intact_extent(buf: Any, start: int = 0, end: int = -1) -> tuple[int, int | None, int | None]:
@@ -200,6 +260,10 @@ def intact_extent(buf: Any, start: int = 0, end: int = -1) -> tuple[int, int | N
         return 0, None, None
     records = int(np.where(batches["magic"] == 2, batches["record_count"], 1).sum())
     return records, int(batches["base_offset"].min()), int(batches["last_offset"].max())
+
+
+def _start(event):
+    return event.start
 
 
 def _joined(runs):
@@ -215,6 +279,8 @@ def _reaction(policy, outcome):
         return STOP
     if outcome is Outcome.CRC_FAILURE:
         return policy.on_crc_failure
+    if outcome is Outcome.OUT_OF_ORDER:
+        return policy.on_out_of_order
     return policy.on_invalid_header if outcome is Outcome.INVALID_HEADER else STOP
 
 
@@ -323,15 +389,24 @@ def partial_tail_message(buf: Any, position: int, remaining: int | None = None) 
            f"{remaining - LOG_OVERHEAD} remain"
 
 
-def _report(event, policy, path, base, buf):
-    """Log the event or make its exception, as the policy says; returns the exception."""
+def _report(event, policy, path, base, buf, previous=None):
+    """Log the event or make its exception, as the policy says; returns the exception.
+    ``previous``: the offset a batch out of order had to start above."""
     action = policy.action(event.outcome)
     if action == LOG:
+        reaction = _reaction(policy, event.outcome)
         log.warning("%s: %s at position %d: %s%s", path or "<buffer>", event.outcome.value,
                     event.start, event.message,
-                    "; the walk stops there" if _reaction(policy, event.outcome) == STOP else "")
+                    "; the walk stops there" if reaction == STOP else
+                    " (failOnDataLoss=false: the batch is skipped)" if reaction == SKIP else "")
     if action != RAISE:
         return None
+    if event.outcome is Outcome.OUT_OF_ORDER:
+        return OffsetsOutOfOrderError(
+            f"{event.reason}: offsets would repeat or go back (data loss; read_arrow and "
+            f"Spark skip such a batch with a warning with failOnDataLoss=false)",
+            position=event.start, path=path, base_offset=event.offset,
+            previous_offset=previous)
     offset = None
     if event.outcome is Outcome.CRC_FAILURE:
         offset = event.offset
@@ -351,12 +426,13 @@ class FileWalk:
     ``events`` holds what the walk met (file positions) and ``stop`` where it ended. A cut at
     ``end`` < ``size`` (bytes not asked for) is no damage. It stops at the first damage other
     than a kept CRC failure (it does not resynchronise, nor read past a cut batch for an
-    intact one: only, for zeros, the rest of the file)."""
+    intact one: only, for zeros, the rest of the file). ``after``: as ``walk_segment``'s."""
 
     def __init__(self, read: Callable[[int, int], bytes], end: int, size: int, *,
                  policy: WalkPolicy = DUMP, validate_crc: bool = True,
                  last_segment: bool = True, path: StrPath | None = None,
-                 first: int = 64 * 1024, most: int = 256 * 1024) -> None:
+                 first: int = 64 * 1024, most: int = 256 * 1024,
+                 after: int | None = None) -> None:
         self.read = read
         self.end = end
         self.size = size
@@ -366,6 +442,7 @@ class FileWalk:
         self.path = path
         self.first = first
         self.most = most
+        self.after = after
         self.events: list[WalkEvent] = []
         self.stop = 0
         self.error: CorruptRecordError | None = None
@@ -381,11 +458,21 @@ class FileWalk:
             at_end = pos + len(buf) >= end
             batches, status, stop, reason = walk_batches(
                 buf, validate_crc=self.validate_crc, stop_on_invalid=not keep_crc)
+            cut, met = None, len(self.events)
+            if policy.on_out_of_order is not None and len(batches):
+                batches, self.after, cut = _in_order(batches, self.after,
+                                                     policy.on_out_of_order, self.events,
+                                                     policy, self.path, pos, buf)
             if keep_crc:
                 for i in np.flatnonzero(batches["crc_valid"] == 0).tolist():
                     self._add(_crc_event(batches[i], pos, None), buf, pos)
+                self.events[met:] = sorted(self.events[met:], key=_start)
             if len(batches):
                 yield pos, buf, batches
+            if cut is not None:                # stopped at a batch out of order
+                self.stop = pos + cut[0]
+                self.error = self.error or cut[1]
+                return
             self.stop = pos + stop
             if status == WALK_END:
                 pos += stop

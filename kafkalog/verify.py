@@ -31,6 +31,7 @@ from kafkalog.log07.format import decode_entries, walk_all
 from kafkalog.producer_state import list_snapshots, read_snapshot
 from kafkalog.records import open_buffer
 from kafkalog.salvage import DECODE_CHUNK_BYTES, iter_decoded, scan_segment
+from kafkalog.segment_walker import Outcome
 
 if TYPE_CHECKING:
     from kafkalog._typing import StrPath
@@ -181,11 +182,13 @@ def _verify_segment(directory, base, carry, deep, chunk_bytes, last_segment):
         buf = open_buffer(log_path)
     except OSError as e:
         return _unreadable(log_path, [problem("cannot_open", log_path, f"cannot be read: {e}")])
-    batches, damages = scan_segment(buf, last_segment=last_segment)
+    # offsets increase across segments: the walk skips (and reports) a batch out of order
+    batches, damages = scan_segment(buf, last_segment=last_segment, after=carry.batch_last)
     problems = [problem(d.code, log_path, d.message, d.start, d.offset) for d in damages]
-    crc_rows = [d.row for d in damages if d.row is not None]
+    crc_rows = [d.row for d in damages if d.outcome is Outcome.CRC_FAILURE]
+    skipped_rows = [d.row for d in damages if d.row is not None]
     flagged = set()
-    problems += _check_batch_offsets(log_path, base, batches, carry, flagged)
+    problems += _check_batch_offsets(log_path, base, batches)
     records = _check_records(buf, log_path, batches, carry, flagged, chunk_bytes, problems) \
         if deep else None
     if len(batches):
@@ -195,12 +198,13 @@ def _verify_segment(directory, base, carry, deep, chunk_bytes, last_segment):
             carry.epochs.append((log_path, v2[["position", "base_offset",
                                                "partition_leader_epoch"]].copy()))
     rows = batches
-    if crc_rows:
-        rows = np.concatenate([batches, np.array(crc_rows, dtype=batches.dtype)])
+    if skipped_rows:     # the indexes were written with every whole batch
+        rows = np.concatenate([batches, np.array(skipped_rows, dtype=batches.dtype)])
         rows = rows[np.argsort(rows["position"], kind="stable")]
     problems += _verify_indexes(directory, base, rows)
-    if damages:
-        valid_bytes = damages[0].start
+    cuts = [d for d in damages if d.outcome is not Outcome.OUT_OF_ORDER]
+    if cuts:             # (recovery does not cut at a batch out of order: it splits)
+        valid_bytes = cuts[0].start
     else:
         valid_bytes = int(batches["position"][-1] + batches["size"][-1]) if len(batches) else 0
     return {"file": os.path.basename(log_path), "size": len(buf),
@@ -280,7 +284,7 @@ def _unreadable(log_path, problems):
             "valid_bytes": 0, "last_offset": None, "crc_errors": 0, "problems": problems}
 
 
-def _check_batch_offsets(path, base, batches, carry, flagged):
+def _check_batch_offsets(path, base, batches):
     if not len(batches):
         return []
     out = []
@@ -290,16 +294,6 @@ def _check_batch_offsets(path, base, batches, carry, flagged):
         out.append(problem("offset_below_segment_base", path,
                            f"first offset {int(bases[0])} is below the segment's base offset "
                            f"{base}", positions[0], bases[0]))
-    if carry.batch_last is not None and bases[0] <= carry.batch_last:
-        flagged.add(int(positions[0]))
-        out.append(problem("offsets_not_increasing", path,
-                           f"first offset {int(bases[0])} does not follow the previous "
-                           f"segment's last offset {carry.batch_last}", positions[0], bases[0]))
-    for i in np.flatnonzero(bases[1:] <= lasts[:-1]).tolist():
-        flagged.add(int(positions[i + 1]))
-        out.append(problem("offsets_not_increasing", path,
-                           f"batch with offsets {int(bases[i + 1])}-{int(lasts[i + 1])} does "
-                           f"not follow offset {int(lasts[i])}", positions[i + 1], bases[i + 1]))
     for i in np.flatnonzero((batches["magic"] == 2) & (lasts < bases)).tolist():
         out.append(problem("corrupt_batch", path, f"negative last offset delta "
                            f"{int(lasts[i] - bases[i])}", positions[i], bases[i]))
@@ -459,7 +453,10 @@ def _check_time_index(tidx, batches, base, last_offset):
                            f"follow ({int(ts[i])}, {int(offs[i])})", (i + 1) * size,
                            offs[i + 1]))
     n = len(batches)
-    k = np.searchsorted(batches["last_offset"], offs, "left")
+    # Batches in file order (an entry is written as the batches are): the batch holding an
+    # offset is the first whose last offset, or one before it, reaches it. A batch out of
+    # order (a damaged base offset) then moves no entry off its batch.
+    k = np.searchsorted(np.maximum.accumulate(batches["last_offset"]), offs, "left")
     found = k < n
     kk = np.where(found, k, 0)
     if n:

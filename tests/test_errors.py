@@ -52,7 +52,7 @@ def test_negative_length(tmp_path):
 def test_varint_that_never_ends(tmp_path):
     body = b"\x00" + b"\xff" * 20          # attributes, then an endless timestamp delta
     rec = _varint(len(body)) + body
-    batch = bytearray(build_batch(records(1)))
+    batch = bytearray(build_batch(records(1), base_offset=5))   # after the first batch
     batch = batch[:61] + rec
     struct.pack_into(">i", batch, 8, len(batch) - 12)
     path = write(tmp_path, bytes(build_batch(records())) + bytes(batch))

@@ -226,6 +226,8 @@ class SegmentScan:
         self.name = os.path.basename(self.path)
         parsed = parse_file_name(self.name)
         self.base_offset = parsed[0] if parsed else 0
+        # a segment's batches start at the base offset its name carries
+        self._after = parsed[0] - 1 if parsed else None
         self.options = options
         self.report = report
         try:
@@ -259,7 +261,8 @@ class SegmentScan:
                 f.seek(position)
                 return f.read(n)
             walk = FileWalk(read, self.end, self.size, policy=DUMP, path=self.path,
-                            first=_FIRST_CHUNK, most=_MAX_CHUNK)
+                            first=_FIRST_CHUNK, most=_MAX_CHUNK,
+                            after=self._after)
             read_to = 0
             for pos, buf, batches in walk:
                 progress.advance(pos + len(buf) - read_to)    # stretches may overlap
@@ -272,6 +275,9 @@ class SegmentScan:
         for event in walk.events:
             if event.outcome is Outcome.CRC_FAILURE:
                 continue            # reported with its batch's offsets (``_chunk``)
+            if event.outcome is Outcome.OUT_OF_ORDER:     # shown, and the walk went on
+                self.report.add(self.path, event.start, event.message)
+                continue
             self.invalid_bytes = event.end - event.start
             if event.cut:           # kafka-dump-log's "Found N invalid bytes at the end"
                 self.report.add(self.path, event.start,

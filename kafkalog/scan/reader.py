@@ -155,9 +155,10 @@ def _walk_task(task, path, rsm_keys=None):
         _deleted_after_planning(task, e)
         return None
     # Kafka's own iterator stops silently at a torn tail; anything else is data loss (with
-    # failOnDataLoss=false, a WARNING and the batches before it).
+    # failOnDataLoss=false, a WARNING and the batches before it, or a batch out of order
+    # skipped). A segment's batches start at its base offset and increase.
     walk = walk_segment(buf, task["start_pos"], end, validate_crc=task["validate_crc"],
-                        path=path,
+                        path=path, after=task["segment"] - 1,
                         policy=ITERATE if task["fail_on_data_loss"] else ITERATE_LENIENT)
     walk.raise_for_outcome()
     return buf, walk.batches
