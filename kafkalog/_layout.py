@@ -40,6 +40,7 @@ LOG_OVERHEAD = 12            # offset + size, in front of every batch / legacy e
 HEADER_SIZE_UP_TO_MAGIC = 17
 V2_HEADER_SIZE = 61
 V2_CRC_START = 21
+V2_LEADER_EPOCH_AT = 12      # partitionLeaderEpoch (int32), not covered by the CRC
 LEGACY_OVERHEAD_V0 = 14      # crc, magic, attributes, key length, value length
 LEGACY_OVERHEAD_V1 = 22      # ... plus the timestamp
 LEGACY_CRC_START = 16        # CRC32 covers [magic, end) of the entry

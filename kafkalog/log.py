@@ -12,12 +12,16 @@ import contextlib
 import itertools
 import logging
 import os
+import struct
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
+import numpy as np
+
 from kafkalog import checkpoint, storage
 from kafkalog._kernels import APPEND_HAS_COMPRESSED, APPEND_HAS_PRODUCER, walk_batches
+from kafkalog._layout import V2_LEADER_EPOCH_AT
 from kafkalog.cleaner import (DEFAULT_MAP_MEMORY, CleanerStats, CleaningAbortedError,
                               CleaningCoordinator, CleaningSnapshot, clean_log)
 from kafkalog.config import LogConfig
@@ -54,6 +58,18 @@ log = logging.getLogger(__name__)
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 _NOT_FOR_APPENDER = APPEND_HAS_PRODUCER | APPEND_HAS_COMPRESSED    # (ActiveSegmentAppender)
+
+
+def _set_leader_epoch(data, batches, epoch):
+    """Write ``epoch`` into the partitionLeaderEpoch field of every batch of ``data`` (whole,
+    validated v2 batches), as Kafka's LogValidator does for a leader; the CRC covers the
+    batch from its attributes on, so it stays valid. Returns the batches' walk, updated."""
+    if batches is None:
+        batches = walk_batches(data, validate_crc=False)[0]
+    field = batches["position"][:, None] + np.arange(V2_LEADER_EPOCH_AT, V2_LEADER_EPOCH_AT + 4)
+    np.frombuffer(data, np.uint8)[field] = np.frombuffer(struct.pack(">i", epoch), np.uint8)
+    batches["partition_leader_epoch"] = epoch
+    return batches
 __all__ = ["Log", "LogAppendInfo", "LogOffsetSnapshot", "ISOLATIONS", "EARLIEST_TIMESTAMP",
            "LATEST_TIMESTAMP"]
 
@@ -272,7 +288,7 @@ class Log:
                records_or_batch_bytes: bytes | bytearray | memoryview | Iterable[RecordLike], *,
                compression: str | int | None = None, producer_id: int = -1,
                producer_epoch: int = -1, base_sequence: int = -1, transactional: bool = False,
-               partition_leader_epoch: int = 0) -> LogAppendInfo:
+               partition_leader_epoch: int | None = None) -> LogAppendInfo:
         """Append as leader: assign offsets from the log end offset.
 
         Takes ``Record`` objects (built into one batch here, compressed with ``compression``,
@@ -280,24 +296,28 @@ class Log:
         whole v2 batches (validated: structure, CRC, magic, size, record decoding; appended
         with the codec they carry — kafkalog does not recompress bytes). Applies
         ``message.timestamp.type`` and the ``message.timestamp.before/after.max.ms`` bounds.
+        ``partition_leader_epoch``: the leader's epoch, written into every batch as Kafka's
+        LogValidator does (None: 0 for records, bytes keep the epochs their batches carry).
         Returns a ``LogAppendInfo``.
         """
+        raw = isinstance(records_or_batch_bytes, (bytes, bytearray, memoryview))
+        epoch = 0 if partition_leader_epoch is None else partition_leader_epoch
         if compression is None and producer_id == producer_epoch == base_sequence == -1 and \
-                not transactional:
+                not transactional and not (raw and partition_leader_epoch is not None):
             local = self._local  # the common case: one kernel call, under the log's lock
             appender = local.appender
-            info = appender and appender.append(self, local, records_or_batch_bytes,
-                                                partition_leader_epoch)
+            info = appender and appender.append(self, local, records_or_batch_bytes, epoch)
             if info:      # (None: the general path)
                 return info
         settings = self._append_settings()
-        if isinstance(records_or_batch_bytes, (bytes, bytearray, memoryview)):
-            return self._append(bytearray(records_or_batch_bytes), True, settings)
+        if raw:
+            return self._append(bytearray(records_or_batch_bytes), True, settings,
+                                partition_leader_epoch)
         codec, compress = settings.codec_for(compression)
         now = int(self._time_fn() * 1000)      # (of records without a timestamp)
         return self._append(leader_batch(list(records_or_batch_bytes), now, codec, compress,
                                          producer_id, producer_epoch, base_sequence,
-                                         transactional, partition_leader_epoch), True, settings)
+                                         transactional, epoch), True, settings)
 
     def append_batches(self, buffers: Iterable[bytes | bytearray | memoryview]
                        ) -> LogAppendInfo:
@@ -317,9 +337,12 @@ class Log:
         go below the log end offset."""
         return self._append(bytearray(batch_bytes), False, self._append_settings())
 
-    def _append(self, data, assign_offsets, settings):
+    def _append(self, data, assign_offsets, settings, leader_epoch=None):
         """Append ``data`` (a bytearray made for it: offsets are assigned in it) under
-        ``settings``: the general path, which arms the appender of the next appends."""
+        ``settings``: the general path, which arms the appender of the next appends.
+        ``leader_epoch``: written into every batch of ``data`` (None: left as it is)."""
+        if leader_epoch is not None and not -2**31 <= leader_epoch < 2**31:
+            raise OverflowError(f"partition leader epoch {leader_epoch} is not an int32")
         with self._lock:
             local = self._local
             local.appender = None
@@ -332,6 +355,9 @@ class Log:
             (n_batches, first, last, max_ts, offset_of_max, count, flags, epoch, batches,
              prepared) = validator.validate(data, log_end, assign_offsets, now,
                                             self._producer_state)
+            if leader_epoch is not None:
+                batches = _set_leader_epoch(data, batches, leader_epoch)
+                epoch = leader_epoch
             if prepared is not None and prepared.duplicate is not None:
                 # A retried batch already in the log: answer with its offsets.
                 duplicate = prepared.duplicate

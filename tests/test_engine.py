@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from kafkalog import Record, build_batch
+from kafkalog import Record, build_batch, iter_batches
 from kafkalog._kernels import walk_batches
 from kafkalog.errors import KafkaLogError, LogDirFailureError
 from kafkalog.leader_epoch import LeaderEpochCache
@@ -221,4 +221,18 @@ def test_offset_overflow_split_survives_a_crash(tmp_path, crash_at, monkeypatch)
     log = Log.open(d, clean_shutdown=False)         # the next load finishes or redoes it
     assert [r.offset for r in log.records()] == offsets
     assert [s.base_offset for s in log.segments] == [0, 2**31 + 10]
+    log.close()
+
+
+def test_a_leader_writes_its_epoch_into_appended_bytes(tmp_path):
+    log = Log.open(tmp_path / "t-0")
+    log.append(build_batch([Record(value=b"c")] * 2, partition_leader_epoch=5) +
+               build_batch([Record(value=b"d")], partition_leader_epoch=-1),
+               partition_leader_epoch=9)
+    log.append(build_batch([Record(value=b"e")], partition_leader_epoch=11))   # kept
+    batches = list(iter_batches(log.read(0).records))      # CRCs checked
+    assert [b.partition_leader_epoch for b in batches] == [9, 9, 11]
+    assert log.leader_epoch_cache.entries == [(9, 0), (11, 3)]
+    with pytest.raises(OverflowError):
+        log.append(build_batch([Record(value=b"f")]), partition_leader_epoch=2**31)
     log.close()
