@@ -212,10 +212,12 @@ class LogDirCheckpoints:
         self.offsets[field] = dict(offsets)
 
 
-def write_log_start_offset(partition_dir: StrPath, offset: int) -> None:
-    """Record a partition's log start offset in its log dir's ``log-start-offset-checkpoint``
-    (nothing for a directory not named like a partition)."""
+def write_partition_offset(partition_dir: StrPath, field: str, offset: int) -> None:
+    """Record one offset of a partition (``field``: a ``LogDirCheckpoints.NAMES`` key, e.g.
+    its log start offset) in its log dir's checkpoint file, the other partitions' entries
+    kept (nothing for a directory not named like a partition)."""
     key = topic_partition_or_none(os.path.basename(partition_dir))
     if key is not None:
         saved = LogDirCheckpoints(os.path.dirname(partition_dir))
-        saved.write("log_start_offset", {**saved.offsets["log_start_offset"], key: offset})
+        if saved.offsets[field].get(key) != offset:
+            saved.write(field, {**saved.offsets[field], key: offset})

@@ -643,7 +643,8 @@ class Log:
                     retention = LogStartOffsetRetention()
                     self._delete_by(retention.predicate(self, 0), retention.reason)
                     if not self._managed:       # a LogManager writes a managed log's
-                        checkpoint.write_log_start_offset(self.path, self._log_start_offset)
+                        checkpoint.write_partition_offset(self.path, "log_start_offset",
+                                                          self._log_start_offset)
             return self._log_start_offset
 
     # ------------------------------------------------------------------------------ compaction
@@ -697,7 +698,7 @@ class Log:
                     if not self.read_only and self._local.failed is None:
                         self.flush()
                         with self._local.io("close"):
-                            self._producer_state.take_snapshot(self.log_end_offset, True)
+                            self._close_cleanly()
             finally:
                 # Whatever failed above, the files are closed and the partition is free
                 # for the next writer (the failure is raised; nothing flushed is lost).
@@ -713,6 +714,20 @@ class Log:
                 finally:
                     for lock in self._locks:
                         lock.release()
+
+    def _close_cleanly(self):
+        """Leave files the next open accepts silently, as a broker's clean shutdown does: the
+        snapshot of the last close, now at no segment's base, removed (the loader would
+        delete it as a stray) before this close's; and, for a standalone log, the recovery
+        point (all flushed) in the log dir's checkpoint, so the next open recovers from
+        the active segment only, not segments whose indexes appends and closes wrote."""
+        log_end = self.log_end_offset
+        self._producer_state.remove_stray_snapshots(
+            [s.base_offset for s in self.segments] + [log_end])
+        self._producer_state.take_snapshot(log_end, True)
+        if not self._managed:             # a LogManager writes a managed log's
+            checkpoint.write_partition_offset(self.path, "recovery_point",
+                                              self._local.recovery_point)
 
     def __enter__(self) -> Log:
         return self

@@ -170,7 +170,8 @@ def test_first_truncating_segment_removes_later_ones(tmp_path):
     data = bytearray(logs[1].read_bytes())
     data[100] ^= 0xFF
     logs[1].write_bytes(bytes(data))
-    log = Log.open(d, clean_shutdown=False)
+    # (recovery from offset 0: the close recorded its recovery point, the log end)
+    log = Log.open(d, clean_shutdown=False, recovery_point=0)
     assert len(log.segments) == 2
     assert log.log_end_offset == log.segments[1].base_offset + \
         len([r for r in log.records(log.segments[1].base_offset)])
@@ -583,3 +584,15 @@ def test_compression_type_applies_to_built_batches(tmp_path):
     log.flush()
     assert [b.compression for b in iter_batches(log.segments[0].log_path)] == ["zstd", "none"]
     log.close()
+
+
+def test_reopening_a_cleanly_closed_log_changes_nothing(tmp_path, caplog):
+    """A clean close leaves files the next writable open accepts silently (issue #39): its
+    snapshot from the last close is not left a stray, and the recovery point is recorded."""
+    for session in range(4):
+        log = open_log(tmp_path, **{"segment.bytes": 2048})
+        assert log.recovery_report.actions == [], (session, log.recovery_report.actions)
+        for n in [5] * 11 + [3]:          # the close is not at a segment's base offset
+            log.append(records(n, start_ts=1000 + session * 100))
+        log.close()
+    assert "did not match" not in caplog.text and "stray" not in caplog.text
