@@ -75,15 +75,16 @@ def compressor(codec: int) -> Callable[[bytes], bytes] | None:
 def leader_batch(records: list[RecordLike], now: int, codec: int,
                  compress: Callable[[bytes], bytes] | None, producer_id: int,
                  producer_epoch: int, base_sequence: int, transactional: bool,
-                 partition_leader_epoch: int) -> bytearray:
+                 partition_leader_epoch: int | None) -> bytearray:
     """The batch ``Log.append`` makes of ``records`` (CreateTime, ``now`` for records without
-    a timestamp, offsets from 0 until the log assigns them), as a bytearray the append may
-    rewrite. Raises ValueError when there is no record."""
+    a timestamp, offsets from 0 until the log assigns them, ``partition_leader_epoch`` None
+    as 0), as a bytearray the append may rewrite. Raises ValueError when there is no
+    record."""
     if not records:
         raise ValueError("nothing to append")
     return build_v2_batch(records, 0, now, codec | TRANSACTIONAL_MASK if transactional
                           else codec, producer_id, producer_epoch, base_sequence,
-                          partition_leader_epoch, None, None, None, compress)
+                          partition_leader_epoch or 0, None, None, None, compress)
 
 
 def build_control_batch(control_type: ControlType | int | str, *, producer_id: int,

@@ -103,8 +103,9 @@ class LocalLog:
     log end offset and recovery point."""
 
     def __init__(self, directory, config, segments, *, log_end_offset, recovery_point,
-                 scheduler, time_fn, changed=True):
+                 scheduler, time_fn, changed=True, managed=False):
         self.directory = directory
+        self.managed = managed        # a LogManager writes the log dir's checkpoints
         self.config = config
         self._segments = LogSegments()
         self.segments = segments if isinstance(segments, LogSegments) else \
@@ -404,15 +405,25 @@ class LocalLog:
         unclosed.atexit = False         # (at exit the process lets go of everything anyway)
         return unclosed
 
-    def close(self):
+    def close(self, checkpoint=False):
         """Trim the indexes and close every segment; when that fails, release them all
-        without writing (and raise)."""
+        without writing (and raise). ``checkpoint``: then record the recovery point (a
+        standalone log's clean close: the next open recovers from the active segment only,
+        as a broker's after its clean shutdown, finding the files as this close left them)."""
         try:
             for segment in self.segments:
                 segment.close()
         except OSError:
             self.close_handlers()
             raise
+        if checkpoint:
+            self.checkpoint("recovery_point", self.recovery_point)
+
+    def checkpoint(self, field, offset):
+        """Record the partition's ``field`` (a ``LogDirCheckpoints.NAMES`` key) in its log
+        dir's checkpoint file: a standalone log's (a LogManager writes a managed log's)."""
+        if not self.managed:
+            checkpoint.write_partition_offset(self.directory, field, offset)
 
     def close_handlers(self):
         """Release every file without writing (a log whose dir failed)."""

@@ -12,16 +12,12 @@ import contextlib
 import itertools
 import logging
 import os
-import struct
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
-import numpy as np
-
 from kafkalog import checkpoint, storage
 from kafkalog._kernels import APPEND_HAS_COMPRESSED, APPEND_HAS_PRODUCER, walk_batches
-from kafkalog._layout import V2_LEADER_EPOCH_AT
 from kafkalog.cleaner import (DEFAULT_MAP_MEMORY, CleanerStats, CleaningAbortedError,
                               CleaningCoordinator, CleaningSnapshot, clean_log)
 from kafkalog.config import LogConfig
@@ -30,7 +26,7 @@ from kafkalog.files import parse_topic_partition
 from kafkalog.isolation import ISOLATIONS, fetched_records, fetched_tables
 from kafkalog.loader import open_partition, rebuild_producer_state
 from kafkalog.local_log import LocalLog
-from kafkalog.log_validator import AppendSettings
+from kafkalog.log_validator import AppendSettings, with_leader_epoch
 from kafkalog.fetch_data_info import LogAppendInfo, LogOffsetSnapshot, append_info
 from kafkalog.builder import leader_batch
 from kafkalog.retention import LogStartOffsetRetention, breached_policies, deletable_segments
@@ -58,18 +54,6 @@ log = logging.getLogger(__name__)
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 _NOT_FOR_APPENDER = APPEND_HAS_PRODUCER | APPEND_HAS_COMPRESSED    # (ActiveSegmentAppender)
-
-
-def _set_leader_epoch(data, batches, epoch):
-    """Write ``epoch`` into the partitionLeaderEpoch field of every batch of ``data`` (whole,
-    validated v2 batches), as Kafka's LogValidator does for a leader; the CRC covers the
-    batch from its attributes on, so it stays valid. Returns the batches' walk, updated."""
-    if batches is None:
-        batches = walk_batches(data, validate_crc=False)[0]
-    field = batches["position"][:, None] + np.arange(V2_LEADER_EPOCH_AT, V2_LEADER_EPOCH_AT + 4)
-    np.frombuffer(data, np.uint8)[field] = np.frombuffer(struct.pack(">i", epoch), np.uint8)
-    batches["partition_leader_epoch"] = epoch
-    return batches
 __all__ = ["Log", "LogAppendInfo", "LogOffsetSnapshot", "ISOLATIONS", "EARLIEST_TIMESTAMP",
            "LATEST_TIMESTAMP"]
 
@@ -92,7 +76,7 @@ class Log:
         self.config = config
         self.recovery_report = loaded.report
         self._local = LocalLog(path, config, loaded.segments,
-                               log_end_offset=loaded.log_end_offset,
+                               log_end_offset=loaded.log_end_offset, managed=managed,
                                recovery_point=loaded.recovery_point, scheduler=scheduler,
                                time_fn=time_fn, changed=bool(loaded.report.actions))
         self._lock = threading.RLock()
@@ -295,29 +279,26 @@ class Log:
         else the topic's ``compression.type`` unless that is ``producer``) or the bytes of
         whole v2 batches (validated: structure, CRC, magic, size, record decoding; appended
         with the codec they carry — kafkalog does not recompress bytes). Applies
-        ``message.timestamp.type`` and the ``message.timestamp.before/after.max.ms`` bounds.
-        ``partition_leader_epoch``: the leader's epoch, written into every batch as Kafka's
-        LogValidator does (None: 0 for records, bytes keep the epochs their batches carry).
-        Returns a ``LogAppendInfo``.
+        ``message.timestamp.type``, the ``message.timestamp.before/after.max.ms`` bounds and
+        ``partition_leader_epoch`` (None: 0; bytes keep theirs). Returns a ``LogAppendInfo``.
         """
-        raw = isinstance(records_or_batch_bytes, (bytes, bytearray, memoryview))
-        epoch = 0 if partition_leader_epoch is None else partition_leader_epoch
+        records_or_batch_bytes = with_leader_epoch(records_or_batch_bytes, partition_leader_epoch)
         if compression is None and producer_id == producer_epoch == base_sequence == -1 and \
-                not transactional and not (raw and partition_leader_epoch is not None):
+                not transactional:
             local = self._local  # the common case: one kernel call, under the log's lock
             appender = local.appender
-            info = appender and appender.append(self, local, records_or_batch_bytes, epoch)
+            info = appender and appender.append(self, local, records_or_batch_bytes,
+                                                partition_leader_epoch or 0)
             if info:      # (None: the general path)
                 return info
         settings = self._append_settings()
-        if raw:
-            return self._append(bytearray(records_or_batch_bytes), True, settings,
-                                partition_leader_epoch)
+        if isinstance(records_or_batch_bytes, (bytes, bytearray, memoryview)):
+            return self._append(bytearray(records_or_batch_bytes), True, settings)
         codec, compress = settings.codec_for(compression)
         now = int(self._time_fn() * 1000)      # (of records without a timestamp)
         return self._append(leader_batch(list(records_or_batch_bytes), now, codec, compress,
                                          producer_id, producer_epoch, base_sequence,
-                                         transactional, epoch), True, settings)
+                                         transactional, partition_leader_epoch), True, settings)
 
     def append_batches(self, buffers: Iterable[bytes | bytearray | memoryview]
                        ) -> LogAppendInfo:
@@ -337,12 +318,9 @@ class Log:
         go below the log end offset."""
         return self._append(bytearray(batch_bytes), False, self._append_settings())
 
-    def _append(self, data, assign_offsets, settings, leader_epoch=None):
+    def _append(self, data, assign_offsets, settings):
         """Append ``data`` (a bytearray made for it: offsets are assigned in it) under
-        ``settings``: the general path, which arms the appender of the next appends.
-        ``leader_epoch``: written into every batch of ``data`` (None: left as it is)."""
-        if leader_epoch is not None and not -2**31 <= leader_epoch < 2**31:
-            raise OverflowError(f"partition leader epoch {leader_epoch} is not an int32")
+        ``settings``: the general path, which arms the appender of the next appends."""
         with self._lock:
             local = self._local
             local.appender = None
@@ -355,9 +333,6 @@ class Log:
             (n_batches, first, last, max_ts, offset_of_max, count, flags, epoch, batches,
              prepared) = validator.validate(data, log_end, assign_offsets, now,
                                             self._producer_state)
-            if leader_epoch is not None:
-                batches = _set_leader_epoch(data, batches, leader_epoch)
-                epoch = leader_epoch
             if prepared is not None and prepared.duplicate is not None:
                 # A retried batch already in the log: answer with its offsets.
                 duplicate = prepared.duplicate
@@ -642,9 +617,7 @@ class Log:
                 with self._local.io("retention"):
                     retention = LogStartOffsetRetention()
                     self._delete_by(retention.predicate(self, 0), retention.reason)
-                    if not self._managed:       # a LogManager writes a managed log's
-                        checkpoint.write_partition_offset(self.path, "log_start_offset",
-                                                          self._log_start_offset)
+                    self._local.checkpoint("log_start_offset", self._log_start_offset)
             return self._log_start_offset
 
     # ------------------------------------------------------------------------------ compaction
@@ -698,7 +671,7 @@ class Log:
                     if not self.read_only and self._local.failed is None:
                         self.flush()
                         with self._local.io("close"):
-                            self._close_cleanly()
+                            self._producer_state.close_snapshot(self.log_end_offset, self.segments)
             finally:
                 # Whatever failed above, the files are closed and the partition is free
                 # for the next writer (the failure is raised; nothing flushed is lost).
@@ -708,26 +681,12 @@ class Log:
                     # trimming indexes while the dir works, only releasing them once failed
                     if self._local.failed is None:
                         with self._local.io("close"):
-                            self._local.close()
+                            self._local.close(checkpoint=not self.read_only)
                     else:
                         self._local.close_handlers()
                 finally:
                     for lock in self._locks:
                         lock.release()
-
-    def _close_cleanly(self):
-        """Leave files the next open accepts silently, as a broker's clean shutdown does: the
-        snapshot of the last close, now at no segment's base, removed (the loader would
-        delete it as a stray) before this close's; and, for a standalone log, the recovery
-        point (all flushed) in the log dir's checkpoint, so the next open recovers from
-        the active segment only, not segments whose indexes appends and closes wrote."""
-        log_end = self.log_end_offset
-        self._producer_state.remove_stray_snapshots(
-            [s.base_offset for s in self.segments] + [log_end])
-        self._producer_state.take_snapshot(log_end, True)
-        if not self._managed:             # a LogManager writes a managed log's
-            checkpoint.write_partition_offset(self.path, "recovery_point",
-                                              self._local.recovery_point)
 
     def __enter__(self) -> Log:
         return self

@@ -8,6 +8,7 @@ log end offset, the time and its producer state, and writes what it accepts.
 """
 from __future__ import annotations
 
+import struct
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 import numpy as np
@@ -16,6 +17,7 @@ from kafkalog import codecs
 from kafkalog._kernels import (
     APPEND_HAS_COMPRESSED, APPEND_HAS_PRODUCER, prepare_append, walk_batches,
 )
+from kafkalog._layout import V2_LEADER_EPOCH_AT
 from kafkalog.builder import compressor
 from kafkalog.config import LONG_MAX
 from kafkalog.errors import CorruptRecordError, InvalidOffsetError, InvalidTimestampError
@@ -24,6 +26,22 @@ from kafkalog.records import CONTROL_MASK, decode_batches
 if TYPE_CHECKING:
     from kafkalog.config import LogConfig
     from kafkalog.producer_state import ProducerStateManager
+
+
+def with_leader_epoch(data: Any, epoch: int | None) -> Any:
+    """A copy of the v2 batches ``data`` (bytes-like) with ``epoch`` in every batch's
+    partitionLeaderEpoch, as Kafka's LogValidator sets a leader's: the CRC covers a batch from
+    its attributes on, so it stays valid (the batches are validated when appended). ``data``
+    itself when ``epoch`` is None or it is not bytes (records, built with the epoch)."""
+    if epoch is None or not isinstance(data, (bytes, bytearray, memoryview)):
+        return data
+    if not -2**31 <= epoch < 2**31:
+        raise OverflowError(f"partition leader epoch {epoch} is not an int32")
+    data = bytearray(data)
+    field = walk_batches(data, validate_crc=False)[0]["position"][:, None] + \
+        np.arange(V2_LEADER_EPOCH_AT, V2_LEADER_EPOCH_AT + 4)
+    np.frombuffer(data, np.uint8)[field] = np.frombuffer(struct.pack(">i", epoch), np.uint8)
+    return data
 
 
 class LogValidator:

@@ -600,6 +600,14 @@ class ProducerStateManager:
         except FileNotFoundError:
             pass
 
+    def close_snapshot(self, log_end, segments):
+        """The snapshot a clean close takes at ``log_end`` (``take_snapshot(log_end, True)``),
+        after deleting the snapshots that the next load would delete as strays
+        (``stray_snapshot_offsets``: a previous close's, now below a later segment's base),
+        so that it finds none."""
+        self.remove_stray_snapshots([s.base_offset for s in segments] + [log_end])
+        self.take_snapshot(log_end, True)
+
     def remove_stray_snapshots(self, segment_base_offsets):
         """Delete the snapshots ``stray_snapshot_offsets`` names."""
         offsets = [offset for offset, _ in list_snapshots(self.directory)]
