@@ -126,7 +126,8 @@ def _verify(args):
         try:
             reports.append(verify_partition(d, deep=not args.shallow))
         except (KafkaLogError, OSError) as e:
-            reports.append({"dir": d, "ok": False, "deep": not args.shallow, "offsets": None,
+            reports.append({"dir": d, "ok": False, "deep": not args.shallow, "live": False,
+                            "offsets": None,
                             "segments": [], "problems": [problem("cannot_open", d, str(e))]})
     ok = not errors and all(r["ok"] for r in reports)
     if args.json:
@@ -142,7 +143,9 @@ def _verify(args):
             print(f"{'OK  ' if r['ok'] else 'FAIL'} {r['dir']}: {len(r['segments'])} segments, "
                   f"{batches} batches{records}"
                   + (f", {len(r['problems'])} problem{'' if len(r['problems']) == 1 else 's'}"
-                     if r["problems"] else ""))
+                     if r["problems"] else "")
+                  + ("; live: a writer holds it, checked as a snapshot" if r.get("live")
+                     else ""))
             for p in r["problems"]:
                 print(f"     {render_problem(p, r['dir'])}")
     return 0 if ok else 1

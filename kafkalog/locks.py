@@ -14,6 +14,28 @@ import os
 from kafkalog.errors import LogDirLockedError, SymlinkOutsideError, io_failure
 
 
+def writer_holds(path: str) -> bool:
+    """Whether a writer (a writable ``Log`` or a ``LogManager``, in any process) holds the
+    lock of the directory ``path``, found without taking it (a reader must not make a writer's
+    open fail): ``/proc/locks`` on Linux; elsewhere a shared lock tried and dropped at once."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    try:
+        with open("/proc/locks") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        try:
+            FileLock(path, shared=True).release()
+        except LogDirLockedError:
+            return True
+        return False
+    key = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    return any(fields[1] == "FLOCK" and key in fields
+               for fields in (line.split() for line in lines) if len(fields) > 5)
+
+
 class FileLock:
     """A held ``flock`` on ``path`` (a file or a directory); ``release()`` drops it.
 

@@ -7,6 +7,11 @@ later); ``deep=False`` checks structure, CRCs, offsets, indexes and snapshots on
 Each problem is a dict ``{"code", "file", "position", "offset", "message"}``: ``code`` one of
 ``CODES`` (stable identifiers), ``file`` the path at fault, ``position`` a byte position in it
 and ``offset`` the Kafka offset concerned (None when not applicable), ``message`` for people.
+
+A partition a writer holds open (its lock held, or its files changing while verify runs) is
+checked as a snapshot, and its report says ``"live": true``: the state a writer leaves while it
+works is not damage (the active segment's preallocated index tail, its index entries past the
+end read, a batch being written at its end, snapshots and leader epochs above the end read).
 """
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
-from kafkalog import checkpoint, log_dirs, progress, storage, tiered
+from kafkalog import checkpoint, locks, log_dirs, progress, storage, tiered
 from kafkalog._layout import WALK_CORRUPT, WALK_END, WALK_INVALID
 from kafkalog.errors import (
     CorruptIndexError, CorruptSnapshotError, KafkaLogError, TieredStorageError,
@@ -131,7 +136,9 @@ def verify_partition(path: StrPath, deep: bool = True,
     With ``deep`` (the default) every record of every batch is decoded, ``chunk_bytes`` of log
     at a time (memory stays bounded); without it records are not read.
 
-    Returns ``{"dir", "ok", "deep", "offsets", "segments": [...], "problems": [...]}``; each
+    Returns ``{"dir", "ok", "deep", "live", "offsets", "segments": [...], "problems": [...]}``
+    (``live``: a writer held the partition or changed its files meanwhile; see the module
+    docstring); each
     problem is a dict (see the module docstring), each segment ``{"file", "size", "batches",
     "records" (None unless deep), "valid_bytes", "last_offset", "crc_errors", "problems"}``.
     ``offsets`` is what the engine's read-only view of the partition says (log start and end
@@ -147,9 +154,12 @@ def verify_partition(path: StrPath, deep: bool = True,
     if log_dirs.is_log07_dir(path):
         return _verify_log07(path, deep)
     log_dirs.check_partition_dir(path, read_only=False)   # missing, a file or a log dir
-    report: dict[str, Any] = {"dir": path, "deep": bool(deep), "offsets": None, "segments": [],
-                              "problems": []}
+    report: dict[str, Any] = {"dir": path, "deep": bool(deep), "live": False, "offsets": None,
+                              "segments": [], "problems": []}
     problems = report["problems"]
+    local = not storage.is_remote(path)
+    held = local and locks.writer_holds(path)
+    files_before = _file_states(path) if local else None
     try:
         with Log.open(path, read_only=True) as view:
             report["offsets"] = view.offsets()._asdict()
@@ -161,13 +171,47 @@ def verify_partition(path: StrPath, deep: bool = True,
         seg = _verify_segment(path, base, carry, deep, chunk_bytes, base == bases[-1])
         report["segments"].append(seg)
         progress.advance(seg["size"])
-        problems.extend(seg["problems"])
     log_end = report["offsets"]["log_end_offset"] if report["offsets"] else None
-    problems.extend(_verify_snapshots(path, log_end))
-    problems.extend(_verify_leader_epochs(path, log_end, carry.epochs))
-    problems.extend(_verify_checkpoints(path))
+    others = _verify_snapshots(path, log_end) + _verify_leader_epochs(path, log_end,
+                                                                       carry.epochs)
+    others += _verify_checkpoints(path)
+    report["live"] = live = held or (local and _file_states(path) != files_before)
+    for seg in report["segments"]:
+        last = seg is report["segments"][-1]
+        seg["problems"] = _capped([p for p in seg["problems"]
+                                   if not live or not _writer_state(p, last, seg)])
+        problems.extend(seg["problems"])
+    problems.extend(p for p in others if not live or not _writer_state(p, False, None))
     report["ok"] = not problems
     return report
+
+
+def _file_states(path):
+    """(name, size, mtime) of each file of a partition directory: a writer at work changes
+    them."""
+    try:
+        return sorted((e.name, st.st_size, st.st_mtime_ns) for e in os.scandir(path)
+                      for st in (e.stat(follow_symlinks=False),))
+    except OSError:
+        return None
+
+
+def _writer_state(p, last, seg):
+    """Whether problem ``p`` is the state a writer holding the partition leaves while it
+    works (of the last segment listed when ``last``, ``seg`` its result): not damage in a
+    live partition."""
+    code = p["code"]
+    if code in ("snapshot_above_log_end", "leader_epoch_above_log_end"):
+        return True         # written as the log grew past the end read (a roll, an append)
+    if not last:
+        return False
+    if code in ("index_zero_tail", "log_zero_tail", "torn_tail", "index_missing"):
+        return True         # preallocated, being written, being created (a roll)
+    if code in ("index_entry_past_end", "index_entry_not_at_batch", "time_index_mismatch"):
+        # entries of batches appended after the .log was read
+        end = seg["last_offset"]
+        return p["offset"] is not None and (end is None or p["offset"] > end)
+    return False
 
 
 # ------------------------------------------------------------------------------ segments
@@ -211,15 +255,15 @@ def _verify_segment(directory, base, carry, deep, chunk_bytes, last_segment):
             "batches": len(batches) + len(crc_rows), "records": records,
             "valid_bytes": valid_bytes,
             "last_offset": int(batches["last_offset"][-1]) if len(batches) else None,
-            "crc_errors": len(crc_rows), "problems": _capped(problems)}
+            "crc_errors": len(crc_rows), "problems": problems}
 
 
 def _verify_log07(path, deep):
     """``verify_partition`` of a Kafka 0.7 partition directory: each file up to its first
     invalid entry (0.7's rule: the size fits and the CRC32 matches), each file starting where
     the one before ends."""
-    report: dict[str, Any] = {"dir": path, "format": "0.7", "deep": bool(deep), "offsets": None,
-                              "segments": [], "problems": []}
+    report: dict[str, Any] = {"dir": path, "format": "0.7", "deep": bool(deep), "live": False,
+                              "offsets": None, "segments": [], "problems": []}
     problems = report["problems"]
     try:
         with Log07.open(path, read_only=True) as view:
