@@ -67,19 +67,20 @@ def test_no_false_problem_beside_a_writer(writer, tmp_path, monkeypatch):
     assert locks.writer_holds(str(d))
     runs = 0
     for hook in HOOKS:
-        for cmd in ("append", "roll"):
+        for cmds in (["append"], ["roll"], ["append", "roll"]):
             real = getattr(verify, hook)
 
-            def interleaved(*args, real=real, cmd=cmd, **kwargs):
-                writer.do(cmd, 2 if cmd == "append" else 1)
+            def interleaved(*args, real=real, cmds=cmds, **kwargs):
+                for cmd in cmds:        # (a roll after appends: a snapshot above the end)
+                    writer.do(cmd, 2 if cmd == "append" else 1)
                 return real(*args, **kwargs)
             with monkeypatch.context() as m:
                 m.setattr(verify, hook, interleaved)
                 report = verify_partition(d)
             runs += 1
-            assert report["live"] and report["problems"] == [], (hook, cmd, report["problems"])
+            assert report["live"] and report["problems"] == [], (hook, cmds, report["problems"])
             writer.do("append", 3)
-    assert runs == 8
+    assert runs == 12
 
 
 def test_damage_is_still_reported_in_a_live_partition(writer, tmp_path, capfd):
