@@ -14,7 +14,7 @@ import os
 from kafkalog.errors import LogDirLockedError, SymlinkOutsideError, io_failure
 
 
-def writer_holds(path: str) -> bool:
+def writer_holds(path: str | os.PathLike[str]) -> bool:
     """Whether a writer (a writable ``Log`` or a ``LogManager``, in any process) holds the
     lock of the directory ``path``, found without taking it (a reader must not make a writer's
     open fail): ``/proc/locks`` on Linux; elsewhere a shared lock tried and dropped at once."""
@@ -27,7 +27,7 @@ def writer_holds(path: str) -> bool:
             lines = f.read().splitlines()
     except OSError:
         try:
-            FileLock(path, shared=True).release()
+            FileLock(os.fspath(path), shared=True).release()
         except LogDirLockedError:
             return True
         return False

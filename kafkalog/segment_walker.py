@@ -190,7 +190,8 @@ def walk_segment(buf: Any, start: int = 0, end: int = -1, *, policy: WalkPolicy 
     end = len(buf) if end < 0 or end > len(buf) else end
     keep_crc = validate_crc and _reaction(policy, Outcome.CRC_FAILURE) == KEEP
     order = policy.on_out_of_order
-    runs, events, error, cut = [], [], None, None
+    runs, error, cut = [], None, None
+    events: list[WalkEvent] = []
     pos = start
     while True:
         batches, status, stop, reason = walk_batches(buf, pos, end, validate_crc=validate_crc,

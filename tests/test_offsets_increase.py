@@ -13,7 +13,7 @@ from kafkalog.cli import main
 from kafkalog.errors import CorruptRecordError, OffsetsOutOfOrderError
 from kafkalog.salvage import salvage_partition
 from kafkalog.segment_walker import (
-    DUMP, ITERATE, ITERATE_LENIENT, RECOVER, SALVAGE, FileWalk, Outcome, walk_segment,
+    DUMP, ITERATE_LENIENT, RECOVER, SALVAGE, FileWalk, Outcome, walk_segment,
 )
 from kafkalog.verify import verify_partition
 
