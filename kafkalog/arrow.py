@@ -132,7 +132,8 @@ def record_batch_reader(paths: StrPath | Iterable[StrPath], *,
         ``startingOffsets`` below the log start with ``failOnDataLoss`` (now), or a segment
         deleted (by retention) between planning and reading it (while reading).
     CorruptRecordError
-        A CRC failure or corrupt batch with ``failOnDataLoss`` (while reading).
+        A CRC failure or corrupt batch with ``failOnDataLoss`` (while reading);
+        ``OffsetsOutOfOrderError`` for a batch whose offsets go back (a damaged base offset).
     LogNotFoundError
         A path that does not exist; ``PartitionNotFoundError`` (one) when a path is a file, a
         directory with no partition directory below it, or a directory of segments not named
