@@ -77,8 +77,8 @@ class Gap(NamedTuple):
 
 # ------------------------------------------------------------------------------ scanning
 def scan_segment(buf: Any, start: int = 0, end: int = -1, legacy: bool = True,
-                 last_segment: bool = True,
-                 after: int | None = None) -> tuple[np.ndarray, list[Damage]]:
+                 last_segment: bool = True, after: int | None = None,
+                 before: int | None = None) -> tuple[np.ndarray, list[Damage]]:
     """Walk the batches of ``buf[start:end]``, resynchronising after every damaged region
     (the segment walker's ``SALVAGE`` policy).
 
@@ -87,10 +87,11 @@ def scan_segment(buf: Any, start: int = 0, end: int = -1, legacy: bool = True,
     ``legacy``: also resynchronise on magic 0/1 entries; ``last_segment``: whether the file
     ends the log (a batch cut at its end is then a torn write, else missing data); ``after``:
     the offset the first batch must start above (a batch at or below it, or not above the
-    batch before it, is skipped as ``offsets_not_increasing``).
+    batch before it, is skipped as ``offsets_not_increasing``); ``before``: the offset every
+    batch must end below (the next segment's base offset).
     """
     walk = walk_segment(buf, start, end, policy=SALVAGE, legacy=legacy,
-                        last_segment=last_segment, after=after)
+                        last_segment=last_segment, after=after, before=before)
     return walk.batches, walk.events
 
 
@@ -313,12 +314,13 @@ class SegmentSalvage:
 
 def salvage_segment(path: StrPath, previous_last_offset: int | None = None,
                     base_offset: int | None = None,
-                    chunk_bytes: int = DECODE_CHUNK_BYTES) -> SegmentSalvage:
+                    chunk_bytes: int = DECODE_CHUNK_BYTES,
+                    next_base_offset: int | None = None) -> SegmentSalvage:
     """Read every intact batch of one ``.log`` file, skipping damaged regions.
 
     A batch is kept when it is whole, its CRC is valid, its records decode (and match its
     header), and its offsets are above ``previous_last_offset`` and those of the batch kept
-    before it. Returns a ``SegmentSalvage``; each skipped region becomes a ``Gap`` (also logged
+    before it, and below ``next_base_offset`` (the next segment's). Returns a ``SegmentSalvage``; each skipped region becomes a ``Gap`` (also logged
     at INFO on ``kafkalog.salvage``; ``write_partition`` logs what it leaves out at WARNING).
     """
     path = os.fspath(path)
@@ -326,7 +328,7 @@ def salvage_segment(path: StrPath, previous_last_offset: int | None = None,
         base_offset = _base_of(path)
     buf = open_buffer(path)
     size = len(buf)
-    batches, damages = scan_segment(buf, after=previous_last_offset)
+    batches, damages = scan_segment(buf, after=previous_last_offset, before=next_base_offset)
     gaps = [(d.start, d.end, d.code, d.message) for d in damages]
     kept, firsts = [], []
     records = 0
@@ -472,8 +474,9 @@ def salvage_partition(path: StrPath, chunk_bytes: int = DECODE_CHUNK_BYTES) -> P
                             "message as 0.7 did")
     segments = []
     last = None
-    for base in offsets_of(os.listdir(path), LOG_SUFFIX):
-        s = salvage_segment(file_path(path, base, LOG_SUFFIX), last, base, chunk_bytes)
+    bases = offsets_of(os.listdir(path), LOG_SUFFIX)
+    for base, before in zip(bases, [*bases[1:], None]):
+        s = salvage_segment(file_path(path, base, LOG_SUFFIX), last, base, chunk_bytes, before)
         segments.append(s)
         if s.last_offset is not None:
             last = s.last_offset

@@ -176,7 +176,8 @@ class SegmentWalk:
 def walk_segment(buf: Any, start: int = 0, end: int = -1, *, policy: WalkPolicy = ITERATE,
                  validate_crc: bool = True, last_segment: bool = True,
                  path: StrPath | None = None, position_base: int = 0,
-                 legacy: bool = True, after: int | None = None) -> SegmentWalk:
+                 legacy: bool = True, after: int | None = None,
+                 before: int | None = None) -> SegmentWalk:
     """Walk the batches of ``buf[start:end]`` (a whole ``.log`` file or a slice of one starting
     at file position ``position_base``) with one kernel call per stretch of whole batches.
 
@@ -184,7 +185,9 @@ def walk_segment(buf: Any, start: int = 0, end: int = -1, *, policy: WalkPolicy 
     write; elsewhere, missing data); ``legacy``: also resynchronise on magic 0/1 entries;
     ``after``: the offset the first batch must start above (its segment's base offset - 1,
     or the last offset read before), None for no bound; each later batch must start above
-    the one before it (when the policy checks offsets).
+    the one before it (when the policy checks offsets); ``before``: the offset every batch
+    must end below (the next segment's base offset), None for no bound: a batch claiming a
+    later segment's offsets is the one out of order, not every batch after it.
     Returns a ``SegmentWalk``; reports as ``policy`` says.
     """
     end = len(buf) if end < 0 or end > len(buf) else end
@@ -198,8 +201,8 @@ def walk_segment(buf: Any, start: int = 0, end: int = -1, *, policy: WalkPolicy 
                                                      stop_on_invalid=not keep_crc)
         met = len(events)
         if order is not None and len(batches):
-            batches, after, cut = _in_order(batches, after, order, events, policy, path,
-                                            position_base, buf)
+            batches, after, cut = _in_order(batches, after, before, order, events, policy,
+                                            path, position_base, buf)
             if cut is not None:             # stopped at a batch out of order
                 runs.append(batches)
                 stop, error = cut
@@ -222,24 +225,27 @@ def walk_segment(buf: Any, start: int = 0, end: int = -1, *, policy: WalkPolicy 
     return SegmentWalk(_joined(runs), events, stop, error, status != WALK_END or cut is not None)
 
 
-def _in_order(batches, after, order, events, policy, path, base, buf):
-    """Check that each of ``batches`` starts above ``after`` and above the batch before it:
-    (the batches the walk keeps, the last offset the next must start above, None or, when
-    the walk stops at a batch out of order, (its position, the error raised or None)).
-    A batch skipped or kept out of order does not move the bound."""
+def _in_order(batches, after, before, order, events, policy, path, base, buf):
+    """Check that each of ``batches`` starts above ``after`` and above the batch before it,
+    and ends below ``before``: (the batches the walk keeps, the last offset the next must
+    start above, None or, when the walk stops at a batch out of order, (its position, the
+    error raised or None)). A batch skipped or kept out of order does not move the bound."""
     bases, lasts = batches["base_offset"], batches["last_offset"]
-    if (after is None or bases[0] > after) and (bases[1:] > lasts[:-1]).all():
+    if (after is None or bases[0] > after) and (bases[1:] > lasts[:-1]).all() and \
+            (before is None or lasts.max() < before):
         return batches, int(lasts[-1]), None      # one comparison per batch: the usual case
     bad = []
     for i in range(len(batches)):          # damaged data only: one batch at a time
-        if after is not None and bases[i] <= after:
+        late = before is not None and lasts[i] >= before
+        if after is not None and bases[i] <= after or late:
             row = batches[i]
             start = int(row["position"])
+            why = f"batch with offsets {int(bases[i])}-{int(lasts[i])} " + \
+                (f"reaches the next segment's base offset {before}" if late else
+                 f"does not follow offset {after}")
             events.append(WalkEvent(
-                Outcome.OUT_OF_ORDER, base + start, base + start + int(row["size"]),
-                f"batch with offsets {int(bases[i])}-{int(lasts[i])} does not follow offset "
-                f"{after}", f"batch with offsets {int(bases[i])}-{int(lasts[i])} does not "
-                f"follow offset {after}", False, row.copy(), int(bases[i])))
+                Outcome.OUT_OF_ORDER, base + start, base + start + int(row["size"]), why, why,
+                False, row.copy(), int(bases[i])))
             error = _report(events[-1], policy, path, base, buf, after)
             if order == STOP or error is not None:
                 return batches[:i], after, (start, error)
@@ -461,7 +467,7 @@ class FileWalk:
                 buf, validate_crc=self.validate_crc, stop_on_invalid=not keep_crc)
             cut, met = None, len(self.events)
             if policy.on_out_of_order is not None and len(batches):
-                batches, self.after, cut = _in_order(batches, self.after,
+                batches, self.after, cut = _in_order(batches, self.after, None,
                                                      policy.on_out_of_order, self.events,
                                                      policy, self.path, pos, buf)
             if keep_crc:

@@ -167,8 +167,8 @@ def verify_partition(path: StrPath, deep: bool = True,
         problems.append(problem("cannot_open", path, f"cannot be opened read-only: {e}"))
     carry = _Carry()
     bases = offsets_of(storage.listdir(path), LOG_SUFFIX)
-    for base in bases:
-        seg = _verify_segment(path, base, carry, deep, chunk_bytes, base == bases[-1])
+    for base, before in zip(bases, [*bases[1:], None]):
+        seg = _verify_segment(path, base, carry, deep, chunk_bytes, before)
         report["segments"].append(seg)
         progress.advance(seg["size"])
     log_end = report["offsets"]["log_end_offset"] if report["offsets"] else None
@@ -215,7 +215,9 @@ def _writer_state(p, last, seg):
 
 
 # ------------------------------------------------------------------------------ segments
-def _verify_segment(directory, base, carry, deep, chunk_bytes, last_segment):
+def _verify_segment(directory, base, carry, deep, chunk_bytes, before):
+    """One segment's result; ``before``: the next segment's base offset (None: the last)."""
+    last_segment = before is None
     log_path = file_path(directory, base, LOG_SUFFIX)
     if tiered.is_view(log_path):
         damaged = tiered.check_segment(log_path)
@@ -227,10 +229,11 @@ def _verify_segment(directory, base, carry, deep, chunk_bytes, last_segment):
     except OSError as e:
         return _unreadable(log_path, [problem("cannot_open", log_path, f"cannot be read: {e}")])
     # offsets increase across segments: the walk skips (and reports) a batch out of order
-    batches, damages = scan_segment(buf, last_segment=last_segment, after=carry.batch_last)
+    batches, damages = scan_segment(buf, last_segment=last_segment, after=carry.batch_last,
+                                    before=before)
     problems = [problem(d.code, log_path, d.message, d.start, d.offset) for d in damages]
     crc_rows = [d.row for d in damages if d.outcome is Outcome.CRC_FAILURE]
-    skipped_rows = [d.row for d in damages if d.row is not None]
+    misplaced = [d.row for d in damages if d.outcome is Outcome.OUT_OF_ORDER]
     flagged = set()
     problems += _check_batch_offsets(log_path, base, batches)
     records = _check_records(buf, log_path, batches, carry, flagged, chunk_bytes, problems) \
@@ -241,11 +244,8 @@ def _verify_segment(directory, base, carry, deep, chunk_bytes, last_segment):
         if len(v2):
             carry.epochs.append((log_path, v2[["position", "base_offset",
                                                "partition_leader_epoch"]].copy()))
-    rows = batches
-    if skipped_rows:     # the indexes were written with every whole batch
-        rows = np.concatenate([batches, np.array(skipped_rows, dtype=batches.dtype)])
-        rows = rows[np.argsort(rows["position"], kind="stable")]
-    problems += _verify_indexes(directory, base, rows)
+    problems += _verify_indexes(directory, base, _by_position(batches, crc_rows),
+                                _by_position(batches, crc_rows + misplaced))
     cuts = [d for d in damages if d.outcome is not Outcome.OUT_OF_ORDER]
     if cuts:             # (recovery does not cut at a batch out of order: it splits)
         valid_bytes = cuts[0].start
@@ -391,9 +391,18 @@ def _capped(problems):
 
 
 # ------------------------------------------------------------------------------ indexes
-def _verify_indexes(directory, base, batches):
+def _by_position(batches, more):
+    """``batches`` and the rows ``more`` in file order."""
+    if not more:
+        return batches
+    rows = np.concatenate([batches, np.array(more, dtype=batches.dtype)])
+    return rows[np.argsort(rows["position"], kind="stable")]
+
+
+def _verify_indexes(directory, base, batches, whole):
     """Offset, time and transaction index of a segment against its batches (intact ones and
-    those failing their CRC, in file order)."""
+    those failing their CRC, in file order; ``whole``: with those out of offset order too,
+    which the offset index's positions may point at, but whose offsets are not to search)."""
     problems = []
     last_offset = int(batches["last_offset"].max()) if len(batches) else base
     index_path = file_path(directory, base, INDEX_SUFFIX)
@@ -405,7 +414,7 @@ def _verify_indexes(directory, base, batches):
         try:
             problems += _zero_tail(idx)
             idx.sanity_check()
-            problems += _check_offset_index(idx, batches, last_offset)
+            problems += _check_offset_index(idx, whole, last_offset)
         except CorruptIndexError as e:
             problems.append(problem("corrupt_index", index_path, str(e)))
         finally:

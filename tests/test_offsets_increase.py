@@ -129,3 +129,25 @@ def test_verify_salvage_and_recover_see_it_once(fixture_copy, capfd):
     # Kafka's recovery splits a segment whose offsets do not fit its base; nothing dropped
     assert [a["action"] for a in part["actions"]] == ["split_segment"]
     assert part["dropped"]["records"] == 0
+
+
+def test_a_base_offset_damaged_upwards_is_the_one_skipped(fixture_copy):
+    """Batch 15000-15009 claiming 16024 (the next segment's offsets): the batch itself is out
+    of order, not the thousands of offsets after it."""
+    pytest.importorskip("pyarrow")
+    from kafkalog import read_arrow
+    directory = fixture_copy("multiseg-0")
+    path = directory / "00000000000000014000.log"
+    data = bytearray(path.read_bytes())
+    rows = walk_segment(bytes(data)).batches
+    pos = int(rows["position"][rows["base_offset"] == 15000][0])
+    struct.pack_into(">q", data, pos, 15000 ^ (1 << 10))          # 16024
+    path.write_bytes(bytes(data))
+    with pytest.raises(OffsetsOutOfOrderError) as e:
+        read_arrow(directory)
+    assert (e.value.position, e.value.base_offset) == (pos, 16024)
+    offsets = read_arrow(directory, failOnDataLoss=False).column("offset").to_numpy()
+    assert len(offsets) == len(np.unique(offsets)) == 29990
+    assert [(p["code"], p["offset"]) for p in verify_partition(directory)["problems"]] == \
+        [("offsets_not_increasing", 16024)]
+    assert salvage_partition(directory).record_count == 29990

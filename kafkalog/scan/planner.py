@@ -455,7 +455,8 @@ def _byte_range(segment, lo, hi):
 def _segment_tasks(key, replica, lo, hi, aborted):
     """Tasks covering offsets [lo, hi) of one replica."""
     tasks = []
-    for segment in replica.log.segments.range(lo, hi):
+    segments = replica.log.segments
+    for segment in segments.range(lo, hi):
         start_pos, end_pos = _byte_range(segment, lo, hi)
         if start_pos >= end_pos:
             continue
@@ -465,6 +466,8 @@ def _segment_tasks(key, replica, lo, hi, aborted):
             "topic": key[0], "partition": key[1], "dir": replica.path,
             "segment": segment.base_offset, "start_pos": start_pos, "end_pos": end_pos,
             "start_offset": lo, "end_offset": hi, "aborted": aborted, "_segment": segment,
+            # its batches' offsets lie below the next segment's base (the walk checks)
+            "segment_end": getattr(segments.higher(segment.base_offset), "base_offset", None),
             "segment_size": segment.size,
             "split_positions": positions[inside],
             "split_offsets": offsets[inside],

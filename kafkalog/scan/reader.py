@@ -159,6 +159,7 @@ def _walk_task(task, path, rsm_keys=None):
     # skipped). A segment's batches start at its base offset and increase.
     walk = walk_segment(buf, task["start_pos"], end, validate_crc=task["validate_crc"],
                         path=path, after=task["segment"] - 1,
+                        before=task.get("segment_end"),
                         policy=ITERATE if task["fail_on_data_loss"] else ITERATE_LENIENT)
     walk.raise_for_outcome()
     return buf, walk.batches
