@@ -111,7 +111,8 @@ def log_scenario(tmp_path, name, clean):
                                 headers=[("h", b"x")]) for i in range(5)])
     out["appended"] = (appended.first_offset, appended.last_offset)
     log.close()
-    log = Log.open(path, clean_shutdown=False)          # recovers the active segment
+    # recovers from offset 0 (the close recorded the log end as the recovery point)
+    log = Log.open(path, clean_shutdown=False, recovery_point=0)
     out["reopened"] = (log.log_end_offset, fields(log.records(start_offset=appended.first_offset)))
     log.close()
     return out
