@@ -391,8 +391,10 @@ def check_recovery(data, directory):
         seg.close()              # close() always releases, whatever recovery found
     if buf is None:
         return None
-    kind, _ = read_all(buf)[:2]
-    assert kind == "ok", "a recovered segment fails to read"
+    kind, error = read_all(buf)[:2]
+    # Kafka's LogSegment.recover does not check that batches follow each other (a base offset
+    # is outside the CRC): such a batch stays, and the readers report it as data loss
+    assert kind == "ok" or error == "OffsetsOutOfOrderError", "a recovered segment fails to read"
     return buf
 
 
