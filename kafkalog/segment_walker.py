@@ -410,8 +410,8 @@ def _report(event, policy, path, base, buf, previous=None):
         return None
     if event.outcome is Outcome.OUT_OF_ORDER:
         return OffsetsOutOfOrderError(
-            f"{event.reason}: offsets would repeat or go back (data loss; read_arrow and "
-            f"Spark skip such a batch with a warning with failOnDataLoss=false)",
+            f"{event.reason}: offsets would repeat or come out of order (data loss; "
+            f"read_arrow and Spark skip such a batch with a warning with failOnDataLoss=false)",
             position=event.start, path=path, base_offset=event.offset,
             previous_offset=previous)
     offset = None
