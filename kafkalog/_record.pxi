@@ -281,9 +281,11 @@ cdef class _TableRecords(_RecordMaker):
         r = self._rows + self._i
         kind = self._types[self._i]
         self._i += 1
-        return self._make(<const unsigned char *>self._view.buf, r, False,
-                          self._create if kind == 0 else
-                          (self._append if kind == 1 else self._none), self._headers)
+        rec = self._make(<const unsigned char *>self._view.buf, r, False,
+                         self._create if kind == 0 else
+                         (self._append if kind == 1 else self._none), self._headers)
+        check_mapped(self._view.buf)        # not a record of bytes lost meanwhile
+        return rec
 
 
 def table_records(data, records, headers, timestamp_types, type_objects):
@@ -494,8 +496,10 @@ cdef class _BatchRecords(_RecordMaker):
                 raise StopIteration
         r = self._rows + self._i
         self._i += 1
-        return self._make(<const unsigned char *>self._view.buf, r, self._log_append,
-                          self._kind, self._headers.rows)
+        rec = self._make(<const unsigned char *>self._view.buf, r, self._log_append,
+                         self._kind, self._headers.rows)
+        check_mapped(self._view.buf)        # not a record of bytes lost meanwhile
+        return rec
 
 
 cdef _BatchRecords _batch_records_of(buf, type_objects):
@@ -569,4 +573,5 @@ def span_bytes(const unsigned char[::1] buf, const int64_t[::1] positions,
                 raise ValueError(f"span {i} lies outside the buffer")
             out.append(PyBytes_FromStringAndSize(<const char *>(p + positions[i])
                                                  if lengths[i] else NULL, lengths[i]))
+    check_mapped(p)
     return out

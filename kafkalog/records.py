@@ -30,6 +30,7 @@ from kafkalog.errors import (
     CorruptRecordError, KafkaLogError, LogNotFoundError, NotASegmentFileError, UnknownCodecError,
 )
 from kafkalog.segment_walker import ITERATE, ITERATE_STRICT, walk_segment
+from kafkalog.storage_local import map_file
 
 if TYPE_CHECKING:
     from kafkalog._core import Record
@@ -197,16 +198,15 @@ class RecordBatch(BatchView):
 
 
 def open_buffer(buffer_or_path: BufferOrPath) -> Any:
-    """A read-only buffer of a path (mmap'd; an empty file gives b"") or the buffer itself.
+    """A read-only buffer of a path (``storage_local.map_file``: mapped; an empty file gives
+    b"") or the buffer itself.
     An fsspec URL (``s3://...``) is fetched whole by concurrent ranged GETs."""
     if isinstance(buffer_or_path, str) and storage.is_remote(storage.normalize(buffer_or_path)):
         return storage.open_buffer(buffer_or_path)
     if isinstance(buffer_or_path, (str, os.PathLike)):
-        with open(storage.normalize(os.fspath(buffer_or_path)), "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size == 0:
-                return b""
-            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        path = storage.normalize(os.fspath(buffer_or_path))
+        with open(path, "rb") as f:
+            return map_file(path, f.fileno())
     return buffer_or_path
 
 
@@ -280,7 +280,9 @@ class RecordTable:
                  batch: npt.NDArray[np.int32], sequence: npt.NDArray[np.int64],
                  legacy_crc: npt.NDArray[np.int64], timestamp_type: npt.NDArray[np.int8]
                  ) -> None:
-        self.data = data
+        # A bytearray resized later would leave the positions pointing past its end (values
+        # read as b""): a view of it is held, so its owner's resize raises BufferError.
+        self.data = memoryview(data) if isinstance(data, bytearray) else data
         self.records = records
         self.headers = headers
         self.batch = batch
