@@ -119,8 +119,6 @@ class IndexView:
     def release(self) -> None: ...
     def lookup(self, target: int) -> Any: ...  # an instance of result_type
 
-def mapping_faulted(buf: Buffer) -> None: ...
-
 class FileMapping:
     """A shared mapping of a file that keeps no descriptor (``_mapping.pxi``)."""
     writable: bool

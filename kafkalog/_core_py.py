@@ -32,7 +32,7 @@ from kafkalog._read_py import (
     FIND_TS_FOUND, FIND_TS_NONE, FIND_TS_MORE, FIND_TS_DECODE,
 )
 from kafkalog._log07_py import walk_log07
-from kafkalog._mapping_py import FileMapping, mapping_faulted
+from kafkalog._mapping_py import FileMapping
 from kafkalog._compact_py import (
     key_hash, offset_map_put, offset_map_get, compact_batches,
     OFFSET_MAP_ENTRY_BYTES, COMPACT_COPY, COMPACT_DROP, COMPACT_REBUILD,
@@ -51,5 +51,4 @@ __all__ = [
     "FIND_TS_NONE", "FIND_TS_MORE", "FIND_TS_DECODE", "key_hash", "offset_map_put",
     "offset_map_get", "compact_batches", "OFFSET_MAP_ENTRY_BYTES",
     "COMPACT_COPY", "COMPACT_DROP", "COMPACT_REBUILD", "walk_log07", "FileMapping",
-    "mapping_faulted",
 ]

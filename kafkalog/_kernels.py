@@ -17,7 +17,7 @@ KERNEL_NAMES = (
     "check_batches", "BatchView", "batch_views",
     "crc32c", "key_hash", "offset_map_put", "offset_map_get", "compact_batches",
     "batch_header_plausible", "segment_read", "find_timestamp", "table_records", "walk_log07",
-    "FileMapping", "mapping_faulted",
+    "FileMapping",
 )
 
 COMPILED = False
@@ -84,7 +84,6 @@ find_timestamp = _module.find_timestamp
 table_records = _module.table_records
 walk_log07 = _module.walk_log07
 FileMapping = _module.FileMapping
-mapping_faulted = _module.mapping_faulted
 FIND_TS_FOUND = _module.FIND_TS_FOUND
 FIND_TS_MORE = _module.FIND_TS_MORE
 FIND_TS_DECODE = _module.FIND_TS_DECODE

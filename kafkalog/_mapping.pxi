@@ -172,17 +172,6 @@ cdef inline int check_mapped(const void *p) except -1:
     return _raise_if_faulted(p)
 
 
-def mapping_faulted(buf):
-    """Raise ``FileShrunkError`` when ``buf`` (any buffer) lies in a mapping whose file
-    shrank under a read; for callers that read a buffer without a kernel."""
-    cdef const unsigned char[::1] view
-    if kl_fault_count == 0 or isinstance(buf, bytes):
-        return
-    view = buf
-    if view.shape[0]:
-        check_mapped(&view[0])
-
-
 cdef class FileMapping:
     """``length`` bytes of the file open as ``fd``, shared, writable when ``writable``; the
     descriptor may be closed at once. What the callers use of ``mmap.mmap``: the buffer,

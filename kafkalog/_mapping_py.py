@@ -24,7 +24,3 @@ def FileMapping(fd, length, writable=False, path=None):
         raise ValueError(f"cannot map {length} bytes")
     return read_at_most(fd, length)
 
-
-def mapping_faulted(buf):
-    """Raise ``FileShrunkError`` when ``buf`` lies in a mapping whose file shrank under a
-    read: never here (a read-only ``FileMapping`` is a copy)."""
