@@ -191,7 +191,7 @@ cdef class FileMapping:
 
     def __cinit__(self, int fd, Py_ssize_t length, bint writable=False, path=None):
         self.path = path
-        if not writable:
+        if length > 0 and not writable:
             length = min(length, _os.fstat(fd).st_size)
         if length <= 0:
             raise ValueError(f"cannot map {length} bytes")

@@ -24,7 +24,6 @@ from kafkalog._kernels import (
     FileMapping, IndexView, index_entries, index_search, index_valid_entries,
 )
 from kafkalog.errors import CorruptIndexError, IndexFullError, IndexOffsetOverflowError
-from kafkalog.storage_local import read_at_most
 
 if TYPE_CHECKING:
     from kafkalog._typing import StrPath
@@ -71,6 +70,18 @@ def data_end(fd, length):
         return min(length, os.lseek(fd, 0, os.SEEK_HOLE))
     except OSError:        # ENXIO: an empty file; EINVAL: no SEEK_HOLE (then no holes seen)
         return length
+
+
+def _read_at_most(fd, length):
+    """Up to ``length`` bytes from the start of the file (fewer if it shrank meanwhile)."""
+    chunks, position = [], 0
+    while position < length:
+        chunk = os.pread(fd, length - position, position)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        position += len(chunk)
+    return b"".join(chunks)
 
 
 def _write_zeros(fd, offset, length):
@@ -168,7 +179,7 @@ class AbstractIndex:
             # A reader copies the entries instead of mapping them: the writer of a live log
             # (a broker, a Log in another process) trims its indexes at roll and close, and a
             # read of a mapped page past the new end is a SIGBUS that kills the reader.
-            self._data = read_at_most(fd, self._length)
+            self._data = _read_at_most(fd, self._length)
             self._length = self._data_bytes = len(self._data)
         self._rebind_view()
 

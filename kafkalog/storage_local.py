@@ -34,18 +34,6 @@ def map_file(path: StrPath, fd: int, size: int | None = None) -> Any:
     return FileMapping(fd, length, False, os.fspath(path)) if length > 0 else b""
 
 
-def read_at_most(fd: int, length: int) -> bytes:
-    """Up to ``length`` bytes from the start of the file (fewer if it shrank meanwhile)."""
-    chunks, position = [], 0
-    while position < length:
-        chunk = os.pread(fd, length - position, position)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        position += len(chunk)
-    return b"".join(chunks)
-
-
 def open_regular(path: StrPath, flags: int = os.O_RDONLY, mode: int = 0o644) -> int:
     """``os.open`` that never blocks on a FIFO (O_NONBLOCK, which regular files ignore) and
     refuses anything but a regular file with NotARegularFileError. Returns the descriptor."""
