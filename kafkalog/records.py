@@ -30,7 +30,6 @@ from kafkalog.errors import (
     CorruptRecordError, KafkaLogError, LogNotFoundError, NotASegmentFileError, UnknownCodecError,
 )
 from kafkalog.segment_walker import ITERATE, ITERATE_STRICT, walk_segment
-from kafkalog.storage_local import map_file
 
 if TYPE_CHECKING:
     from kafkalog._core import Record
@@ -198,15 +197,11 @@ class RecordBatch(BatchView):
 
 
 def open_buffer(buffer_or_path: BufferOrPath) -> Any:
-    """A read-only buffer of a path (``storage_local.map_file``: mapped; an empty file gives
-    b"") or the buffer itself.
-    An fsspec URL (``s3://...``) is fetched whole by concurrent ranged GETs."""
-    if isinstance(buffer_or_path, str) and storage.is_remote(storage.normalize(buffer_or_path)):
-        return storage.open_buffer(buffer_or_path)
+    """A read-only buffer of a path (``storage.open_buffer``: a local file mapped, an empty
+    one b""; an fsspec URL (``s3://...``) fetched whole by concurrent ranged GETs) or the
+    buffer itself."""
     if isinstance(buffer_or_path, (str, os.PathLike)):
-        path = storage.normalize(os.fspath(buffer_or_path))
-        with open(path, "rb") as f:
-            return map_file(path, f.fileno())
+        return storage.open_buffer(os.fspath(buffer_or_path))
     return buffer_or_path
 
 
