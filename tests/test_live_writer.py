@@ -43,7 +43,7 @@ COMMON = textwrap.dedent('''
         """Offsets increase and every value is the writer's for its offset."""
         last = -1
         for o, v in offsets_values:
-            assert o > last and v == val(o), (o, last)
+            assert o > last and v == val(o), (o, last, v[:40] if v else v, len(v or b""))
             last = o
 ''')
 
@@ -190,6 +190,9 @@ READER = COMMON + textwrap.dedent('''
             counts["ok"] += 1
         except KafkaLogError as e:
             typed(e)
+        except AssertionError:
+            print("wrong row in reader", kind, file=sys.stderr)
+            raise
     print(json.dumps(counts))
 ''')
 
