@@ -431,6 +431,12 @@ cdef class _BatchRecords(_RecordMaker):
             return 0
         cdef const unsigned char *p = <const unsigned char *>self._view.buf
         cdef const unsigned char *h = p + b.position
+        if kl_i64(h) != b.base_offset or kl_u32(h + B_CRC) != b.crc:
+            # Not the batch walked: a writer cut the file and appended other batches at the
+            # same place since (a file mapped: its records would not be the batch's).
+            if isinstance(self._view.obj, FileMapping):
+                raise (<FileMapping>self._view.obj)._shrunk()
+            return 0
         cdef int16_t attributes = kl_i16(h + B_ATTRIBUTES)
         if (attributes & 0x07) != 0 or _check_v2_header(h, b.size) != R_OK:
             return 0

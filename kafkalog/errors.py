@@ -44,10 +44,11 @@ class CorruptRecordError(KafkaLogError):
 
 
 class FileShrunkError(KafkaLogError):
-    """A file shrank under a reader: another process (a writer's truncation, a compaction's
-    swap, a broker's recovery, ``os.truncate``) cut it while it was mapped, so bytes the read
-    needed are gone. The records read before are correct; reopen the log to read it as it is
-    now. (Kafka's JVM turns the same fault into an ``InternalError``.)
+    """A file shrank under a reader: another process (a writer's truncation, a broker's
+    recovery, ``os.truncate``) cut it while it was mapped, so bytes the read needed are gone,
+    or other batches were appended where the walked ones were. The records read before are
+    correct; reopen the log to read it as it is now. (Kafka's JVM turns the same fault into an
+    ``InternalError``.)
 
     Attributes
     ----------
@@ -64,7 +65,7 @@ class FileShrunkError(KafkaLogError):
         self.mapped_size = mapped_size
         self.size_now = size_now
         now = "deleted" if size_now is None else f"{size_now} bytes now"
-        super().__init__(f"{path}: the file shrank under the reader ({mapped_size} bytes "
+        super().__init__(f"{path}: the file was cut under the reader ({mapped_size} bytes "
                          f"mapped, {now}); reopen the log to read it as it is")
 
 
