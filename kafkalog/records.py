@@ -30,6 +30,7 @@ from kafkalog.errors import (
     CorruptRecordError, KafkaLogError, LogNotFoundError, NotASegmentFileError, UnknownCodecError,
 )
 from kafkalog.segment_walker import ITERATE, ITERATE_STRICT, walk_segment
+from kafkalog.storage_local import cut_under
 
 if TYPE_CHECKING:
     from kafkalog._core import Record
@@ -387,6 +388,16 @@ def decode_batches(buf: Any, batches: np.ndarray, path: StrPath | None = None
     batches = np.asarray(batches, dtype=BATCH_DTYPE)
     if len(batches) == 0:
         return empty_table()
+    try:
+        return _decode_batches(buf, batches, path)
+    except CorruptRecordError:
+        cut = cut_under(buf)
+        if cut is not None:
+            raise cut from None
+        raise
+
+
+def _decode_batches(buf, batches, path):
     # The header fields the decode trusts (record count, lastOffsetDelta, codec, sequence,
     # legacy key/value sizes), checked in one kernel pass over the batch rows.
     n_valid, reason, position = check_batches(buf, batches, False)

@@ -46,7 +46,8 @@ from kafkalog._layout import (
     HEADER_SIZE_UP_TO_MAGIC, LEGACY_OVERHEAD_V0, LOG_OVERHEAD, WALK_END,
     WALK_INVALID, WALK_PARTIAL,
 )
-from kafkalog.errors import CorruptRecordError
+from kafkalog.errors import CorruptRecordError, KafkaLogError
+from kafkalog.storage_local import cut_under
 
 if TYPE_CHECKING:
     from kafkalog._typing import StrPath
@@ -332,6 +333,9 @@ def _report(event, policy, path, base, buf):
                     "; the walk stops there" if _reaction(policy, event.outcome) == STOP else "")
     if action != RAISE:
         return None
+    cut = cut_under(buf)
+    if cut is not None:
+        return cut
     offset = None
     if event.outcome is Outcome.CRC_FAILURE:
         offset = event.offset
@@ -368,7 +372,7 @@ class FileWalk:
         self.most = most
         self.events: list[WalkEvent] = []
         self.stop = 0
-        self.error: CorruptRecordError | None = None
+        self.error: KafkaLogError | None = None
 
     def __iter__(self) -> Iterator[tuple[int, Any, np.ndarray]]:
         policy, end = self.policy, self.end

@@ -9,7 +9,7 @@ from typing import Any
 
 from kafkalog._kernels import FileMapping
 from kafkalog._typing import StrPath
-from kafkalog.errors import NotARegularFileError, ObjectChangedError
+from kafkalog.errors import FileShrunkError, NotARegularFileError, ObjectChangedError
 from kafkalog.storage_backend import Entry, StorageBackend
 
 
@@ -32,6 +32,21 @@ def map_file(path: StrPath, fd: int, size: int | None = None) -> Any:
     now = os.fstat(fd).st_size
     length = now if size is None else min(size, now)
     return FileMapping(fd, length, False, os.fspath(path)) if length > 0 else b""
+
+
+def cut_under(buf: Any) -> FileShrunkError | None:
+    """FileShrunkError when ``buf`` maps (``map_file``) a file now shorter than the mapping,
+    else None: a cut inside the mapping's last page reads as zeros, without the fault that
+    the mapping's guard turns into that error, and readers meeting the zeros ask here before
+    calling them damage."""
+    path = getattr(buf, "path", None)
+    if path is None or isinstance(buf, bytes):
+        return None
+    try:
+        now = os.stat(path).st_size
+    except OSError:
+        return None
+    return FileShrunkError(path, len(buf), now) if now < len(buf) else None
 
 
 def open_regular(path: StrPath, flags: int = os.O_RDONLY, mode: int = 0o644) -> int:
