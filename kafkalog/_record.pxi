@@ -431,12 +431,14 @@ cdef class _BatchRecords(_RecordMaker):
             return 0
         cdef const unsigned char *p = <const unsigned char *>self._view.buf
         cdef const unsigned char *h = p + b.position
-        if kl_i64(h) != b.base_offset or kl_u32(h + B_CRC) != b.crc:
-            # Not the batch walked: a writer cut the file and appended other batches at the
-            # same place since (a file mapped: its records would not be the batch's).
-            if isinstance(self._view.obj, FileMapping):
-                raise (<FileMapping>self._view.obj)._shrunk()
-            return 0
+        if isinstance(self._view.obj, FileMapping) and (
+                kl_i64(h) != b.base_offset or kl_u32(h + B_CRC) != b.crc or
+                (kl_crc_hw and b.crc_valid > 0 and
+                 _crc32c_at(h + B_ATTRIBUTES, b.size - B_ATTRIBUTES) != b.crc)):
+            # Not the batch walked: a writer cut the file since (its bytes past the new end
+            # read as zeros in the mapping's last page, without a fault) and maybe appended
+            # other batches at the same place. (The batch is decoded long after the walk.)
+            raise (<FileMapping>self._view.obj)._shrunk()
         cdef int16_t attributes = kl_i16(h + B_ATTRIBUTES)
         if (attributes & 0x07) != 0 or _check_v2_header(h, b.size) != R_OK:
             return 0
