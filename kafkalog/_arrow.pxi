@@ -40,4 +40,5 @@ def gather_spans(const unsigned char[::1] buf, const int64_t[::1] positions,
             else:
                 v[i] = 0
         o[n] = <int32_t>at
+    check_mapped(p)
     return offsets, data, valid

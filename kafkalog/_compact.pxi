@@ -247,5 +247,6 @@ def compact_batches(const unsigned char[::1] buf, cnp.ndarray batches,
         kl_put_i32(o + hdr + B_RECORD_COUNT, <int32_t>kept)
         kl_put_i32(o + hdr + B_CRC, <int32_t>_crc32c_span(view, o, hdr + B_ATTRIBUTES, w))
     del view
+    check_mapped(p)
     del out[w:]
     return bytes(out)

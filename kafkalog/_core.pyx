@@ -197,6 +197,7 @@ _RECORD_ERRORS = {
 
 
 # The kernels, one room per concern (asyncpg's pgproto builds one extension the same way).
+include "_mapping.pxi"
 include "_crc.pxi"
 include "_walk.pxi"
 include "_decode.pxi"
@@ -212,4 +213,3 @@ include "_batch.pxi"
 include "_read.pxi"
 include "_compact.pxi"
 include "_log07.pxi"
-include "_mapping.pxi"

@@ -152,9 +152,11 @@ def crc32c(const unsigned char[::1] buf, uint32_t value=0):
     cdef Py_ssize_t n = buf.shape[0]
     cdef uint32_t out
     if not kl_crc_hw:
-        return _crc32c(buf, value)
-    with nogil:
-        out = kl_crc32c_sse42(value, &buf[0] if n > 0 else NULL, <size_t>n)
+        out = _crc32c(buf, value)
+    else:
+        with nogil:
+            out = kl_crc32c_sse42(value, &buf[0] if n > 0 else NULL, <size_t>n)
+    check_mapped(&buf[0] if n > 0 else NULL)
     return out
 
 

@@ -269,6 +269,7 @@ def decode_v2_records(const unsigned char[::1] buf, const int64_t[::1] starts,
                 break
             row += counts[i]
     try:
+        check_mapped(p)
         if rc == R_NOMEM:
             raise MemoryError()
         if rc != R_OK:
@@ -403,6 +404,7 @@ def check_batches(const unsigned char[::1] buf, batches, bint records=True):
             rc = _check_batch(p, b + i, records, &err_pos)
             if rc != R_OK:
                 break
+    check_mapped(p)
     if rc == R_OK:
         return n, None, -1
     return i, _RECORD_ERRORS[rc], err_pos
@@ -459,6 +461,7 @@ def decode_v2_offsets(const unsigned char[::1] buf, batches):
                 for j in range(count):
                     t[row + j] = kl_i64(h + B_MAX_TIMESTAMP)
             row += count
+    check_mapped(p)
     if rc != R_OK:
         exc = CorruptRecordError(_RECORD_ERRORS[rc], position=err_pos)
         exc.region = i
@@ -498,6 +501,7 @@ def decode_legacy_records(const unsigned char[::1] buf, batches):
             rc = _legacy_spans(p, b + i, out + i)
             if rc != R_OK:
                 break
+    check_mapped(p)
     if rc != R_OK:
         raise CorruptRecordError(_RECORD_ERRORS[rc], position=b[i].position,
                                  base_offset=b[i].base_offset)

@@ -190,6 +190,7 @@ def walk_log07(const unsigned char[::1] buf, Py_ssize_t start=0, Py_ssize_t end=
         message = (f"message is corrupt: stored CRC32 {out[n_valid].crc} does not match its "
                    f"payload's {computed}")
         entries = entries[:n_valid]
+    check_mapped(p)
     return entries, status, stop, message
 
 

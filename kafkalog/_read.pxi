@@ -46,6 +46,7 @@ def batch_header_plausible(buf, Py_ssize_t position, int64_t base_offset, int64_
                           offset)
     finally:
         PyBuffer_Release(&view)
+        check_mapped(view.buf)          # (an address only: nothing is read)
 
 
 def segment_read(IndexView index, buf, int64_t offset, Py_ssize_t starting_position,
@@ -109,6 +110,7 @@ def segment_read(IndexView index, buf, int64_t offset, Py_ssize_t starting_posit
                 adjusted < size, lies)
     finally:
         PyBuffer_Release(&view)
+        check_mapped(view.buf)          # (an address only: nothing is read)
 
 
 cdef int _first_at_or_after(const unsigned char *p, Py_ssize_t pos, int32_t size,
@@ -207,3 +209,4 @@ def find_timestamp(buf, Py_ssize_t start, Py_ssize_t end, int64_t timestamp,
             pos += LOG_OVERHEAD + size
     finally:
         PyBuffer_Release(&view)
+        check_mapped(view.buf)          # (an address only: nothing is read)

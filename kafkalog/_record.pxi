@@ -281,9 +281,11 @@ cdef class _TableRecords(_RecordMaker):
         r = self._rows + self._i
         kind = self._types[self._i]
         self._i += 1
-        return self._make(<const unsigned char *>self._view.buf, r, False,
-                          self._create if kind == 0 else
-                          (self._append if kind == 1 else self._none), self._headers)
+        rec = self._make(<const unsigned char *>self._view.buf, r, False,
+                         self._create if kind == 0 else
+                         (self._append if kind == 1 else self._none), self._headers)
+        check_mapped(self._view.buf)        # not a record of bytes lost meanwhile
+        return rec
 
 
 def table_records(data, records, headers, timestamp_types, type_objects):
@@ -429,6 +431,14 @@ cdef class _BatchRecords(_RecordMaker):
             return 0
         cdef const unsigned char *p = <const unsigned char *>self._view.buf
         cdef const unsigned char *h = p + b.position
+        if isinstance(self._view.obj, FileMapping) and (
+                kl_i64(h) != b.base_offset or kl_u32(h + B_CRC) != b.crc or
+                (kl_crc_hw and b.crc_valid > 0 and
+                 _crc32c_at(h + B_ATTRIBUTES, b.size - B_ATTRIBUTES) != b.crc)):
+            # Not the batch walked: a writer cut the file since (its bytes past the new end
+            # read as zeros in the mapping's last page, without a fault) and maybe appended
+            # other batches at the same place. (The batch is decoded long after the walk.)
+            raise (<FileMapping>self._view.obj)._shrunk()
         cdef int16_t attributes = kl_i16(h + B_ATTRIBUTES)
         if (attributes & 0x07) != 0 or _check_v2_header(h, b.size) != R_OK:
             return 0
@@ -494,8 +504,10 @@ cdef class _BatchRecords(_RecordMaker):
                 raise StopIteration
         r = self._rows + self._i
         self._i += 1
-        return self._make(<const unsigned char *>self._view.buf, r, self._log_append,
-                          self._kind, self._headers.rows)
+        rec = self._make(<const unsigned char *>self._view.buf, r, self._log_append,
+                         self._kind, self._headers.rows)
+        check_mapped(self._view.buf)        # not a record of bytes lost meanwhile
+        return rec
 
 
 cdef _BatchRecords _batch_records_of(buf, type_objects):
@@ -569,4 +581,5 @@ def span_bytes(const unsigned char[::1] buf, const int64_t[::1] positions,
                 raise ValueError(f"span {i} lies outside the buffer")
             out.append(PyBytes_FromStringAndSize(<const char *>(p + positions[i])
                                                  if lengths[i] else NULL, lengths[i]))
+    check_mapped(p)
     return out

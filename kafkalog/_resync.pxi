@@ -86,14 +86,17 @@ def next_valid_batch(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t 
         with nogil:
             pos = _next_candidate(p, pos, end, legacy)
         if pos < 0:
+            check_mapped(p)
             return (-1, 0)
         size = kl_i32(p + pos + B_LENGTH) + LOG_OVERHEAD
         if p[pos + B_MAGIC] == 2:
             computed = _crc32c_span(view, p, pos + B_ATTRIBUTES, pos + size)
             if computed == kl_u32(p + pos + B_CRC):
+                check_mapped(p)
                 return (pos, size)
         else:
             computed = zlib.crc32(view[pos + L_MAGIC:pos + size])
             if computed == kl_u32(p + pos + L_CRC):
+                check_mapped(p)
                 return (pos, size)
         pos += 1

@@ -43,6 +43,7 @@ def find_batch(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t end,
     cdef Py_ssize_t found, found_size = 0
     with nogil:
         found = _batch_from(p, start, end, target_offset, &found_size)
+    check_mapped(p)
     return (found, found_size)
 
 

@@ -130,6 +130,7 @@ def walk_batches(const unsigned char[::1] buf, Py_ssize_t start=0, Py_ssize_t en
             batches = batches[:n_valid]
             status = WALK_INVALID
             message = "record is corrupt (CRC mismatch)"
+    check_mapped(p)
     return batches, status, stop, message
 
 

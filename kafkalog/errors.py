@@ -43,6 +43,32 @@ class CorruptRecordError(KafkaLogError):
         self.reason = message
 
 
+class FileShrunkError(KafkaLogError):
+    """A file shrank under a reader: another process (a writer's truncation, a broker's
+    recovery, ``os.truncate``) cut it while it was mapped, so bytes the read needed are gone,
+    or other batches were appended where the walked ones were. The records read before are
+    correct; reopen the log to read it as it is now. (Kafka's JVM turns the same fault into an
+    ``InternalError``.)
+
+    Attributes
+    ----------
+    path : str or None
+        The file.
+    mapped_size : int
+        Bytes mapped when the read began.
+    size_now : int or None
+        The file's size when the fault was seen (None when it is gone).
+    """
+
+    def __init__(self, path, mapped_size, size_now):
+        self.path = path
+        self.mapped_size = mapped_size
+        self.size_now = size_now
+        now = "deleted" if size_now is None else f"{size_now} bytes now"
+        super().__init__(f"{path}: the file was cut under the reader ({mapped_size} bytes "
+                         f"mapped, {now}); reopen the log to read it as it is")
+
+
 class CorruptIndexError(KafkaLogError):
     """An offset, time or transaction index fails its sanity check."""
 
@@ -142,6 +168,13 @@ class TransactionCoordinatorFencedError(KafkaLogError):
 
 class OffsetOutOfRangeError(KafkaLogError):
     """A requested offset lies outside the log."""
+
+
+class SegmentDeletedError(OffsetOutOfRangeError):
+    """A segment a reader listed was deleted before it read it (the writer's retention,
+    ``delete_records`` or a truncation): its offsets are below the log start or past the
+    log end now, as a Kafka fetch of them fails with ``OffsetOutOfRange``. Reopen the log to
+    read from its start as it is now."""
 
 
 class RecordTooLargeError(KafkaLogError):
@@ -383,6 +416,8 @@ __all__ = [
     "CorruptIndexError",
     "InvalidOffsetError",
     "OffsetOutOfRangeError",
+    "SegmentDeletedError",
+    "FileShrunkError",
     "RecordTooLargeError",
     "UnsupportedCompressionError",
     "LogDirLockedError",

@@ -15,13 +15,13 @@ import numpy as np
 
 from kafkalog import storage
 from kafkalog._kernels import (
-    FIND_TS_DECODE, FIND_TS_FOUND, FIND_TS_MORE, FileMapping, find_batch, find_timestamp,
-    walk_batches,
+    FIND_TS_DECODE, FIND_TS_FOUND, FIND_TS_MORE, find_batch, find_timestamp, walk_batches,
 )
 from kafkalog.descriptor_cache import OPEN_SEGMENTS, CacheMember, Descriptor
+from kafkalog.errors import FileShrunkError, SegmentDeletedError
 from kafkalog.index import TimestampOffset
 from kafkalog.records import decode_batches
-from kafkalog.storage_local import open_regular, open_regular_stat
+from kafkalog.storage_local import map_file, open_regular, open_regular_stat
 
 # Recovery reads a .log up to this size with one pread instead of mapping it.
 _READ_WHOLE_BYTES = 1 << 20
@@ -67,43 +67,77 @@ class FileRecords:
                     flags = os.O_RDONLY if self.read_only else os.O_RDWR
                     if create:
                         flags |= os.O_CREAT
-                    desc = Descriptor(open_regular(self.path, flags))
+                    desc = Descriptor(self._open(flags))
                     self._desc = desc
         OPEN_SEGMENTS.touch(self.owner)
         return desc
+
+    def _open(self, flags: int) -> int:
+        try:
+            return open_regular(self.path, flags)
+        except FileNotFoundError:
+            if not self.read_only:
+                raise
+            # a writer (retention, delete_records, a truncation) deleted it since it was listed
+            raise SegmentDeletedError(f"{self.path}: the segment was deleted after the log was "
+                                      "opened (the writer's retention or truncation); reopen "
+                                      "the log to read it as it is now") from None
+
+    def _mapped_size(self) -> int:
+        """Bytes of the cached mapping, -1 when there is none or its file shrank under a read
+        (a new read maps the file as it is now)."""
+        current = self._map
+        if current is None:
+            return -1
+        try:
+            return len(current)
+        except FileShrunkError:
+            return -1
 
     def buffer(self) -> Any:
         """A read-only mapping of the file as it is now (b"" when empty). It stays valid while
         held, even after the file releases its own reference. A remote file's is its
         ``storage.range_buffer`` with every block fetched (a whole-file read; ranged reads use
-        ``buffer_for``)."""
+        ``buffer_for``).
+
+        A read-only file that another process cut since it was listed is mapped as it is now
+        (its remaining bytes are the log's, as a Kafka read past a truncation reads what is
+        left) and ``size`` follows; one cut during a read gives ``FileShrunkError``, one
+        deleted ``SegmentDeletedError``."""
         if self.remote:
             return self.buffer_for(0, self.size)
         current = self._map
-        if current is not None and len(current) == self.size:
-            # the mapping is current (every read comes here): touch's fast path inline
+        if current is not None:
             try:
-                _move_to_end(self.owner)
-            except KeyError:
-                OPEN_SEGMENTS.touch(self.owner)
-            return current
+                current_size = len(current)
+            except FileShrunkError:     # remapped below, as the file is now
+                current_size = -1
+            if current_size == self.size:
+                # the mapping is current (every read comes here): touch's fast path inline
+                try:
+                    _move_to_end(self.owner)
+                except KeyError:
+                    OPEN_SEGMENTS.touch(self.owner)
+                return current
         with self._map_lock:
             if self.size == 0:
                 return b""
             current = self._map
-            if current is None or len(current) != self.size:
+            if self._mapped_size() != self.size:
                 desc = self._desc
                 if desc is not None:
-                    current = FileMapping(desc.fd, self.size)
+                    current = map_file(self.path, desc.fd, self.size)
                 else:
                     # A file only read holds the mapping alone (which keeps no descriptor),
                     # not a descriptor as well.
-                    fd = open_regular(self.path, os.O_RDONLY)
+                    fd = self._open(os.O_RDONLY)
                     try:
-                        current = FileMapping(fd, self.size)
+                        current = map_file(self.path, fd, self.size)
                     finally:
                         os.close(fd)
-                self._map = current
+                if len(current) < self.size and self.read_only:
+                    self.size = len(current)
+                self._map = current if len(current) else None
         OPEN_SEGMENTS.touch(self.owner)
         return current
 

@@ -144,8 +144,16 @@ class LazyIndex(Generic[_I]):
         if segment.read_only and mode is None:
             log.warning("%s is missing; reading %s without it", path, segment.log_path)
             return self._unindexed(path)
-        index = cls(path, segment.base_offset, max_index_size=segment.config.max_index_size,
-                    writable=not segment.read_only)
+        try:
+            index = cls(path, segment.base_offset, max_index_size=segment.config.max_index_size,
+                        writable=not segment.read_only)
+        except FileNotFoundError:
+            if not segment.read_only:
+                raise
+            # deleted since the stat above (a writer's retention or truncation): as missing;
+            # the read of a deleted .log is SegmentDeletedError
+            log.warning("%s is missing; reading %s without it", path, segment.log_path)
+            return self._unindexed(path)
         # Left at its preallocated size by a crash: the written entries end before the
         # all-zero tail.
         index.drop_zero_tail()

@@ -31,6 +31,7 @@ from kafkalog.errors import (
     CorruptRecordError, KafkaLogError, LogNotFoundError, NotASegmentFileError, UnknownCodecError,
 )
 from kafkalog.segment_walker import ITERATE, ITERATE_STRICT, walk_segment
+from kafkalog.storage_local import cut_under
 
 if TYPE_CHECKING:
     from kafkalog._core import Record
@@ -198,16 +199,11 @@ class RecordBatch(BatchView):
 
 
 def open_buffer(buffer_or_path: BufferOrPath) -> Any:
-    """A read-only buffer of a path (mmap'd; an empty file gives b"") or the buffer itself.
-    An fsspec URL (``s3://...``) is fetched whole by concurrent ranged GETs."""
-    if isinstance(buffer_or_path, str) and storage.is_remote(storage.normalize(buffer_or_path)):
-        return storage.open_buffer(buffer_or_path)
+    """A read-only buffer of a path (``storage.open_buffer``: a local file mapped, an empty
+    one b""; an fsspec URL (``s3://...``) fetched whole by concurrent ranged GETs) or the
+    buffer itself."""
     if isinstance(buffer_or_path, (str, os.PathLike)):
-        with open(storage.normalize(os.fspath(buffer_or_path)), "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size == 0:
-                return b""
-            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        return storage.open_buffer(os.fspath(buffer_or_path))
     return buffer_or_path
 
 
@@ -284,7 +280,9 @@ class RecordTable:
                  batch: npt.NDArray[np.int32], sequence: npt.NDArray[np.int64],
                  legacy_crc: npt.NDArray[np.int64], timestamp_type: npt.NDArray[np.int8]
                  ) -> None:
-        self.data = data
+        # A bytearray resized later would leave the positions pointing past its end (values
+        # read as b""): a view of it is held, so its owner's resize raises BufferError.
+        self.data = memoryview(data) if isinstance(data, bytearray) else data
         self.records = records
         self.headers = headers
         self.batch = batch
@@ -394,6 +392,16 @@ def decode_batches(buf: Any, batches: np.ndarray, path: StrPath | None = None
     batches = np.asarray(batches, dtype=BATCH_DTYPE)
     if len(batches) == 0:
         return empty_table()
+    try:
+        return _decode_batches(buf, batches, path)
+    except CorruptRecordError:
+        cut = cut_under(buf)
+        if cut is not None:
+            raise cut from None
+        raise
+
+
+def _decode_batches(buf, batches, path):
     # The header fields the decode trusts (record count, lastOffsetDelta, codec, sequence,
     # legacy key/value sizes), checked in one kernel pass over the batch rows.
     n_valid, reason, position = check_batches(buf, batches, False)

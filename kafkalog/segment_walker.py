@@ -54,7 +54,8 @@ from kafkalog._layout import (
     HEADER_SIZE_UP_TO_MAGIC, LEGACY_OVERHEAD_V0, LOG_OVERHEAD, WALK_END,
     WALK_INVALID, WALK_PARTIAL,
 )
-from kafkalog.errors import CorruptRecordError, OffsetsOutOfOrderError
+from kafkalog.errors import CorruptRecordError, KafkaLogError, OffsetsOutOfOrderError
+from kafkalog.storage_local import cut_under
 
 if TYPE_CHECKING:
     from kafkalog._typing import StrPath
@@ -408,6 +409,9 @@ def _report(event, policy, path, base, buf, previous=None):
                     " (failOnDataLoss=false: the batch is skipped)" if reaction == SKIP else "")
     if action != RAISE:
         return None
+    cut = cut_under(buf)       # a file cut under its mapping explains any outcome
+    if cut is not None:
+        return cut
     if event.outcome is Outcome.OUT_OF_ORDER:
         return OffsetsOutOfOrderError(
             f"{event.reason}: offsets would repeat or come out of order (data loss; "
@@ -452,7 +456,7 @@ class FileWalk:
         self.after = after
         self.events: list[WalkEvent] = []
         self.stop = 0
-        self.error: CorruptRecordError | None = None
+        self.error: KafkaLogError | None = None
 
     def __iter__(self) -> Iterator[tuple[int, Any, np.ndarray]]:
         policy, end = self.policy, self.end

@@ -3,13 +3,13 @@ file mapped with ``mmap`` (no copy); and the one way kafkalog opens a local file
 create (``open_regular``: never blocking on a FIFO, refusing anything but a regular file)."""
 from __future__ import annotations
 
-import mmap
 import os
 import stat
 from typing import Any
 
+from kafkalog._kernels import FileMapping
 from kafkalog._typing import StrPath
-from kafkalog.errors import NotARegularFileError, ObjectChangedError
+from kafkalog.errors import FileShrunkError, NotARegularFileError, ObjectChangedError
 from kafkalog.storage_backend import Entry, StorageBackend
 
 
@@ -21,6 +21,32 @@ def file_kind(mode: int) -> str:
         if test(mode):
             return name
     return "not a regular file"
+
+
+def map_file(path: StrPath, fd: int, size: int | None = None) -> Any:
+    """A read-only mapping of the file at ``path`` open as ``fd``, of at most ``size`` bytes
+    (all when None) and at most what ``fstat`` says it holds now (b"" when that is none): a
+    writer may have cut it since ``size`` was listed, and a mapping past the end is a SIGBUS
+    on the first read. The compiled mapping turns a cut during a read into
+    ``FileShrunkError`` naming ``path`` (``_mapping.pxi``); the twin's is a copy."""
+    now = os.fstat(fd).st_size
+    length = now if size is None else min(size, now)
+    return FileMapping(fd, length, False, os.fspath(path)) if length > 0 else b""
+
+
+def cut_under(buf: Any) -> FileShrunkError | None:
+    """FileShrunkError when ``buf`` maps (``map_file``) a file now shorter than the mapping,
+    else None: a cut inside the mapping's last page reads as zeros, without the fault that
+    the mapping's guard turns into that error, and readers meeting the zeros ask here before
+    calling them damage."""
+    path = getattr(buf, "path", None)
+    if path is None or isinstance(buf, bytes):
+        return None
+    try:
+        now = os.stat(path).st_size
+    except OSError:
+        return None
+    return FileShrunkError(path, len(buf), now) if now < len(buf) else None
 
 
 def open_regular(path: StrPath, flags: int = os.O_RDONLY, mode: int = 0o644) -> int:
@@ -99,6 +125,4 @@ class LocalStorage(StorageBackend):
 
     def open_buffer(self, path: str) -> Any:
         with open(path, "rb") as f:
-            if os.fstat(f.fileno()).st_size == 0:
-                return b""
-            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            return map_file(path, f.fileno())

@@ -35,6 +35,7 @@ from kafkalog.log07.format import (
 )
 from kafkalog.log_segments import LogSegments
 from kafkalog.records import open_buffer
+from kafkalog.storage_local import cut_under
 from kafkalog.retention import breached_policies, deletable_segments
 
 if TYPE_CHECKING:
@@ -256,7 +257,7 @@ class Log07:
             for _, status, stop, message in walk_all(buf, start, end, False):
                 pass
             if status not in (WALK_END, WALK_PARTIAL) and stop == start:
-                raise CorruptRecordError(message, start, segment.path)
+                raise cut_under(buf) or CorruptRecordError(message, start, segment.path)
             return bytes(buf[start:stop])
         finally:
             _close(buf)
@@ -287,8 +288,9 @@ class Log07:
                 yield from messages_of(buf, entries, segment.base_offset, validate_crc,
                                        segment.path)
                 if status != WALK_END:
-                    raise CorruptRecordError(message or "truncated message", stop,
-                                             segment.path, segment.base_offset + stop)
+                    raise cut_under(buf) or CorruptRecordError(
+                        message or "truncated message", stop, segment.path,
+                        segment.base_offset + stop)
         finally:
             _close(buf)
 

@@ -263,7 +263,8 @@ def _first_magic(segment, directory):
     if segment is None or isinstance(segment, Segment07) or storage.is_remote(directory) or \
             segment.size < HEADER_SIZE_UP_TO_MAGIC:
         return None
-    return segment.read_bytes(HEADER_SIZE_UP_TO_MAGIC - 1, 1)[0]
+    magic = segment.read_bytes(HEADER_SIZE_UP_TO_MAGIC - 1, 1)
+    return magic[0] if magic else None      # cut by a writer since it was listed: as empty
 
 
 def _part_counts(per_partition, min_partitions):

@@ -12,9 +12,9 @@ import numpy as np
 
 from kafkalog import storage
 from kafkalog._kernels import decode_v2_offsets, gather_spans
-from kafkalog._layout import WALK_END
+from kafkalog._layout import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, WALK_END
 from kafkalog.errors import (
-    CorruptRecordError, KafkaLogError, ObjectChangedError, OffsetOutOfRangeError,
+    CorruptRecordError, FileShrunkError, KafkaLogError, ObjectChangedError, OffsetOutOfRangeError,
 )
 from kafkalog.files import LOG_SUFFIX, file_path
 from kafkalog.isolation import AbortedTxnFilter
@@ -100,9 +100,31 @@ def read_task(task: dict[str, Any], columns: Sequence[str] | None = None,
             if not keep.any():
                 continue
             rows = rows.slice(keep)
-        yield pa.RecordBatch.from_arrays([build(pa, rows, task) for build in builders],
-                                         schema=schema)
-        del rows
+        columns_made = [build(pa, rows, task) for build in builders]
+        _check_unchanged(buf, chunk, path)
+        yield pa.RecordBatch.from_arrays(columns_made, schema=schema)
+        del rows, columns_made
+
+
+def _check_unchanged(buf, chunk, path):
+    """Raise FileShrunkError unless every batch of ``chunk`` still starts in the mapping
+    ``buf`` as walked (its base offset and CRC): a writer that cut the file and appended
+    again (``truncate_to``, then appends) puts other batches at the same positions, and a
+    chunk decoded before and copied out after would pair one batch's offsets with
+    another's values. After the columns are copied: what they hold was read before."""
+    if isinstance(buf, bytes) or not hasattr(buf, "faulted"):
+        return                      # a copy (the twins' mapping, a fetched range) is fixed
+    data = np.frombuffer(buf, dtype=np.uint8)
+    positions = chunk["position"]
+    base = data[positions[:, None] + np.arange(8)].view(">i8").ravel()
+    crc_at = positions + np.where(chunk["magic"] < 2, LOG_OVERHEAD, HEADER_SIZE_UP_TO_MAGIC)
+    crc = data[crc_at[:, None] + np.arange(4)].view(">u4").ravel()
+    if not ((base == chunk["base_offset"]) & (crc == chunk["crc"])).all():
+        try:
+            now: int | None = os.stat(path).st_size
+        except OSError:
+            now = None
+        raise FileShrunkError(path, len(buf), now)
 
 
 class _Rows:
