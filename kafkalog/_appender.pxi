@@ -56,6 +56,9 @@ cdef class ActiveSegmentAppender:
     cdef object log_end_obj, base_offset_obj      # (the ints, made once)
     cdef int fd
     cdef bint armed, replicated
+    # set while a call runs (under the lock): what the Log's other mutating calls look at to
+    # refuse one re-entered from this thread by a finalizer the call's allocations ran
+    cdef readonly bint running
     cdef int64_t position, base_offset, log_end, bytes_since_index, index_interval
     cdef int64_t max_ts, offset_of_max_ts, rolling_ts, roll_ms, segment_bytes
     cdef int64_t max_message_bytes, unflushed, flush_messages, last_flush_ms, flush_ms
@@ -116,38 +119,48 @@ cdef class ActiveSegmentAppender:
         is freed at once), under the log's lock; the ``LogAppendInfo``, or None (nothing done)
         for the general path. A failed write (the file cut back to where it was) takes the log
         offline (``LocalLog.offline``)."""
-        cdef Py_ssize_t n = 0, i
         cdef type kind = type(records)
         if not self.armed:
             return None
         if kind is list:
-            n = len(<list>records)
-            if n == 0 or partition_leader_epoch > self.latest_epoch:
+            if partition_leader_epoch > self.latest_epoch:
                 return None
-            for i in range(n):
-                item = (<list>records)[i]
-                if type(item) is not Record or (<Record>item).offset_ is not None:
-                    return None
         elif kind is not bytes and kind is not bytearray:
             return None
         self.lock_acquire()
         try:
-            # (the log's appender still: not dropped by another thread's operation meanwhile)
-            if local.appender is not self or not self.armed or \
+            # (the log's appender still: not dropped by another thread's operation meanwhile;
+            # not running: re-entered from a finalizer, the general path refuses the call)
+            if local.appender is not self or not self.armed or self.running or \
                     log.config is not self.config or local.failed is not None:
                 return None
-            if kind is list:
-                return self._append_records(log, local, <list>records, n,
-                                            partition_leader_epoch)
-            return self._append_batch(log, local, records)
+            # Disarmed until the call ends well: nothing it leaves half done is used again.
+            self.armed = False
+            self.running = True
+            try:
+                if kind is list:
+                    return self._append_records(log, local, <list>records,
+                                                partition_leader_epoch)
+                return self._append_batch(log, local, records)
+            finally:
+                self.running = False
         finally:
             self.lock_release()
 
-    cdef object _append_records(self, log, local, list records, Py_ssize_t n,
+    cdef object _append_records(self, log, local, list records,
                                 int32_t partition_leader_epoch):
-        cdef int64_t now = <int64_t>(<double>self.time_fn() * 1000), last = self.log_end + n - 1
+        cdef int64_t now = <int64_t>(<double>self.time_fn() * 1000), last
+        cdef Py_ssize_t n = len(records), i
+        # (checked after the last call that can run Python code, which could change the list)
+        if n == 0:
+            return None
+        for i in range(n):
+            item = records[i]
+            if type(item) is not Record or (<Record>item).offset_ is not None:
+                return None
         if self._flush_due(n, now):
             return None
+        last = self.log_end + n - 1
         _encode_v2_batch(&self.out, records, self.log_end, now, 0, -1, -1, -1,
                          partition_leader_epoch, None, None, None, None)
         return self._write(log, local, last, n, kl_i64(self.out.p + B_MAX_TIMESTAMP), last)
@@ -205,12 +218,18 @@ cdef class ActiveSegmentAppender:
 
     cdef object _appended(self, log, local, int64_t last, int64_t count, Py_ssize_t size,
                           int64_t max_ts, int64_t offset_of_max_ts, int64_t position):
-        """The state after the write: the objects kept in step, the index step when due."""
+        """The state after the write: the objects kept in step, the index step when due; the
+        appender armed again when the index leaves room. (Its own state first: what follows
+        allocates, and can run finalizers.)"""
         cdef PyObject *v[7]
-        cdef object first = self.log_end_obj, last_obj = last, max_ts_obj = max_ts
+        cdef object first = self.log_end_obj
+        cdef bint rearm = True
+        self.position = position + size
+        self.log_end = last + 1
+        self.unflushed += count
+        cdef object last_obj = last, max_ts_obj = max_ts
         cdef object offset_of_max_obj = last_obj if offset_of_max_ts == last else offset_of_max_ts
         cdef object position_obj, log_end_obj, size_obj = size, count_obj = count
-        self.position = position + size
         position_obj = self.position
         self.file.size = position_obj
         if max_ts > self.max_ts:
@@ -224,14 +243,12 @@ cdef class ActiveSegmentAppender:
             # The segment's index step (one batch in index.interval.bytes): here when the
             # entries go into the indexes' allocated room, else LogSegment.index_entry's. A
             # full index afterwards is the general path's roll, as is anything after a raise.
-            self.armed = False
             status = self._index_entries(last, position)
-            self.armed = status == 1 if status else self.index_entry(last, position, size)
+            rearm = status == 1 if status else self.index_entry(last, position, size)
             self.bytes_since_index = size
         else:
             self.bytes_since_index += size
         self.segment.bytes_since_last_index_entry = self.bytes_since_index
-        self.log_end = last + 1
         self.log_end_obj = log_end_obj = self.log_end
         v[0] = <PyObject *>log_end_obj
         v[1] = <PyObject *>self.base_offset_obj
@@ -239,7 +256,6 @@ cdef class ActiveSegmentAppender:
         local.log_end_metadata = kl_named_tuple(self.metadata_type, v, 3)
         if not self.replicated:
             log.high_watermark = log_end_obj
-        self.unflushed += count
         local.unflushed_messages = self.unflushed
         v[0] = <PyObject *>first
         v[1] = <PyObject *>last_obj
@@ -248,7 +264,9 @@ cdef class ActiveSegmentAppender:
         v[4] = <PyObject *>_MINUS_ONE
         v[5] = <PyObject *>size_obj
         v[6] = <PyObject *>count_obj
-        return kl_named_tuple(self.info_type, v, 7)
+        info = kl_named_tuple(self.info_type, v, 7)
+        self.armed = rearm
+        return info
 
     cdef int _index_entries(self, int64_t last, int64_t position) except -1:
         """LogSegment.index_entry's entries written into the mapped indexes through their

@@ -47,6 +47,7 @@ class ActiveSegmentAppender:
         self.timestamp_offset_type = timestamp_offset_type
         self.info_type = info_type
         self.armed = True
+        self.running = False
 
     def append(self, log, local, records, partition_leader_epoch):
         if not -2**31 <= partition_leader_epoch < 2**31:
@@ -56,23 +57,28 @@ class ActiveSegmentAppender:
             return None
         kind = type(records)
         if kind is list:
-            if not records or partition_leader_epoch > self.latest_epoch:
-                return None
-            if any(type(r) is not Record or r.offset is not None for r in records):
+            if partition_leader_epoch > self.latest_epoch:
                 return None
         elif kind is not bytes and kind is not bytearray:
             return None
         with self.lock:
-            if local.appender is not self or not self.armed or \
+            if local.appender is not self or not self.armed or self.running or \
                     log.config is not self.config or local.failed is not None:
                 return None
-            if kind is list:
-                return self._append_records(log, local, records, partition_leader_epoch)
-            return self._append_batch(log, local, records)
+            self.armed = False
+            self.running = True
+            try:
+                if kind is list:
+                    return self._append_records(log, local, records, partition_leader_epoch)
+                return self._append_batch(log, local, records)
+            finally:
+                self.running = False
 
     def _append_records(self, log, local, records, partition_leader_epoch):
         now = int(self.time_fn() * 1000)
         n = len(records)
+        if not n or any(type(r) is not Record or r.offset is not None for r in records):
+            return None
         if self._flush_due(n, now):
             return None
         data = build_v2_batch(records, self.log_end, now, 0, -1, -1, -1, partition_leader_epoch)
@@ -117,6 +123,8 @@ class ActiveSegmentAppender:
     def _appended(self, log, local, last, count, size, max_ts, offset_of_max_ts, position):
         first = self.log_end
         self.position = position + size
+        self.log_end = last + 1
+        self.unflushed += count
         self.file.size = self.position
         if max_ts > self.max_ts:
             self.max_ts, self.offset_of_max_ts = max_ts, offset_of_max_ts
@@ -124,20 +132,20 @@ class ActiveSegmentAppender:
                 max_ts, offset_of_max_ts)
         if self.bytes_since_index > self.index_interval:
             # (the compiled kernel writes the entries itself where it can: the same result)
-            self.armed = False
-            self.armed = self.index_entry(last, position, size)
+            rearm = self.index_entry(last, position, size)
             self.bytes_since_index = size
         else:
+            rearm = True
             self.bytes_since_index += size
         self.segment.bytes_since_last_index_entry = self.bytes_since_index
-        self.log_end = last + 1
         local.log_end_metadata = self.metadata_type(self.log_end, self.base_offset,
                                                     self.position)
         if not self.replicated:
             log.high_watermark = self.log_end
-        self.unflushed += count
         local.unflushed_messages = self.unflushed
-        return self.info_type(first, last, max_ts, offset_of_max_ts, -1, size, count)
+        info = self.info_type(first, last, max_ts, offset_of_max_ts, -1, size, count)
+        self.armed = rearm
+        return info
 
 
 def _write_at(fd, data, position):

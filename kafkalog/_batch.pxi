@@ -50,7 +50,10 @@ cdef class BatchView:
 
 @cython.final
 cdef class _BatchViews:
-    """The iterator ``batch_views`` returns."""
+    """The iterator ``batch_views`` returns. ``_running`` while a ``next`` runs (a generator's
+    ``gi_running``): a finalizer its allocations run that advances it gets "already
+    executing", never a view of rows it has just let go."""
+    cdef bint _running
     cdef object _start
     cdef object _finish
     cdef PyTypeObject *_type
@@ -66,6 +69,15 @@ cdef class _BatchViews:
         return self
 
     def __next__(self):
+        if self._running:
+            raise ValueError("batch iterator already executing")
+        self._running = True
+        try:
+            return self._next()
+        finally:
+            self._running = False
+
+    cdef object _next(self):
         cdef BatchView view
         if self._start is not None:
             start, self._start = self._start, None

@@ -25,7 +25,7 @@ from kafkalog._arrow_py import gather_spans
 from kafkalog._views_py import IndexView, index_lookup_many
 from kafkalog._batch_py import BatchView, batch_views
 from kafkalog._record_py import (
-    Record, make_records, table_records, batch_records, fetch_records, span_bytes,
+    Record, make_records, table_records, batch_records, fetch_records, span_bytes, chained,
 )
 from kafkalog._read_py import (
     batch_header_plausible, segment_read, find_timestamp,
@@ -46,7 +46,7 @@ __all__ = [
     "build_v2_batch", "as_record", "ActiveSegmentAppender",
     "APPEND_HAS_PRODUCER", "APPEND_HAS_COMPRESSED", "gather_spans", "IndexView",
     "index_lookup_many", "Record", "make_records", "table_records", "batch_records",
-    "fetch_records", "BatchView", "batch_views",
+    "fetch_records", "chained", "BatchView", "batch_views",
     "span_bytes", "batch_header_plausible", "segment_read", "find_timestamp", "FIND_TS_FOUND",
     "FIND_TS_NONE", "FIND_TS_MORE", "FIND_TS_DECODE", "key_hash", "offset_map_put",
     "offset_map_get", "compact_batches", "OFFSET_MAP_ENTRY_BYTES",

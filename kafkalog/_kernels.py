@@ -13,7 +13,7 @@ KERNEL_NAMES = (
     "index_search", "index_lookup", "index_search_many", "index_entries", "index_valid_entries", "find_batch",
     "index_entries_for", "recovery_summary", "prepare_append", "build_v2_batch", "as_record", "ActiveSegmentAppender", "gather_spans",
     "IndexView", "index_lookup_many",
-    "Record", "make_records", "batch_records", "fetch_records", "span_bytes", "next_valid_batch",
+    "Record", "make_records", "batch_records", "fetch_records", "chained", "span_bytes", "next_valid_batch",
     "check_batches", "BatchView", "batch_views",
     "crc32c", "key_hash", "offset_map_put", "offset_map_get", "compact_batches",
     "batch_header_plausible", "segment_read", "find_timestamp", "table_records", "walk_log07",
@@ -69,6 +69,7 @@ Record = _module.Record
 make_records = _module.make_records
 batch_records = _module.batch_records
 fetch_records = _module.fetch_records
+chained = _module.chained
 BatchView = _module.BatchView
 batch_views = _module.batch_views
 span_bytes = _module.span_bytes

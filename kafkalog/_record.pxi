@@ -43,6 +43,19 @@ cdef extern from *:
         return Py_REFCNT(o) == 1;
     }
 
+    /* The object field at ``at`` of ``o`` (borrowed; NULL once deleted through its member
+       descriptor), and None put back there. */
+    static PyObject *kl_field(PyObject *o, Py_ssize_t at) {
+        return *(PyObject **)((char *)o + at);
+    }
+    static void kl_none_if_deleted(PyObject *o, Py_ssize_t at) {
+        PyObject **slot = (PyObject **)((char *)o + at);
+        if (*slot == NULL) {
+            Py_INCREF(Py_None);
+            *slot = Py_None;
+        }
+    }
+
     /* A new reference to an int of v: `spare` itself, rewritten, when it is an int of as many
        30-bit digits (CPython 3.11's layout; other versions always get a new int). Never for
        a value of CPython's shared small ints. */
@@ -83,6 +96,8 @@ cdef extern from *:
     }
     """
     bint kl_only_reference(PyObject *o)
+    PyObject *kl_field(PyObject *o, Py_ssize_t at)
+    void kl_none_if_deleted(PyObject *o, Py_ssize_t at)
     object kl_int_reusing(PyObject *spare, int64_t v)
     object kl_bytes_reusing(PyObject *spare, const char *p, Py_ssize_t n)
     # Where Cython puts the fields of Record (its struct name is Cython's, fixed by the module
@@ -109,7 +124,11 @@ cdef class Record:
     plain members (as the twin's ``__slots__``), which the interpreter reads without a call:
     in a loop that reads every record's fields that beats building them on first access.
     """
-    # Exposed under the names without "_" by kl_add_slot below (never NULL: no deletion).
+    # Exposed under the names without "_" by kl_add_slot below. A plain member can be deleted
+    # through its descriptor (``Record.key.__delete__(r)``, as the twin's slots): the field is
+    # then NULL, which Cython's code must never read or decref, so every use by C code checks
+    # (_check_whole) or refills (__init__) first; reading it from Python raises
+    # AttributeError.
     cdef object offset_
     cdef object timestamp_
     cdef object timestamp_type_
@@ -119,9 +138,13 @@ cdef class Record:
 
     def __init__(self, key=None, value=None, timestamp=None, headers=(), offset=None,
                  timestamp_type=0):
+        headers = tuple(headers)
+        if not _whole(self):          # (__init__ called again on a Record missing a field)
+            for at in _FIELD_OFFSETS:
+                kl_none_if_deleted(<PyObject *>self, at)
         self.key_ = key
         self.value_ = value
-        self.headers_ = tuple(headers)
+        self.headers_ = headers
         self.timestamp_ = timestamp
         self.offset_ = offset
         self.timestamp_type_ = timestamp_type
@@ -131,6 +154,7 @@ cdef class Record:
         raise AttributeError(f"Record attribute {name!r} cannot be deleted")
 
     def _fields(self):
+        _check_whole(self)
         return (self.offset_, self.timestamp_, self.timestamp_type_, self.key_, self.value_,
                 self.headers_)
 
@@ -140,15 +164,41 @@ cdef class Record:
         return self._fields() == (<Record>other)._fields()
 
     def __hash__(self):
+        _check_whole(self)
         return hash((self.offset_, self.timestamp_, self.key_, self.value_))
 
     def __reduce__(self):
+        _check_whole(self)
         return (Record, (self.key_, self.value_, self.timestamp_, self.headers_, self.offset_,
                          self.timestamp_type_))
 
     def __repr__(self):
+        _check_whole(self)
         return (f"Record(offset={self.offset_}, timestamp={self.timestamp_}, "
                 f"key={self.key_!r}, value={self.value_!r:.60}, headers={self.headers_!r:.60})")
+
+
+cdef tuple _FIELD_NAMES = ("offset", "timestamp", "timestamp_type", "key", "value", "headers")
+cdef Py_ssize_t[6] _FIELD_OFFSETS = [_AT_OFFSET, _AT_TIMESTAMP, _AT_TYPE, _AT_KEY, _AT_VALUE,
+                                     _AT_HEADERS]
+
+
+cdef inline bint _whole(Record r) noexcept:
+    """No field deleted."""
+    cdef PyObject *o = <PyObject *>r
+    return kl_field(o, _AT_OFFSET) != NULL and kl_field(o, _AT_TIMESTAMP) != NULL and \
+        kl_field(o, _AT_TYPE) != NULL and kl_field(o, _AT_KEY) != NULL and \
+        kl_field(o, _AT_VALUE) != NULL and kl_field(o, _AT_HEADERS) != NULL
+
+
+cdef int _check_whole(Record r) except -1:
+    """AttributeError naming the first deleted field, as reading it from Python raises."""
+    cdef Py_ssize_t i
+    if not _whole(r):
+        for i in range(6):
+            if kl_field(<PyObject *>r, _FIELD_OFFSETS[i]) == NULL:
+                raise AttributeError(f"Record has no {_FIELD_NAMES[i]} (deleted)")
+    return 0
 
 
 kl_add_slot(<PyTypeObject *>Record, "offset", _AT_OFFSET, "offset (None until assigned)")
@@ -178,7 +228,13 @@ cdef object _headers_of(const unsigned char *p, const HeaderInfo *h, Py_ssize_t 
 cdef class _RecordMaker:
     """Makes the Records of an iterator, one per call: the Record made two calls ago is made
     again in place (offset, timestamp, key and value too) when the iterator holds its only
-    reference, as in a loop that drops each record before asking for the next."""
+    reference, as in a loop that drops each record before asking for the next.
+
+    ``_running`` is set while a ``next`` runs, as a generator's ``gi_running``: a record's
+    allocations can run the garbage collector, and so finalizers and ``gc.callbacks`` that
+    may advance the same iterator (or another thread they let run), which would find the
+    rows, headers and spare records midway; they get "already executing" instead."""
+    cdef bint _running
     cdef int64_t _last_ts
     cdef object _ts                   # the int of _last_ts, once made
     cdef Record _before               # the Record made before _last
@@ -191,7 +247,7 @@ cdef class _RecordMaker:
         """A Record of one decoded row (spans index ``p``; header rows from ``headers``),
         with the timestamp of the row, or with ``_ts`` (``batch_timestamp``)."""
         cdef Record rec
-        if kl_only_reference(<PyObject *>self._before):
+        if kl_only_reference(<PyObject *>self._before) and _whole(self._before):
             rec = self._before
         else:
             rec = Record.__new__(Record)
@@ -274,6 +330,15 @@ cdef class _TableRecords(_RecordMaker):
         return self
 
     def __next__(self):
+        if self._running:
+            raise ValueError("record iterator already executing")
+        self._running = True
+        try:
+            return self._next()
+        finally:
+            self._running = False
+
+    cdef object _next(self):
         cdef const RecordInfo *r
         if self._i >= self._n:
             self._finish()
@@ -492,6 +557,15 @@ cdef class _BatchRecords(_RecordMaker):
         return self
 
     def __next__(self):
+        if self._running:
+            raise ValueError("record iterator already executing")
+        self._running = True
+        try:
+            return self._next()
+        finally:
+            self._running = False
+
+    cdef object _next(self):
         cdef const RecordInfo *r
         while self._i >= self._n:
             if self._sub is not None:
@@ -561,6 +635,50 @@ def fetch_records(buf, batches, rows, whole, type_objects, fallback):
     it._whole = <const uint8_t *>cnp.PyArray_DATA(flags)
     it._n_batches = n
     it._fallback = fallback
+    return it
+
+
+@cython.final
+cdef class _Chained:
+    """The iterator ``chained`` returns."""
+    cdef object _source
+    cdef object _active
+    cdef bint _running
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._running:
+            raise ValueError("chained iterator already executing")
+        self._running = True
+        try:
+            while self._source is not None:
+                if self._active is None:
+                    iterable = next(self._source, None)
+                    if iterable is None:
+                        self._source = None
+                        break
+                    self._active = iter(iterable)
+                item = next(self._active, _END)
+                if item is not _END:
+                    return item
+                self._active = None
+            raise StopIteration
+        finally:
+            self._running = False
+
+
+cdef object _END = object()
+
+
+def chained(iterables):
+    """``itertools.chain.from_iterable(iterables)`` (``iterables`` an iterator, yielding no
+    None), with a generator's rule for a second caller: "already executing" while a ``next``
+    runs. (itertools' chain, re-entered from a finalizer while it takes its next iterable,
+    drops the rest of the source.)"""
+    cdef _Chained it = _Chained.__new__(_Chained)
+    it._source = iterables
     return it
 
 

@@ -25,6 +25,9 @@ class Record:
         self.offset = offset
         self.timestamp_type = timestamp_type
 
+    def __delattr__(self, name):
+        raise AttributeError(f"Record attribute {name!r} cannot be deleted")
+
     def __eq__(self, other):
         if not isinstance(other, Record):
             return NotImplemented
@@ -135,6 +138,12 @@ def _fetch_records(buf, batches, rows, whole, type_objects, fallback):
     for index, plain in zip(rows, whole):
         made = batch_records(buf, batches[index], type_objects) if plain else None
         yield from (fallback(index) if made is None else made)
+
+
+def chained(iterables):
+    """See ``_core.chained`` (a generator: "already executing" is its own)."""
+    for iterable in iterables:
+        yield from iterable
 
 
 def span_bytes(buf, positions, lengths):

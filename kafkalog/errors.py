@@ -325,6 +325,13 @@ class LogClosedError(KafkaLogError):
     running when the log was closed)."""
 
 
+class ReentrantCallError(KafkaLogError):
+    """A call that changes a ``Log`` (append, roll, truncation, retention, a cleaned
+    segment's swap, close) made while another of them is running in the same thread: from a
+    ``__del__``, ``weakref.finalize`` or ``gc.callbacks`` callback the garbage collector ran
+    inside the first one. Refused before it wrote anything; the first one completes."""
+
+
 class UnknownCodecError(UnsupportedCompressionError, CorruptRecordError):
     """A stored batch names a codec id Kafka does not define (5-7): unsupported, and corrupt
     (Kafka's ``CompressionType.forId`` refuses it), so both ``except`` clauses catch it."""
@@ -447,6 +454,7 @@ __all__ = [
     "NotARegularFileError",
     "SymlinkOutsideError",
     "LogClosedError",
+    "ReentrantCallError",
     "UnknownCodecError",
     "ObjectStorageError",
     "TieredStorageError",

@@ -9,7 +9,6 @@ The files and their I/O failures are ``LocalLog``'s (``local_log``), opening and
 from __future__ import annotations
 
 import contextlib
-import itertools
 import logging
 import os
 import threading
@@ -17,11 +16,12 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
 from kafkalog import checkpoint, storage
-from kafkalog._kernels import APPEND_HAS_COMPRESSED, APPEND_HAS_PRODUCER, walk_batches
+from kafkalog._kernels import APPEND_HAS_COMPRESSED, APPEND_HAS_PRODUCER, chained, walk_batches
 from kafkalog.cleaner import (DEFAULT_MAP_MEMORY, CleanerStats, CleaningAbortedError,
                               CleaningCoordinator, CleaningSnapshot, clean_log)
 from kafkalog.config import LogConfig
-from kafkalog.errors import InvalidOffsetError, KafkaLogError, LogClosedError, OffsetOutOfRangeError
+from kafkalog.errors import (InvalidOffsetError, KafkaLogError, LogClosedError,
+                             OffsetOutOfRangeError, ReentrantCallError)
 from kafkalog.files import parse_topic_partition
 from kafkalog.isolation import ISOLATIONS, fetched_records, fetched_tables
 from kafkalog.loader import open_partition, rebuild_producer_state
@@ -80,6 +80,8 @@ class Log:
                                recovery_point=loaded.recovery_point, scheduler=scheduler,
                                time_fn=time_fn, changed=bool(loaded.report.actions))
         self._lock = threading.RLock()
+        #: the mutating call each thread is running (``_mutation``), by thread id
+        self._mutating: dict[int, str] = {}
         self._cleaning = CleaningCoordinator(self._lock)
         self._log_start_offset = loaded.log_start_offset
         self._producer_state = loaded.producer_state
@@ -257,6 +259,30 @@ class Log:
         with self._lock:
             yield self
 
+    @contextlib.contextmanager
+    def _mutation(self, what):
+        """Hold the lock for a call that changes the log (``what``). The lock is re-entrant,
+        so a call re-entered from the same thread (a finalizer or GC callback run by an
+        allocation inside the first) would change files and state the first one is midway
+        through: ReentrantCallError instead, before anything is written. The appender's
+        calls count (it holds the lock while ``running``). Other threads wait for the lock
+        as before (and may run while this one waits inside ``_cleaning.paused()``)."""
+        with self._lock:
+            me = threading.get_ident()
+            running = self._mutating.get(me)
+            appender = self._local.appender
+            if running is None and appender is not None and appender.running:
+                running = "append"
+            if running is not None:
+                raise ReentrantCallError(
+                    f"{what} of {self.path} called while its {running} is running in the same "
+                    f"thread (from a finalizer or GC callback?): refused, nothing written")
+            self._mutating[me] = what
+            try:
+                yield
+            finally:
+                del self._mutating[me]
+
     def _check_writable(self):
         if self._closed:
             raise LogClosedError(f"log {self.path} is closed")
@@ -321,7 +347,7 @@ class Log:
     def _append(self, data, assign_offsets, settings):
         """Append ``data`` (a bytearray made for it: offsets are assigned in it) under
         ``settings``: the general path, which arms the appender of the next appends."""
-        with self._lock:
+        with self._mutation("append"):
             local = self._local
             local.appender = None
             if self._closed or self.read_only or local.failed is not None:
@@ -387,7 +413,7 @@ class Log:
 
     def roll(self) -> LogSegment:
         """Start a new active segment at the log end offset; returns it."""
-        with self._lock:
+        with self._mutation("roll"):
             self._check_writable()
             with self._local.io("roll"):
                 return self._roll(self.log_end_offset)
@@ -489,7 +515,7 @@ class Log:
         """
         # Chained in C: no Log work per record (each batch's kernel iterator makes them).
         # Fetches of 1 MiB, as a consumer's: the copy stays in cache, in reused heap memory.
-        return itertools.chain.from_iterable(self._fetched(
+        return chained(self._fetched(
             fetched_records, start_offset, end_offset, isolation, include_control, 1 << 20,
             validate_crc))
 
@@ -528,7 +554,7 @@ class Log:
         """Remove every record at or above ``offset`` (a follower's truncation); the log end
         offset becomes ``offset``. A running cleaner pass is aborted first. Returns whether
         anything was removed."""
-        with self._lock:
+        with self._mutation("truncate_to"):
             self._check_writable()
             if offset < 0:
                 raise InvalidOffsetError(f"cannot truncate {self.path} to a negative offset")
@@ -547,7 +573,7 @@ class Log:
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Delete every segment and start an empty log at ``new_offset``."""
-        with self._lock:
+        with self._mutation("truncate_fully_and_start_at"):
             self._check_writable()
             with self._cleaning.paused():
                 self._truncate_fully_and_start_at(new_offset)
@@ -576,7 +602,7 @@ class Log:
         """Apply retention: Kafka's policies (log start offset; with ``cleanup.policy``
         delete, ``retention.bytes`` and ``retention.ms``) and any added with
         ``add_retention_policy``; returns how many segments were deleted."""
-        with self._lock:
+        with self._mutation("delete_old_segments"):
             self._check_writable()
             now_ms = self._now_ms() if now_ms is None else now_ms
             with self._local.io("retention"):
@@ -605,7 +631,7 @@ class Log:
     def delete_records(self, before_offset: int) -> int:
         """Move the log start offset to ``before_offset`` (Kafka's DeleteRecords); segments
         wholly below it go now. Returns the new log start offset."""
-        with self._lock:
+        with self._mutation("delete_records"):
             self._check_writable()
             if before_offset > self.high_watermark:
                 raise OffsetOutOfRangeError(
@@ -650,7 +676,7 @@ class Log:
         """Swap cleaned ``new_segments`` in for ``old_segments`` under the lock (Kafka's
         ``replaceSegments``); CleaningAbortedError when the pass was aborted or they are no
         longer all in the log."""
-        with self._lock:
+        with self._mutation("replace_segments"):
             self._cleaning.check_aborted()
             if self._closed or self._local.failed is not None or \
                     not all(s in self.segments for s in old_segments):
@@ -663,7 +689,7 @@ class Log:
     def close(self) -> None:
         """Flush, snapshot the producer state, trim the active segment's indexes, close. A
         running cleaner pass is aborted first."""
-        with self._lock:
+        with self._mutation("close"):
             if self._closed:
                 return
             try:

@@ -1,0 +1,326 @@
+"""Hostile re-entrancy scenarios (issue 39), each run in its own process by
+``test_reentrancy.py`` so that a signal fails one test: ``python reentrancy_scenarios.py NAME
+DIR`` prints one JSON line of counted outcomes. What a test asserts on them: no offset
+acknowledged or read twice, every record read equals what was appended, and only "already
+executing" ValueErrors or ``kafkalog.errors`` exceptions.
+
+The garbage collector is the hostile caller: ``gc.set_threshold(1)`` makes nearly every
+allocation of a tracked object inside a kernel run a collection, which runs ``gc.callbacks``,
+``__del__`` and ``weakref.finalize`` callbacks that call back into the object mid-call.
+"""
+import collections
+import gc
+import json
+import os
+import pickle
+import sys
+import threading
+import weakref
+
+from kafkalog import Log, Record, errors, iter_batches
+
+N_BATCHES = 60
+PER_BATCH = 5
+
+
+def _expected(i, j):
+    return (b"k%d-%d" % (i, j), b"v%d-%d" % (i, j) * 3, (("h", b"%d" % j), ("g", None)))
+
+
+def _fill(path, compression=None):
+    log = Log.open(path, {"segment.bytes": 1 << 20})
+    for i in range(N_BATCHES):
+        log.append([Record(key=k, value=v, headers=h, timestamp=1000 + i)
+                    for k, v, h in (_expected(i, j) for j in range(PER_BATCH))],
+                   compression=compression)
+    return log
+
+
+class _Outcomes:
+    def __init__(self):
+        self.counts = collections.Counter()
+        self.seen = collections.Counter()
+
+    def error(self, e):
+        if isinstance(e, ValueError) and "already executing" in str(e):
+            self.counts["already_executing"] += 1
+        elif isinstance(e, errors.KafkaLogError):
+            self.counts["typed:" + type(e).__name__] += 1
+        else:
+            self.counts["untyped:" + type(e).__name__ + ":" + str(e)[:60]] += 1
+
+    def record(self, r):
+        i, j = divmod(r.offset, PER_BATCH)
+        self.seen[r.offset] += 1
+        key, value, headers = _expected(i, j)
+        if (r.key, r.value, r.headers) != (key, value, headers):
+            self.counts["wrong_record"] += 1
+        else:
+            self.counts["records"] += 1
+
+    def report(self, **extra):
+        out = dict(self.counts)
+        out["repeated"] = sum(1 for n in self.seen.values() if n > 1)
+        out.update(extra)
+        print(json.dumps(out))
+
+
+class _Hostile:
+    """Cyclic garbage whose finalizers call ``fn`` (``__del__``, or a weakref.finalize)."""
+
+    def __init__(self, fn, how):
+        self.me = self
+        if how == "finalize":
+            weakref.finalize(self, fn)
+        else:
+            self.fn = fn
+
+    def __del__(self):
+        fn = getattr(self, "fn", None)
+        if fn is not None:
+            fn()
+
+
+def _callers(how, fn, keep):
+    """Arrange for ``fn`` to be called from inside the next collections (``how``: gc_callback,
+    del, finalize); ``keep()`` makes more garbage for the next ones."""
+    if how == "gc_callback":
+        def cb(phase, info):
+            if phase == "start":
+                fn()
+        gc.callbacks.append(cb)
+        return lambda: None
+    return lambda: keep.append(_Hostile(fn, how)) or keep.clear()
+
+
+def records_reentered(path, how, compression=None, after=1):
+    """One ``log.records()`` iterator advanced from inside its own ``next`` (once ``after``
+    records were read: then inside a batch's kernel iterator)."""
+    log = _fill(path, compression)
+    out = _Outcomes()
+    it = log.records()
+    busy = []
+    after = int(after)
+
+    def nested():
+        if busy or sum(out.seen.values()) < after:
+            return
+        busy.append(1)
+        try:
+            out.record(next(it))
+        except StopIteration:
+            pass
+        except Exception as e:
+            out.error(e)
+        finally:
+            busy.clear()
+
+    junk = []
+    more = _callers(how, nested, junk)
+    gc.set_threshold(1)
+    while True:
+        more()
+        try:
+            r = next(it)
+        except StopIteration:
+            break
+        except Exception as e:
+            out.error(e)
+            continue
+        out.record(r)
+    gc.set_threshold(700)
+    gc.callbacks.clear()
+    out.report(missing=N_BATCHES * PER_BATCH - len(out.seen))
+
+
+def records_threads(path, n_threads=4, compression=None):
+    """One ``log.records()`` iterator shared by threads, from its first record on."""
+    log = _fill(path, compression)
+    out = _Outcomes()
+    it = log.records()
+    lock = threading.Lock()       # (for the counters, not the iterator)
+    got = [next(it)]
+    out.record(got[0])
+
+    def work():
+        while True:
+            try:
+                r = next(it)
+            except StopIteration:
+                return
+            except Exception as e:
+                with lock:
+                    out.error(e)
+                continue
+            got.append(r)
+            with lock:
+                out.record(r)
+
+    sys.setswitchinterval(1e-6)
+    gc.set_threshold(1)
+    threads = [threading.Thread(target=work) for _ in range(int(n_threads))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    gc.set_threshold(700)
+    out.report(missing=N_BATCHES * PER_BATCH - len(out.seen))
+
+
+def record_delete(path):
+    """A Record's fields deleted through their descriptors, then used."""
+    log = _fill(path)
+    out = _Outcomes()
+    for field in ("offset", "timestamp", "timestamp_type", "key", "value", "headers"):
+        for use in ("eq", "hash", "repr", "pickle", "append", "iterate"):
+            if use == "iterate":
+                it = log.records()
+                r = next(it)
+            else:
+                r = Record(key=b"k", value=b"v", headers=[("h", b"x")], timestamp=5)
+            try:
+                getattr(Record, field).__delete__(r)
+                out.counts["deleted"] += 1
+            except (AttributeError, TypeError):
+                out.counts["refused"] += 1
+            try:
+                if use == "eq":
+                    r == Record(key=b"k")
+                elif use == "hash":
+                    hash(r)
+                elif use == "repr":
+                    repr(r)
+                elif use == "pickle":
+                    pickle.loads(pickle.dumps(r))
+                elif use == "append":
+                    log.append([r])
+                else:
+                    del r       # the iterator's spare record: made again in place
+                    for r in it:
+                        out.record(r)
+            except (AttributeError, TypeError) as e:
+                out.counts["use_refused:" + type(e).__name__] += 1
+            except Exception as e:
+                out.error(e)
+    out.report()
+
+
+def _acknowledge(out, infos, log):
+    """Count acknowledged offsets; reopen the log and check each reads back its record."""
+    acked = collections.Counter()
+    for info, value in infos:
+        for offset in range(info.first_offset, info.last_offset + 1):
+            acked[offset] += 1
+    out.counts["acknowledged"] = len(acked)
+    out.counts["acked_twice"] = sum(1 for n in acked.values() if n > 1)
+    path, config = log.path, log.config
+    try:
+        log.close()
+    except Exception as e:
+        out.counts["close_raised:" + type(e).__name__] += 1
+        return
+    with Log.open(path, config) as again:
+        stored = {r.offset: r.value for r in again.records()}
+    by_offset = {}
+    for info, value in infos:
+        by_offset[info.first_offset] = value
+    out.counts["wrong_readback"] = sum(1 for o, v in by_offset.items() if stored.get(o) != v)
+    out.counts["stored"] = len(stored)
+    out.counts["stored_not_acked"] = len(set(stored) - set(acked))
+
+
+def append_reentered(path, how, nested_call="append"):
+    """``log.append`` of one record at a time, with finalizers that call ``nested_call``
+    (``append`` or ``roll``) on the same log in the same thread meanwhile."""
+    log = Log.open(path, {"segment.bytes": 1 << 20})
+    out = _Outcomes()
+    infos = [(log.append([Record(value=b"first")]), b"first")]
+    busy = []
+
+    def nested():
+        if busy:
+            return
+        busy.append(1)
+        try:
+            if nested_call == "roll":
+                log.roll()
+                out.counts["nested_roll"] += 1
+            else:
+                value = b"nested-%d" % len(infos)
+                infos.append((log.append([Record(value=value)]), value))
+        except Exception as e:
+            out.error(e)
+        finally:
+            busy.clear()
+
+    junk = []
+    more = _callers(how, nested, junk)
+    gc.set_threshold(1)
+    for i in range(300):
+        more()
+        value = b"outer-%d" % i
+        try:
+            infos.append((log.append([Record(value=value)]), value))
+        except Exception as e:
+            out.error(e)
+    gc.set_threshold(700)
+    gc.callbacks.clear()
+    _acknowledge(out, infos, log)
+    out.report()
+
+
+def batches_reentered(path, how):
+    """One ``iter_batches`` iterator advanced from inside its own ``next``."""
+    log = _fill(path)
+    seg = log.segments.first.log_path if hasattr(log.segments.first, "log_path") else None
+    log.close()
+    seg = seg or sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith(".log"))[0]
+    out = _Outcomes()
+    it = iter_batches(seg)
+    busy = []
+    batches = []
+
+    def check(b):
+        try:
+            ok = b.is_valid() and b.base_offset % PER_BATCH == 0 and len(list(b)) == PER_BATCH
+        except Exception as e:
+            out.error(e)
+            return
+        out.seen[b.base_offset] += 1
+        out.counts["valid" if ok else "invalid"] += 1
+
+    def nested():
+        if busy:
+            return
+        busy.append(1)
+        try:
+            batches.append(next(it))
+        except StopIteration:
+            pass
+        except Exception as e:
+            out.error(e)
+        finally:
+            busy.clear()
+
+    junk = []
+    more = _callers(how, nested, junk)
+    gc.set_threshold(1)
+    while True:
+        more()
+        try:
+            batches.append(next(it))
+        except StopIteration:
+            break
+        except Exception as e:
+            out.error(e)
+    gc.set_threshold(700)
+    gc.callbacks.clear()
+    for b in batches:
+        check(b)
+    out.report(missing=N_BATCHES - len(out.seen))
+
+
+if __name__ == "__main__":
+    name, directory, *args = sys.argv[1:]
+    kwargs = dict(a.split("=", 1) for a in args)
+    globals()[name](os.path.join(directory, "t-0"), **kwargs)
