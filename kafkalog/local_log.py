@@ -386,7 +386,9 @@ class LocalLog:
             segment.mark_deleted()
             segment.change_file_suffixes("", DELETED_SUFFIX)
         delay = self.config["file.delete.delay.ms"] / 1000.0
-        self._scheduler.schedule_once(delay, lambda: [s.delete_files() for s in segments])
+        # (the files are .deleted already: removed now if the scheduler is shut down)
+        self._scheduler.schedule_once(delay, lambda: [s.delete_files() for s in segments],
+                                      now_if_stopped=True)
 
     def replace_segments(self, new_segments, old_segments):
         """Swap closed ``.cleaned`` segments in for ``old_segments`` (all still in the list)

@@ -21,8 +21,19 @@ class Scheduler:
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
-    def schedule_once(self, delay_s, fn):
-        self._push(time.monotonic() + max(0.0, delay_s), fn, None)
+    def schedule_once(self, delay_s, fn, now_if_stopped=False):
+        """Run ``fn`` once after ``delay_s``. Once the scheduler is shut down: RuntimeError,
+        or with ``now_if_stopped`` ``fn`` runs at once in the caller (work that must not be
+        lost, as ``run_pending_now`` runs it at shutdown: a task racing the shutdown, such
+        as a compaction's swap, then completes instead of failing half way)."""
+        with self._cond:
+            stopped = self._stopped
+            if not stopped:
+                self._push(time.monotonic() + max(0.0, delay_s), fn, None)
+        if stopped:
+            if not now_if_stopped:
+                raise RuntimeError("scheduler is shut down")
+            fn()
 
     def schedule_periodic(self, period_s, fn, initial_delay_s=None):
         delay = period_s if initial_delay_s is None else initial_delay_s

@@ -198,6 +198,7 @@ def record_delete(path):
                     del r       # the iterator's spare record: made again in place
                     for r in it:
                         out.record(r)
+                    out.seen.clear()        # (the log is read once per field)
             except (AttributeError, TypeError) as e:
                 out.counts["use_refused:" + type(e).__name__] += 1
             except Exception as e:
@@ -319,6 +320,109 @@ def batches_reentered(path, how):
         check(b)
     out.report(missing=N_BATCHES - len(out.seen))
 
+
+def swap_after_shutdown(path):
+    """A compaction whose swap runs after its LogManager's scheduler was shut down (what
+    ``LogManager.shutdown()`` racing its own compaction task does): the swap completes and
+    deletes the old segments at once, or stops before it starts; never half done."""
+    from kafkalog.scheduler import Scheduler
+    scheduler = Scheduler()
+    out = _Outcomes()
+    log = Log.open(path, {"cleanup.policy": "compact", "segment.bytes": 4096,
+                          "min.cleanable.dirty.ratio": 0.01, "file.delete.delay.ms": 60_000},
+                   scheduler=scheduler)
+    for i in range(400):
+        log.append([Record(key=b"k%d" % (i % 10), value=b"v%d" % i, timestamp=1000 + i)])
+    log.update_high_watermark(log.log_end_offset)
+    log.roll()
+    expected = {r.key: r.value for r in log.records()}
+    scheduler.shutdown()
+    try:
+        stats = log.compact()
+        out.counts["aborted" if getattr(stats, "aborted", False) else "compacted"] += 1
+    except Exception as e:
+        out.error(e)
+    try:
+        log.close()
+    except Exception as e:
+        out.counts["close_raised:" + type(e).__name__] += 1
+    out.counts["left_over"] = sum(1 for f in os.listdir(path)
+                                  if f.endswith((".swap", ".cleaned", ".deleted")))
+    with Log.open(path, {"cleanup.policy": "compact"}) as again:
+        latest = {r.key: r.value for r in again.records()}
+        out.counts["wrong_latest"] = int(latest != expected)
+        out.counts["swap_finished_at_open"] = sum(
+            1 for action in again.recovery_report.actions if "swap" in str(action))
+    out.report()
+
+
+def log_threads(path, writers=3, appends=100, rolls=20, how="gc_callback"):
+    """Threads appending to, rolling and reading one ``Log``, and finalizers that append
+    from inside whatever runs when the collector does: every acknowledged offset once, each
+    reading back its value; readers see increasing offsets holding acknowledged values."""
+    log = Log.open(path, {"segment.bytes": 1 << 20})
+    out = _Outcomes()
+    infos = []
+    lock = threading.Lock()       # (for the counters)
+    busy = threading.local()
+
+    def append(value):
+        try:
+            info = log.append([Record(value=value)])
+        except Exception as e:
+            with lock:
+                out.error(e)
+            return
+        with lock:
+            infos.append((info, value))
+
+    def nested():
+        if getattr(busy, "on", False):
+            return
+        busy.on = True
+        try:
+            append(b"gc-%d" % len(infos))
+        finally:
+            busy.on = False
+
+    def writer(w):
+        for i in range(int(appends)):
+            append(b"w%d-%d" % (w, i))
+
+    def roller():
+        for _ in range(int(rolls)):
+            try:
+                log.roll()
+            except Exception as e:
+                with lock:
+                    out.error(e)
+
+    def reader():
+        for _ in range(5):
+            last = -1
+            for r in log.records():
+                if r.offset <= last or not r.value.startswith((b"w", b"gc-")):
+                    with lock:
+                        out.counts["bad_read"] += 1
+                last = r.offset
+
+    junk = []
+    more = _callers(how, nested, junk)
+    gc.set_threshold(5)
+    sys.setswitchinterval(1e-5)
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(int(writers))]
+    threads += [threading.Thread(target=roller), threading.Thread(target=reader)]
+    for t in threads:
+        t.start()
+    for _ in range(200):
+        more()
+    for t in threads:
+        t.join()
+    gc.set_threshold(700)
+    gc.callbacks.clear()
+    del junk[:]
+    _acknowledge(out, infos, log)
+    out.report()
 
 if __name__ == "__main__":
     name, directory, *args = sys.argv[1:]
