@@ -19,7 +19,7 @@ import weakref
 
 from kafkalog import Log, Record, errors, iter_batches
 
-N_BATCHES = 60
+N_BATCHES = 40
 PER_BATCH = 5
 
 
@@ -59,6 +59,7 @@ class _Outcomes:
             self.counts["records"] += 1
 
     def report(self, **extra):
+        gc.collect()          # (finalizers still pending run now, not at exit)
         out = dict(self.counts)
         out["repeated"] = sum(1 for n in self.seen.values() if n > 1)
         out.update(extra)
@@ -170,6 +171,7 @@ def records_threads(path, n_threads=4, compression=None):
 def record_delete(path):
     """A Record's fields deleted through their descriptors, then used."""
     log = _fill(path)
+    other = Log.open(path + "-append")
     out = _Outcomes()
     for field in ("offset", "timestamp", "timestamp_type", "key", "value", "headers"):
         for use in ("eq", "hash", "repr", "pickle", "append", "iterate"):
@@ -193,7 +195,7 @@ def record_delete(path):
                 elif use == "pickle":
                     pickle.loads(pickle.dumps(r))
                 elif use == "append":
-                    log.append([r])
+                    other.append([r])
                 else:
                     del r       # the iterator's spare record: made again in place
                     for r in it:
@@ -230,7 +232,7 @@ def _acknowledge(out, infos, log):
     out.counts["stored_not_acked"] = len(set(stored) - set(acked))
 
 
-def append_reentered(path, how, nested_call="append"):
+def append_reentered(path, how, nested_call="append", n=300):
     """``log.append`` of one record at a time, with finalizers that call ``nested_call``
     (``append`` or ``roll``) on the same log in the same thread meanwhile."""
     log = Log.open(path, {"segment.bytes": 1 << 20})
@@ -257,7 +259,7 @@ def append_reentered(path, how, nested_call="append"):
     junk = []
     more = _callers(how, nested, junk)
     gc.set_threshold(1)
-    for i in range(300):
+    for i in range(int(n)):
         more()
         value = b"outer-%d" % i
         try:
@@ -425,6 +427,11 @@ def log_threads(path, writers=3, appends=100, rolls=20, how="gc_callback"):
     out.report()
 
 if __name__ == "__main__":
-    name, directory, *args = sys.argv[1:]
-    kwargs = dict(a.split("=", 1) for a in args)
-    globals()[name](os.path.join(directory, "t-0"), **kwargs)
+    # DIR then scenarios, each NAME[:key=value,...]: run in turn, each in its own directory
+    directory, *scenarios = sys.argv[1:]
+    for n, spec in enumerate(scenarios):
+        name, _, args = spec.partition(":")
+        kwargs = dict(a.split("=", 1) for a in args.split(",") if a)
+        print(json.dumps({"start": spec}), flush=True)
+        globals()[name](os.path.join(directory, f"s{n}", "t-0"), **kwargs)
+        sys.stdout.flush()
