@@ -221,6 +221,11 @@ class LocalLog:
     def drop_appender(self):
         self.appender = None
 
+    def appending(self):
+        """"append" while the appender runs a call (holding the log's lock), else None."""
+        appender = self.appender
+        return "append" if appender is not None and appender.running else None
+
     def roll(self, new_offset):
         """Start a new active segment at ``new_offset``; returns it (the old one when it is
         empty and already starts there)."""

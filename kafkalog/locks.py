@@ -7,11 +7,13 @@ nothing to clean up.
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
+import threading
 
-from kafkalog.errors import LogDirLockedError, SymlinkOutsideError, io_failure
+from kafkalog.errors import LogDirLockedError, ReentrantCallError, SymlinkOutsideError, io_failure
 
 
 def writer_holds(path: str | os.PathLike[str]) -> bool:
@@ -85,3 +87,31 @@ class FileLock:
 
     def __repr__(self) -> str:
         return f"FileLock({self.path!r}, held={self.held})"
+
+
+class MutationGuard:
+    """``guard(what)``: hold ``lock`` (re-entrant: an object's calls nest) for a call that
+    changes the object (``what``). A call re-entered from the thread running one (by a
+    finalizer or GC callback an allocation inside the first one ran) would change what the
+    first is midway through: ReentrantCallError instead, before anything is done. ``busy()``
+    names a call running under the lock that the guard did not start (or None). Other
+    threads wait for the lock, as before."""
+
+    def __init__(self, lock, name, busy=lambda: None):
+        self.lock, self._name, self._busy = lock, name, busy
+        self._running: dict[int, str] = {}       # by thread id (several: see Condition.wait)
+
+    @contextlib.contextmanager
+    def __call__(self, what):
+        with self.lock:
+            me = threading.get_ident()
+            running = self._running.get(me) or self._busy()
+            if running is not None:
+                raise ReentrantCallError(
+                    f"{what} of {self._name} called while its {running} is running in the same "
+                    f"thread (from a finalizer or GC callback?): refused, nothing done")
+            self._running[me] = what
+            try:
+                yield
+            finally:
+                del self._running[me]

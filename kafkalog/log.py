@@ -20,12 +20,12 @@ from kafkalog._kernels import APPEND_HAS_COMPRESSED, APPEND_HAS_PRODUCER, chaine
 from kafkalog.cleaner import (DEFAULT_MAP_MEMORY, CleanerStats, CleaningAbortedError,
                               CleaningCoordinator, CleaningSnapshot, clean_log)
 from kafkalog.config import LogConfig
-from kafkalog.errors import (InvalidOffsetError, KafkaLogError, LogClosedError,
-                             OffsetOutOfRangeError, ReentrantCallError)
+from kafkalog.errors import InvalidOffsetError, KafkaLogError, LogClosedError, OffsetOutOfRangeError
 from kafkalog.files import parse_topic_partition
 from kafkalog.isolation import ISOLATIONS, fetched_records, fetched_tables
 from kafkalog.loader import open_partition, rebuild_producer_state
 from kafkalog.local_log import LocalLog
+from kafkalog.locks import MutationGuard
 from kafkalog.log_validator import AppendSettings, with_leader_epoch
 from kafkalog.fetch_data_info import LogAppendInfo, LogOffsetSnapshot, append_info
 from kafkalog.builder import leader_batch
@@ -80,8 +80,7 @@ class Log:
                                recovery_point=loaded.recovery_point, scheduler=scheduler,
                                time_fn=time_fn, changed=bool(loaded.report.actions))
         self._lock = threading.RLock()
-        #: the mutating call each thread is running (``_mutation``), by thread id
-        self._mutating: dict[int, str] = {}
+        self._mutation = MutationGuard(self._lock, path, self._local.appending)
         self._cleaning = CleaningCoordinator(self._lock)
         self._log_start_offset = loaded.log_start_offset
         self._producer_state = loaded.producer_state
@@ -258,30 +257,6 @@ class Log:
         meanwhile (``LogManager.move_log`` copies the files under it)."""
         with self._lock:
             yield self
-
-    @contextlib.contextmanager
-    def _mutation(self, what):
-        """Hold the lock for a call that changes the log (``what``). The lock is re-entrant,
-        so a call re-entered from the same thread (a finalizer or GC callback run by an
-        allocation inside the first) would change files and state the first one is midway
-        through: ReentrantCallError instead, before anything is written. The appender's
-        calls count (it holds the lock while ``running``). Other threads wait for the lock
-        as before (and may run while this one waits inside ``_cleaning.paused()``)."""
-        with self._lock:
-            me = threading.get_ident()
-            running = self._mutating.get(me)
-            appender = self._local.appender
-            if running is None and appender is not None and appender.running:
-                running = "append"
-            if running is not None:
-                raise ReentrantCallError(
-                    f"{what} of {self.path} called while its {running} is running in the same "
-                    f"thread (from a finalizer or GC callback?): refused, nothing written")
-            self._mutating[me] = what
-            try:
-                yield
-            finally:
-                del self._mutating[me]
 
     def _check_writable(self):
         if self._closed:
@@ -513,8 +488,7 @@ class Log:
         is checked first (a failure raises CorruptRecordError, before any of its records);
         ``validate_crc=False`` skips that on trusted data.
         """
-        # Chained in C: no Log work per record (each batch's kernel iterator makes them).
-        # Fetches of 1 MiB, as a consumer's: the copy stays in cache, in reused heap memory.
+        # Chained in C, no Log work per record; 1 MiB fetches, as a consumer's (cache-warm).
         return chained(self._fetched(
             fetched_records, start_offset, end_offset, isolation, include_control, 1 << 20,
             validate_crc))

@@ -332,6 +332,27 @@ def test_records_from_decoded_columns():
                                       np.array([-1, 0], np.int32)), f"{fn} null and empty")
 
 
+@covers("chained")
+def test_chained():
+    for parts in ([], [[]], [[1, 2], [], [3]], ["ab", (), "c"]):
+        same(lambda k: list(k.chained(iter(list(parts)))), f"chained {parts!r}")
+
+    def failing():
+        yield [1]
+        raise CorruptRecordError("the source's error", position=3)
+    same(lambda k: list(k.chained(failing())), "the source raises")
+    for k in (compiled_module(), _core_py):          # a second caller mid-next
+        def inner():
+            yield 1
+            try:
+                next(it)
+            except ValueError as e:
+                yield str(e)
+        it = k.chained(iter([inner(), [2]]))
+        got = list(it)
+        assert got[0] == 1 and "already executing" in got[1] and got[2:] == [2], (k, got)
+
+
 @covers("Record")
 def test_record_objects():
     made = [dict(), dict(key=b"k", value=b"v"), dict(key=None, value=None, timestamp=5),
