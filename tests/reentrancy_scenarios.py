@@ -9,6 +9,7 @@ allocation of a tracked object inside a kernel run a collection, which runs ``gc
 ``__del__`` and ``weakref.finalize`` callbacks that call back into the object mid-call.
 """
 import collections
+import contextlib
 import gc
 import json
 import os
@@ -82,16 +83,36 @@ class _Hostile:
             fn()
 
 
-def _callers(how, fn, keep):
-    """Arrange for ``fn`` to be called from inside the next collections (``how``: gc_callback,
-    del, finalize); ``keep()`` makes more garbage for the next ones."""
+@contextlib.contextmanager
+def _hostile_gc(how, fn, out, ready=lambda: True, threshold=1):
+    """Within: ``fn`` called from inside the collections that nearly every allocation runs
+    (``threshold``), by finalizers of kind ``how`` (gc_callback, del, finalize); once at a
+    time in a thread, and not before ``ready()``; its errors counted. Yields ``more()``, which
+    makes garbage (a finalizer) for the next collections."""
+    busy = threading.local()
+
+    def call():
+        if getattr(busy, "on", False) or not ready():
+            return
+        busy.on = True
+        try:
+            fn()
+        except StopIteration:
+            pass
+        except Exception as e:
+            out.error(e)
+        finally:
+            busy.on = False
+
+    junk = []
     if how == "gc_callback":
-        def cb(phase, info):
-            if phase == "start":
-                fn()
-        gc.callbacks.append(cb)
-        return lambda: None
-    return lambda: keep.append(_Hostile(fn, how)) or keep.clear()
+        gc.callbacks.append(lambda phase, info: phase == "start" and call())
+    gc.set_threshold(threshold)
+    try:
+        yield lambda: how != "gc_callback" and (junk.append(_Hostile(call, how)) or junk.clear())
+    finally:
+        gc.set_threshold(700)
+        gc.callbacks.clear()
 
 
 def records_reentered(path, how, compression=None, after=1):
@@ -99,39 +120,25 @@ def records_reentered(path, how, compression=None, after=1):
     records were read: then inside a batch's kernel iterator)."""
     log = _fill(path, compression)
     out = _Outcomes()
-    it = log.records()
-    busy = []
-    after = int(after)
-
-    def nested():
-        if busy or sum(out.seen.values()) < after:
-            return
-        busy.append(1)
-        try:
-            out.record(next(it))
-        except StopIteration:
-            pass
-        except Exception as e:
-            out.error(e)
-        finally:
-            busy.clear()
-
-    junk = []
-    more = _callers(how, nested, junk)
-    gc.set_threshold(1)
-    while True:
-        more()
-        try:
-            r = next(it)
-        except StopIteration:
-            break
-        except Exception as e:
-            out.error(e)
-            continue
-        out.record(r)
-    gc.set_threshold(700)
-    gc.callbacks.clear()
+    _drain_reentered(log.records(), how, out, out.record,
+                     lambda: sum(out.seen.values()) >= int(after))
     out.report(missing=N_BATCHES * PER_BATCH - len(out.seen))
+
+
+def _drain_reentered(it, how, out, take, ready=lambda: True):
+    """``take`` each item of ``it``, while finalizers (``how``) advance ``it`` too (once
+    ``ready()``) from inside the collections its ``next`` runs."""
+    with _hostile_gc(how, lambda: take(next(it)), out, ready) as more:
+        while True:
+            more()
+            try:
+                item = next(it)
+            except StopIteration:
+                break
+            except Exception as e:
+                out.error(e)
+                continue
+            take(item)
 
 
 def records_threads(path, n_threads=4, compression=None):
@@ -238,88 +245,42 @@ def append_reentered(path, how, nested_call="append", n=300):
     log = Log.open(path, {"segment.bytes": 1 << 20})
     out = _Outcomes()
     infos = [(log.append([Record(value=b"first")]), b"first")]
-    busy = []
 
     def nested():
-        if busy:
-            return
-        busy.append(1)
-        try:
-            if nested_call == "roll":
-                log.roll()
-                out.counts["nested_roll"] += 1
-            else:
-                value = b"nested-%d" % len(infos)
-                infos.append((log.append([Record(value=value)]), value))
-        except Exception as e:
-            out.error(e)
-        finally:
-            busy.clear()
-
-    junk = []
-    more = _callers(how, nested, junk)
-    gc.set_threshold(1)
-    for i in range(int(n)):
-        more()
-        value = b"outer-%d" % i
-        try:
+        if nested_call == "roll":
+            log.roll()
+            out.counts["nested_roll"] += 1
+        else:
+            value = b"nested-%d" % len(infos)
             infos.append((log.append([Record(value=value)]), value))
-        except Exception as e:
-            out.error(e)
-    gc.set_threshold(700)
-    gc.callbacks.clear()
+
+    with _hostile_gc(how, nested, out) as more:
+        for i in range(int(n)):
+            more()
+            value = b"outer-%d" % i
+            try:
+                infos.append((log.append([Record(value=value)]), value))
+            except Exception as e:
+                out.error(e)
     _acknowledge(out, infos, log)
     out.report()
 
 
 def batches_reentered(path, how):
     """One ``iter_batches`` iterator advanced from inside its own ``next``."""
-    log = _fill(path)
-    seg = log.segments.first.log_path if hasattr(log.segments.first, "log_path") else None
-    log.close()
-    seg = seg or sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith(".log"))[0]
+    _fill(path).close()
+    seg = sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith(".log"))[0]
     out = _Outcomes()
-    it = iter_batches(seg)
-    busy = []
     batches = []
-
-    def check(b):
+    _drain_reentered(iter_batches(seg), how, out, batches.append)
+    for b in batches:
         try:
             ok = b.is_valid() and b.base_offset % PER_BATCH == 0 and len(list(b)) == PER_BATCH
         except Exception as e:
             out.error(e)
-            return
+            continue
         out.seen[b.base_offset] += 1
         out.counts["valid" if ok else "invalid"] += 1
-
-    def nested():
-        if busy:
-            return
-        busy.append(1)
-        try:
-            batches.append(next(it))
-        except StopIteration:
-            pass
-        except Exception as e:
-            out.error(e)
-        finally:
-            busy.clear()
-
-    junk = []
-    more = _callers(how, nested, junk)
-    gc.set_threshold(1)
-    while True:
-        more()
-        try:
-            batches.append(next(it))
-        except StopIteration:
-            break
-        except Exception as e:
-            out.error(e)
-    gc.set_threshold(700)
-    gc.callbacks.clear()
-    for b in batches:
-        check(b)
     out.report(missing=N_BATCHES - len(out.seen))
 
 
@@ -366,7 +327,6 @@ def log_threads(path, writers=3, appends=100, rolls=20, how="gc_callback"):
     out = _Outcomes()
     infos = []
     lock = threading.Lock()       # (for the counters)
-    busy = threading.local()
 
     def append(value):
         try:
@@ -377,15 +337,6 @@ def log_threads(path, writers=3, appends=100, rolls=20, how="gc_callback"):
             return
         with lock:
             infos.append((info, value))
-
-    def nested():
-        if getattr(busy, "on", False):
-            return
-        busy.on = True
-        try:
-            append(b"gc-%d" % len(infos))
-        finally:
-            busy.on = False
 
     def writer(w):
         for i in range(int(appends)):
@@ -408,21 +359,16 @@ def log_threads(path, writers=3, appends=100, rolls=20, how="gc_callback"):
                         out.counts["bad_read"] += 1
                 last = r.offset
 
-    junk = []
-    more = _callers(how, nested, junk)
-    gc.set_threshold(5)
     sys.setswitchinterval(1e-5)
     threads = [threading.Thread(target=writer, args=(w,)) for w in range(int(writers))]
     threads += [threading.Thread(target=roller), threading.Thread(target=reader)]
-    for t in threads:
-        t.start()
-    for _ in range(200):
-        more()
-    for t in threads:
-        t.join()
-    gc.set_threshold(700)
-    gc.callbacks.clear()
-    del junk[:]
+    with _hostile_gc(how, lambda: append(b"gc-%d" % len(infos)), out, threshold=5) as more:
+        for t in threads:
+            t.start()
+        for _ in range(200):
+            more()
+        for t in threads:
+            t.join()
     _acknowledge(out, infos, log)
     out.report()
 
