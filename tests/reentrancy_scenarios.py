@@ -362,7 +362,10 @@ def log_threads(path, writers=3, appends=100, rolls=20, how="gc_callback"):
     sys.setswitchinterval(1e-5)
     threads = [threading.Thread(target=writer, args=(w,)) for w in range(int(writers))]
     threads += [threading.Thread(target=roller), threading.Thread(target=reader)]
-    with _hostile_gc(how, lambda: append(b"gc-%d" % len(infos)), out, threshold=5) as more:
+    # (at most 200 appends from finalizers: each one's allocations run more collections)
+    budget = int(writers) * int(appends) + 200
+    with _hostile_gc(how, lambda: append(b"gc-%d" % len(infos)), out,
+                     lambda: len(infos) < budget, threshold=5) as more:
         for t in threads:
             t.start()
         for _ in range(200):
