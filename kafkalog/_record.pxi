@@ -48,6 +48,23 @@ cdef extern from *:
     static PyObject *kl_field(PyObject *o, Py_ssize_t at) {
         return *(PyObject **)((char *)o + at);
     }
+    /* The next item of iterator ``it`` (a new reference), ``end`` (new) once it is exhausted,
+       or NULL with the error it raised; ``*running`` set meanwhile (as a generator's
+       gi_running), cleared on every way out. */
+    static PyObject *kl_next_running(PyObject *it, PyObject *end, int *running) {
+        PyObject *r;
+        *running = 1;
+        r = (*Py_TYPE(it)->tp_iternext)(it);
+        *running = 0;
+        if (r != NULL) return r;
+        if (PyErr_Occurred()) {
+            if (!PyErr_ExceptionMatches(PyExc_StopIteration)) return NULL;
+            PyErr_Clear();
+        }
+        Py_INCREF(end);
+        return end;
+    }
+
     static void kl_none_if_deleted(PyObject *o, Py_ssize_t at) {
         PyObject **slot = (PyObject **)((char *)o + at);
         if (*slot == NULL) {
@@ -97,6 +114,7 @@ cdef extern from *:
     """
     bint kl_only_reference(PyObject *o)
     PyObject *kl_field(PyObject *o, Py_ssize_t at)
+    object kl_next_running(object it, object end, bint *running)
     void kl_none_if_deleted(PyObject *o, Py_ssize_t at)
     object kl_int_reusing(PyObject *spare, int64_t v)
     object kl_bytes_reusing(PyObject *spare, const char *p, Py_ssize_t n)
@@ -651,30 +669,29 @@ cdef class _Chained:
     def __next__(self):
         if self._running:
             raise ValueError("chained iterator already executing")
-        self._running = True
-        try:
-            while self._source is not None:
-                if self._active is None:
-                    iterable = next(self._source, None)
-                    if iterable is None:
-                        self._source = None
-                        break
+        while self._source is not None:
+            if self._active is None:
+                iterable = kl_next_running(self._source, _END, &self._running)
+                if iterable is _END:
+                    self._source = None
+                    break
+                self._running = True
+                try:
                     self._active = iter(iterable)
-                item = next(self._active, _END)
-                if item is not _END:
-                    return item
-                self._active = None
-            raise StopIteration
-        finally:
-            self._running = False
+                finally:
+                    self._running = False
+            item = kl_next_running(self._active, _END, &self._running)
+            if item is not _END:
+                return item
+            self._active = None
+        raise StopIteration
 
 
 cdef object _END = object()
 
 
 def chained(iterables):
-    """``itertools.chain.from_iterable(iterables)`` (``iterables`` an iterator, yielding no
-    None), with a generator's rule for a second caller: "already executing" while a ``next``
+    """``itertools.chain.from_iterable(iterables)`` (``iterables`` an iterator), with a generator's rule for a second caller: "already executing" while a ``next``
     runs. (itertools' chain, re-entered from a finalizer while it takes its next iterable,
     drops the rest of the source.)"""
     cdef _Chained it = _Chained.__new__(_Chained)
