@@ -44,7 +44,7 @@ cdef extern from *:
     }
 
     /* The object field at ``at`` of ``o`` (borrowed; NULL once deleted through its member
-       descriptor), and None put back there. */
+       descriptor). */
     static PyObject *kl_field(PyObject *o, Py_ssize_t at) {
         return *(PyObject **)((char *)o + at);
     }
@@ -65,6 +65,7 @@ cdef extern from *:
         return end;
     }
 
+    /* None put back in the field at ``at`` of ``o`` when it was deleted. */
     static void kl_none_if_deleted(PyObject *o, Py_ssize_t at) {
         PyObject **slot = (PyObject **)((char *)o + at);
         if (*slot == NULL) {
@@ -691,9 +692,10 @@ cdef object _END = object()
 
 
 def chained(iterables):
-    """``itertools.chain.from_iterable(iterables)`` (``iterables`` an iterator), with a generator's rule for a second caller: "already executing" while a ``next``
-    runs. (itertools' chain, re-entered from a finalizer while it takes its next iterable,
-    drops the rest of the source.)"""
+    """``itertools.chain.from_iterable(iterables)`` (``iterables`` an iterator), with a
+    generator's rule for a second caller: "already executing" while a ``next`` runs.
+    (itertools' chain, re-entered from a finalizer while it takes its next iterable, drops
+    the rest of the source.)"""
     cdef _Chained it = _Chained.__new__(_Chained)
     it._source = iterables
     return it
