@@ -326,7 +326,7 @@ def log_threads(path, writers=3, appends=100, rolls=20, how="gc_callback"):
     log = Log.open(path, {"segment.bytes": 1 << 20})
     out = _Outcomes()
     infos = []
-    lock = threading.Lock()       # (for the counters)
+    lock = threading.RLock()      # (for the counters; a finalizer may run under it)
 
     def append(value):
         try:
