@@ -321,14 +321,12 @@ cdef int _encode_v2_batch(_Out *o, list batch, int64_t base_offset, int64_t now,
         base_ts = delete_horizon_ms
     elif n:
         r = batch[0]
-        _check_whole(r)
         base_ts = now if r.timestamp_ is None else r.timestamp_
     o.n = 0
     _out_reserve(o, B_RECORDS + 32 * n + 64)
     o.n = B_RECORDS
     for i in range(n):
         r = batch[i]
-        _check_whole(r)
         offset = base_offset + i if r.offset_ is None else r.offset_
         ts = now if r.timestamp_ is None else r.timestamp_
         if i == 0 or ts > max_ts:

@@ -9,7 +9,10 @@ cdef extern from *:
     #include <structmember.h>
     /* Expose an object field of a cdef class as a plain member (a slot): CPython (3.11+)
        specializes reading a member to a load (LOAD_ATTR_SLOT), where a property costs a call
-       through the descriptor. The PyMemberDef lives as long as the type (never freed). */
+       through the descriptor. READONLY: the descriptor refuses set and delete (a deleted
+       member is NULL, which the C code reading fields must never meet; loads are specialized
+       all the same); the type's __setattr__ sets fields. The PyMemberDef lives as long as the
+       type (never freed). */
     static int kl_add_slot(PyTypeObject *type, const char *name, Py_ssize_t offset,
                            const char *doc) {
         PyMemberDef *def = (PyMemberDef *)PyMem_Calloc(1, sizeof(PyMemberDef));
@@ -19,7 +22,7 @@ cdef extern from *:
         def->name = name;
         def->type = T_OBJECT_EX;
         def->offset = offset;
-        def->flags = 0;
+        def->flags = READONLY;
         def->doc = doc;
         descr = PyDescr_NewMember(type, def);
         if (descr == NULL) return -1;
@@ -43,11 +46,6 @@ cdef extern from *:
         return Py_REFCNT(o) == 1;
     }
 
-    /* The object field at ``at`` of ``o`` (borrowed; NULL once deleted through its member
-       descriptor). */
-    static PyObject *kl_field(PyObject *o, Py_ssize_t at) {
-        return *(PyObject **)((char *)o + at);
-    }
     /* The next item of iterator ``it`` (a new reference), ``end`` (new) once it is exhausted,
        or NULL with the error it raised; ``*running`` set meanwhile (as a generator's
        gi_running), cleared on every way out. */
@@ -63,15 +61,6 @@ cdef extern from *:
         }
         Py_INCREF(end);
         return end;
-    }
-
-    /* None put back in the field at ``at`` of ``o`` when it was deleted. */
-    static void kl_none_if_deleted(PyObject *o, Py_ssize_t at) {
-        PyObject **slot = (PyObject **)((char *)o + at);
-        if (*slot == NULL) {
-            Py_INCREF(Py_None);
-            *slot = Py_None;
-        }
     }
 
     /* A new reference to an int of v: `spare` itself, rewritten, when it is an int of as many
@@ -114,9 +103,7 @@ cdef extern from *:
     }
     """
     bint kl_only_reference(PyObject *o)
-    PyObject *kl_field(PyObject *o, Py_ssize_t at)
     object kl_next_running(object it, object end, bint *running)
-    void kl_none_if_deleted(PyObject *o, Py_ssize_t at)
     object kl_int_reusing(PyObject *spare, int64_t v)
     object kl_bytes_reusing(PyObject *spare, const char *p, Py_ssize_t n)
     # Where Cython puts the fields of Record (its struct name is Cython's, fixed by the module
@@ -143,11 +130,8 @@ cdef class Record:
     plain members (as the twin's ``__slots__``), which the interpreter reads without a call:
     in a loop that reads every record's fields that beats building them on first access.
     """
-    # Exposed under the names without "_" by kl_add_slot below. A plain member can be deleted
-    # through its descriptor (``Record.key.__delete__(r)``, as the twin's slots): the field is
-    # then NULL, which Cython's code must never read or decref, so every use by C code checks
-    # (_check_whole) or refills (__init__) first; reading it from Python raises
-    # AttributeError.
+    # Exposed under the names without "_" by kl_add_slot below, read-only members: never
+    # NULL (no deletion, even through the descriptor); __setattr__ sets them.
     cdef object offset_
     cdef object timestamp_
     cdef object timestamp_type_
@@ -158,9 +142,6 @@ cdef class Record:
     def __init__(self, key=None, value=None, timestamp=None, headers=(), offset=None,
                  timestamp_type=0):
         headers = tuple(headers)
-        if not _whole(self):          # (__init__ called again on a Record missing a field)
-            for at in _FIELD_OFFSETS:
-                kl_none_if_deleted(<PyObject *>self, at)
         self.key_ = key
         self.value_ = value
         self.headers_ = headers
@@ -168,12 +149,26 @@ cdef class Record:
         self.offset_ = offset
         self.timestamp_type_ = timestamp_type
 
+    def __setattr__(self, name, value):
+        if name == "key":
+            self.key_ = value
+        elif name == "value":
+            self.value_ = value
+        elif name == "offset":
+            self.offset_ = value
+        elif name == "timestamp":
+            self.timestamp_ = value
+        elif name == "headers":
+            self.headers_ = value
+        elif name == "timestamp_type":
+            self.timestamp_type_ = value
+        else:
+            raise AttributeError(f"'Record' object has no attribute {name!r}")
+
     def __delattr__(self, name):
-        # A deleted member would be NULL, which the C code reading fields does not expect.
         raise AttributeError(f"Record attribute {name!r} cannot be deleted")
 
     def _fields(self):
-        _check_whole(self)
         return (self.offset_, self.timestamp_, self.timestamp_type_, self.key_, self.value_,
                 self.headers_)
 
@@ -183,41 +178,15 @@ cdef class Record:
         return self._fields() == (<Record>other)._fields()
 
     def __hash__(self):
-        _check_whole(self)
         return hash((self.offset_, self.timestamp_, self.key_, self.value_))
 
     def __reduce__(self):
-        _check_whole(self)
         return (Record, (self.key_, self.value_, self.timestamp_, self.headers_, self.offset_,
                          self.timestamp_type_))
 
     def __repr__(self):
-        _check_whole(self)
         return (f"Record(offset={self.offset_}, timestamp={self.timestamp_}, "
                 f"key={self.key_!r}, value={self.value_!r:.60}, headers={self.headers_!r:.60})")
-
-
-cdef tuple _FIELD_NAMES = ("offset", "timestamp", "timestamp_type", "key", "value", "headers")
-cdef Py_ssize_t[6] _FIELD_OFFSETS = [_AT_OFFSET, _AT_TIMESTAMP, _AT_TYPE, _AT_KEY, _AT_VALUE,
-                                     _AT_HEADERS]
-
-
-cdef inline bint _whole(Record r) noexcept:
-    """No field deleted."""
-    cdef PyObject *o = <PyObject *>r
-    return kl_field(o, _AT_OFFSET) != NULL and kl_field(o, _AT_TIMESTAMP) != NULL and \
-        kl_field(o, _AT_TYPE) != NULL and kl_field(o, _AT_KEY) != NULL and \
-        kl_field(o, _AT_VALUE) != NULL and kl_field(o, _AT_HEADERS) != NULL
-
-
-cdef int _check_whole(Record r) except -1:
-    """AttributeError naming the first deleted field, as reading it from Python raises."""
-    cdef Py_ssize_t i
-    if not _whole(r):
-        for i in range(6):
-            if kl_field(<PyObject *>r, _FIELD_OFFSETS[i]) == NULL:
-                raise AttributeError(f"Record has no {_FIELD_NAMES[i]} (deleted)")
-    return 0
 
 
 kl_add_slot(<PyTypeObject *>Record, "offset", _AT_OFFSET, "offset (None until assigned)")
@@ -266,7 +235,7 @@ cdef class _RecordMaker:
         """A Record of one decoded row (spans index ``p``; header rows from ``headers``),
         with the timestamp of the row, or with ``_ts`` (``batch_timestamp``)."""
         cdef Record rec
-        if kl_only_reference(<PyObject *>self._before) and _whole(self._before):
+        if kl_only_reference(<PyObject *>self._before):
             rec = self._before
         else:
             rec = Record.__new__(Record)

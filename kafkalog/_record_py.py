@@ -7,6 +7,9 @@ from kafkalog._common_py import _V2_MIN_SIZE, _V2_HEADER
 from kafkalog._decode_py import check_batches, decode_v2_records
 
 
+_FIELDS = ("offset", "timestamp", "timestamp_type", "key", "value", "headers")
+
+
 class Record:
     """One record: ``offset``, ``timestamp`` (ms), ``timestamp_type``, ``key``, ``value``
     (bytes or None) and ``headers`` (tuple of ``(str, bytes | None)``).
@@ -14,7 +17,9 @@ class Record:
     Construct one for appends as ``Record(key=..., value=..., timestamp=None, headers=())``;
     a timestamp of None means "now" when the batch is built.
     """
-    __slots__ = ("offset", "timestamp", "timestamp_type", "key", "value", "headers")
+    # Fields are properties over private slots, with no deleter: as the compiled Record's
+    # read-only members, they cannot be deleted, even through the descriptor.
+    __slots__ = tuple("_" + name for name in _FIELDS)
 
     def __init__(self, key=None, value=None, timestamp=None, headers=(), offset=None,
                  timestamp_type=0):
@@ -25,13 +30,10 @@ class Record:
         self.offset = offset
         self.timestamp_type = timestamp_type
 
-    def __delattr__(self, name):
-        raise AttributeError(f"Record attribute {name!r} cannot be deleted")
-
     def __eq__(self, other):
         if not isinstance(other, Record):
             return NotImplemented
-        return all(getattr(self, f) == getattr(other, f) for f in Record.__slots__)
+        return all(getattr(self, f) == getattr(other, f) for f in _FIELDS)
 
     def __hash__(self):
         return hash((self.offset, self.timestamp, self.key, self.value))
@@ -39,6 +41,15 @@ class Record:
     def __repr__(self):
         return (f"Record(offset={self.offset}, timestamp={self.timestamp}, key={self.key!r}, "
                 f"value={self.value!r:.60}, headers={self.headers!r:.60})")
+
+
+def _field(name):
+    slot = getattr(Record, "_" + name)
+    return property(slot.__get__, slot.__set__)
+
+
+for _name in _FIELDS:
+    setattr(Record, _name, _field(_name))
 
 
 def _check_spans(records, headers, length):

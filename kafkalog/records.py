@@ -199,9 +199,8 @@ class RecordBatch(BatchView):
 
 
 def open_buffer(buffer_or_path: BufferOrPath) -> Any:
-    """A read-only buffer of a path (``storage.open_buffer``: a local file mapped, an empty
-    one b""; an fsspec URL (``s3://...``) fetched whole by concurrent ranged GETs) or the
-    buffer itself."""
+    """A read-only buffer of a path (``storage.open_buffer``: a local file mapped, an fsspec
+    URL fetched whole by concurrent ranged GETs, an empty file b"") or the buffer itself."""
     if isinstance(buffer_or_path, (str, os.PathLike)):
         return storage.open_buffer(os.fspath(buffer_or_path))
     return buffer_or_path
