@@ -32,6 +32,7 @@ SHARED = os.path.normpath(os.path.join(HERE, "..", "..", "shared", "fixtures"))
 SOURCE = os.path.join(SHARED, "kafka-written", "plain-0")      # 1 segment, 3,000 records
 RECORDS = 3000
 TOPIC = "bench"
+LINKS_PER_COPY = 10_000
 sys.path.insert(0, os.path.dirname(HERE))
 
 import kafkalog  # noqa: E402
@@ -44,20 +45,27 @@ def local_copies(cache: str, p: int) -> str:
     """A log dir of ``p`` partition directories ``bench-<i>``, each hard links to the files of
     ``SOURCE`` (made once: a marker file says the copy is complete)."""
     root = os.path.join(cache, f"local-{p}")
-    done = os.path.join(cache, f"local-{p}.done")
+    done = os.path.join(cache, f"local-{p}.v2")
     if os.path.exists(done):
         return root
     shutil.rmtree(root, ignore_errors=True)
     os.makedirs(root)
     names = sorted(os.listdir(SOURCE))
+    source = None
     for i in range(p):
+        if i % LINKS_PER_COPY == 0:
+            # links to a private copy, never to the shared fixture (whose link count others'
+            # tests need), a new copy before a file system's link limit (ext4: 65,000)
+            source = os.path.join(cache, f"source-{p}-{i // LINKS_PER_COPY}")
+            shutil.rmtree(source, ignore_errors=True)
+            shutil.copytree(SOURCE, source)
         d = os.path.join(root, f"{TOPIC}-{i}")
         os.mkdir(d)
         for n in names:
             try:
-                os.link(os.path.join(SOURCE, n), os.path.join(d, n))
+                os.link(os.path.join(source, n), os.path.join(d, n))
             except OSError:                 # another filesystem: a copy then
-                shutil.copyfile(os.path.join(SOURCE, n), os.path.join(d, n))
+                shutil.copyfile(os.path.join(source, n), os.path.join(d, n))
     open(done, "w").close()
     return root
 
