@@ -2,6 +2,7 @@
 bucket is planned with no request per partition (the recursive listing, 1,000 keys a request,
 and a log dir's checkpoints), read with one ranged GET per one-segment partition, and returns
 exactly what the engine's plan returns; planning holds no view of a partition it is done with."""
+import errno
 import os
 import shutil
 
@@ -12,8 +13,9 @@ from conftest import FIXTURES
 import kafkalog  # noqa: E402
 import kafkalog.arrow  # noqa: E402
 import kafkalog.spark as ks  # noqa: E402
-from kafkalog import storage  # noqa: E402
+from kafkalog import storage, storage_local  # noqa: E402
 from kafkalog.checkpoint import write_offset_checkpoint  # noqa: E402
+from kafkalog.errors import TooManyMappingsError, TooManyOpenFilesError  # noqa: E402
 from kafkalog.scan import discovery  # noqa: E402
 from kafkalog.scan.reader import read_task  # noqa: E402
 
@@ -134,3 +136,20 @@ def test_planning_keeps_no_view_of_a_partition_it_is_done_with(tmp_path, monkeyp
     # a bounded read: every partition opened by the engine, one at a time
     tasks = ks.plan(root, {"startingTimestamp": "0"})
     assert len(tasks) == 40 and len(opened) == 40 == len(closed)
+
+
+@pytest.mark.parametrize("code, error, knob, refusing", [
+    (errno.ENOMEM, TooManyMappingsError, "vm.max_map_count", "FileMapping"),
+    (errno.EMFILE, TooManyOpenFilesError, "ulimit -n", "open"),
+])
+def test_a_kernel_limit_reached_while_reading_names_the_limit(tmp_path, monkeypatch, code,
+                                                              error, knob, refusing):
+    root = _copies(tmp_path / "logs", 1)
+    tasks = ks.plan(root)
+
+    def refused(*args, **kwargs):
+        raise OSError(code, os.strerror(code))
+    monkeypatch.setattr(storage_local, refusing, refused, raising=False)
+    with pytest.raises(error, match=knob.replace(".", r"\.")) as e:
+        list(read_task(tasks[0], ["offset"]))
+    assert e.value.errno == code

@@ -37,9 +37,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 import numpy as np
 
 from kafkalog import storage
-from kafkalog._layout import HEADER_SIZE_UP_TO_MAGIC
 from kafkalog.errors import InvalidConfigError, OffsetOutOfRangeError
-from kafkalog.files import LOG_SUFFIX, file_path, looks_like_log_file, parse_file_name
+from kafkalog.files import LOG_SUFFIX, looks_like_log_file, parse_file_name
 from kafkalog.log07 import Segment07
 from kafkalog.log07.format import LOG07_FORMAT
 from kafkalog.scan.discovery import ABOVE_ANY_OFFSET, discover, served_ranges
@@ -247,8 +246,6 @@ def _plan_tasks(paths, opts, start, end, keys, pushdown=None, storage_options=No
                          for piece in _split(t, max_bytes, max_records)]
             if not min_partitions:
                 # nothing more asks the segments: no view kept per partition planned
-                for t in tasks:
-                    t["magic"] = _first_magic(t.pop("_segment", None), t["dir"])
                 for r in replicas:
                     r.close()
             per_partition[key] = tasks
@@ -256,9 +253,6 @@ def _plan_tasks(paths, opts, start, end, keys, pushdown=None, storage_options=No
             for key, parts in _part_counts(per_partition, min_partitions).items():
                 if parts > len(per_partition[key]):
                     per_partition[key] = _cut_at_batches(per_partition[key], parts)
-            for ts in per_partition.values():
-                for t in ts:
-                    t["magic"] = _first_magic(t.pop("_segment", None), t["dir"])
     tasks = [t for key in sorted(per_partition) for t in per_partition[key]]
     common = {"validate_crc": opts.flag("validateCrc", True),
               "fail_on_data_loss": request["fail_on_data_loss"],
@@ -266,30 +260,11 @@ def _plan_tasks(paths, opts, start, end, keys, pushdown=None, storage_options=No
     if pushdown is not None:
         common.update(pushdown.task_fields())
     for t in tasks:
+        t.pop("_segment", None)
         t.update(common)
         # Only a remote read needs them; a local task carries no credentials.
         t["storage_options"] = storage_options if storage.is_remote(t["dir"]) else None
     return tasks
-
-
-def _first_magic(segment, directory):
-    """The magic byte of a local segment's first batch (2: record batches; 0, 1: legacy
-    message sets, which the JVM reader refuses); None for a remote or empty one (not fetched:
-    only local logs go to the JVM reader) and for a Kafka 0.7 file (no record batches).
-    ``segment``: a ``Segment``, or (base offset, size) of one planned from the listing."""
-    if segment is None or isinstance(segment, Segment07) or storage.is_remote(directory):
-        return None
-    if isinstance(segment, tuple):
-        base, size = segment
-        if size < HEADER_SIZE_UP_TO_MAGIC:
-            return None
-        path = file_path(directory, base, LOG_SUFFIX)
-        return storage.read_ranges(path, [(HEADER_SIZE_UP_TO_MAGIC - 1,
-                                           HEADER_SIZE_UP_TO_MAGIC)])[0][0]
-    if segment.size < HEADER_SIZE_UP_TO_MAGIC:
-        return None
-    magic = segment.read_bytes(HEADER_SIZE_UP_TO_MAGIC - 1, 1)
-    return magic[0] if magic else None      # cut by a writer since it was listed: as empty
 
 
 def _listed_tasks(key, replicas, max_bytes):
@@ -340,7 +315,7 @@ def _listed_tasks(key, replicas, max_bytes):
         tasks.append({
             "topic": key[0], "partition": key[1], "dir": replica.path, "segment": base,
             "start_pos": 0, "end_pos": size, "start_offset": log_start, "end_offset": end,
-            "aborted": [], "_segment": (base, size), "segment_size": size})
+            "aborted": [], "segment_size": size})
     return tasks
 
 
