@@ -21,11 +21,15 @@ import concurrent.futures
 import gc
 import http.client
 import http.server
+import json
 import os
 import shutil
+import socket
+import subprocess
 import sys
 import threading
 import time
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SHARED = os.path.normpath(os.path.join(HERE, "..", "..", "shared", "fixtures"))
@@ -33,6 +37,7 @@ SOURCE = os.path.join(SHARED, "kafka-written", "plain-0")      # 1 segment, 3,00
 RECORDS = 3000
 TOPIC = "bench"
 LINKS_PER_COPY = 10_000
+COUNTS_PATH = "/__plan_scale_counts__"
 sys.path.insert(0, os.path.dirname(HERE))
 
 import kafkalog  # noqa: E402
@@ -90,6 +95,13 @@ class Proxy:
             def _forward(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
+                if self.path == COUNTS_PATH:          # the benchmark asking, not forwarded
+                    data = json.dumps(proxy.take()).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
                 proxy.count(self.command, self.path, self.headers)
                 time.sleep(latency)
                 local = proxy.local
@@ -163,16 +175,17 @@ def s3_copies(client, bucket: str, p: int) -> str:
 
 
 # ------------------------------------------------------------------------------ measuring
-def measure(path, p, storage_options=None, proxy=None, read=True):
-    """(planning seconds, tasks, plan requests, read seconds or None, read requests)."""
+def measure(path, p, storage_options=None, take=None, read=True):
+    """(planning seconds, tasks, plan requests, read seconds or None, read requests);
+    ``take``: the proxy's counts since the last call."""
     storage.reset()
     gc.collect()
-    if proxy:
-        proxy.take()
+    if take:
+        take()
     t0 = time.perf_counter()
     tasks = kafkalog.spark.plan(path, {}, storage_options=storage_options)
     planned = time.perf_counter() - t0
-    plan_requests = proxy.take() if proxy else {}
+    plan_requests = take() if take else {}
     read_s, read_requests = None, {}
     if read:
         storage.reset()
@@ -181,7 +194,7 @@ def measure(path, p, storage_options=None, proxy=None, read=True):
                                           columns=["offset"])
         read_s = time.perf_counter() - t0
         assert table.num_rows == p * RECORDS, (table.num_rows, p * RECORDS)
-        read_requests = proxy.take() if proxy else {}
+        read_requests = take() if take else {}
     return planned, len(tasks), plan_requests, read_s, read_requests
 
 
@@ -213,7 +226,11 @@ def main():
     parser.add_argument("--local-read-max", type=int, default=10000,
                         help="read_arrow locally only up to this many partitions")
     parser.add_argument("--cache", default=os.path.join("/tmp", "kafkalog-plan-scale"))
+    parser.add_argument("--serve-proxy", metavar="HOST:PORT",
+                        help="(internal) run the latency proxy in front of HOST:PORT")
     args = parser.parse_args()
+    if args.serve_proxy:
+        return serve_proxy(args.serve_proxy, args.latency_ms)
     print("| where | P | tasks | planning | requests per partition (plan) | read_arrow | "
           "read requests |")
     print("|---|---|---|---|---|---|---|")
@@ -226,29 +243,64 @@ def main():
             continue
         row("local", p, result)
     if sizes(args.s3):
-        import logging
-        logging.getLogger("werkzeug").setLevel(logging.ERROR)
-        import boto3
-        from moto.server import ThreadedMotoServer
-        server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-        server.start()
-        proxy = None
-        try:
-            host, port = server.get_host_and_port()
-            client = boto3.client("s3", endpoint_url=f"http://{host}:{port}",
-                                  region_name="us-east-1", aws_access_key_id="testing",
-                                  aws_secret_access_key="testing")
-            client.create_bucket(Bucket="plan-scale")
-            proxy = Proxy((host, port), args.latency_ms / 1000)
-            options = {"key": "testing", "secret": "testing", "endpoint_url": proxy.endpoint,
-                       "client_kwargs": {"region_name": "us-east-1"}}
-            for p in sizes(args.s3):
-                url = s3_copies(client, "plan-scale", p)
-                row(f"S3 +{args.latency_ms:g} ms", p, measure(url, p, options, proxy))
-        finally:
-            if proxy is not None:
-                proxy.stop()
-            server.stop()
+        s3_rows(args)
+
+
+def _free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _serve(cmd):
+    """A server in its own process (as a store is: its work does not share this process's
+    interpreter), its first line of output its endpoint."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    return proc, proc.stdout.readline().strip()
+
+
+def s3_rows(args):
+    import boto3
+    port = _free_port()
+    moto = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
+                             str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proxy = None
+    try:
+        endpoint = f"http://127.0.0.1:{port}"
+        client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                              aws_access_key_id="testing", aws_secret_access_key="testing")
+        for _ in range(300):
+            try:
+                client.list_buckets()
+                break
+            except Exception:                       # not listening yet
+                time.sleep(0.1)
+        proxy, proxy_endpoint = _serve([sys.executable, __file__, "--serve-proxy",
+                                        f"127.0.0.1:{port}", "--latency-ms",
+                                        str(args.latency_ms)])
+        options = {"key": "testing", "secret": "testing", "endpoint_url": proxy_endpoint,
+                   "client_kwargs": {"region_name": "us-east-1"}}
+
+        def take():
+            with urllib.request.urlopen(proxy_endpoint + COUNTS_PATH) as r:
+                return json.loads(r.read())
+        for p in sizes(args.s3):
+            bucket = f"plan-scale-{p}"            # one bucket each: moto lists a whole bucket
+            client.create_bucket(Bucket=bucket)
+            url = s3_copies(client, bucket, p)
+            row(f"S3 +{args.latency_ms:g} ms", p, measure(url, p, options, take))
+    finally:
+        for proc in (proxy, moto):
+            if proc is not None:
+                proc.terminate()
+                proc.wait()
+
+
+def serve_proxy(upstream, latency_ms):
+    host, _, port = upstream.rpartition(":")
+    proxy = Proxy((host, int(port)), latency_ms / 1000)
+    print(proxy.endpoint, flush=True)
+    proxy.thread.join()
 
 
 if __name__ == "__main__":

@@ -161,7 +161,7 @@ def is_log07_dir(path: StrPath, entries: list[Entry] | None = None) -> bool:
             entries = storage.list_dir(str(storage.normalize(os.fspath(path))))
         except (FileNotFoundError, NotADirectoryError):
             return False
-    return _holds_log07(entries) and not _is_partition_dir(path, entries, False)
+    return not _is_partition_dir(path, entries, False) and _holds_log07(entries)
 
 
 def _holds_log07(entries):

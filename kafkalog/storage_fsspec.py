@@ -357,8 +357,11 @@ class RangeBuffer:
 
     @property
     def resident(self) -> int:
-        """Bytes of fetched blocks held."""
-        return sum(self._have) * self.step
+        """Bytes of fetched blocks held (the last block only as long as the file: an object
+        smaller than a block holds its size, not a block)."""
+        held = sum(self._have) * self.step
+        return held - (len(self._have) * self.step - self.size) if self._have and \
+            self._have[-1] else held
 
 
 def _runs(blocks: Iterable[int]) -> list[tuple[int, int]]:
