@@ -58,10 +58,19 @@ class Replica:
             else:
                 # clean_shutdown: no walk of every segment to warn of damage after an unclean
                 # shutdown on each plan (every action and reading slot plans): the tasks walk
-                # the bytes they read, CRCs checked, and report damage as data loss
+                # the bytes they read, CRCs checked, and report damage as data loss. The log
+                # dir's checkpoints as discovery read them (once per log dir), not again per
+                # partition: each a request on an object store.
+                saved = self.checkpoints(topic_partition_or_none(os.path.basename(self.path)))
+                high_watermark = saved.high_watermark
+                if self.log_end_is_latest or high_watermark is None:
+                    high_watermark = ABOVE_ANY_OFFSET       # clamped to the log end
                 self._log = Log.open(
                     self.path, read_only=True, clean_shutdown=True,
-                    high_watermark=ABOVE_ANY_OFFSET if self.log_end_is_latest else None,
+                    high_watermark=high_watermark,
+                    recovery_point=_known(saved.recovery_point),
+                    log_start_offset=_known(saved.log_start_offset),
+                    first_dirty_offset=_known(saved.cleaner_offset),
                     storage_options=self._storage_options)
         return self._log
 
@@ -83,6 +92,11 @@ class Replica:
         if self._log is not None:
             log_, self._log = self._log, None
             log_.close()
+
+
+def _known(offset):
+    """A checkpointed offset, 0 where none is (what ``Log.open`` reads for a missing one)."""
+    return 0 if offset is None else offset
 
 
 class _LogDirs:
