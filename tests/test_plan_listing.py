@@ -3,8 +3,10 @@ bucket is planned with no request per partition (the recursive listing, 1,000 ke
 and a log dir's checkpoints), read with one ranged GET per one-segment partition, and returns
 exactly what the engine's plan returns; planning holds no view of a partition it is done with."""
 import errno
+import json
 import os
 import shutil
+import threading
 
 import pytest
 
@@ -14,6 +16,7 @@ import kafkalog  # noqa: E402
 import kafkalog.arrow  # noqa: E402
 import kafkalog.spark as ks  # noqa: E402
 from kafkalog import storage, storage_local  # noqa: E402
+from kafkalog import verify as verify_module  # noqa: E402
 from kafkalog.checkpoint import write_offset_checkpoint  # noqa: E402
 from kafkalog.errors import TooManyMappingsError, TooManyOpenFilesError  # noqa: E402
 from kafkalog.scan import discovery  # noqa: E402
@@ -153,3 +156,23 @@ def test_a_kernel_limit_reached_while_reading_names_the_limit(tmp_path, monkeypa
     with pytest.raises(error, match=knob.replace(".", r"\.")) as e:
         list(read_task(tasks[0], ["offset"]))
     assert e.value.errno == code
+
+
+def test_cli_verify_of_a_bucket_checks_its_partitions_at_once(s3, s3_calls, tmp_path, capfd,
+                                                              monkeypatch):
+    from kafkalog.cli import main as cli_main
+    root = _copies(tmp_path / "logs", 6)
+    url = s3.upload(root, "plan-listing/verify")
+    s3.use_environment(monkeypatch)
+    at_once = []
+    real = verify_module.verify_partition
+
+    def verify_partition(d, **kw):
+        at_once.append(threading.current_thread().name)
+        return real(d, **kw)
+    monkeypatch.setattr(verify_module, "verify_partition", verify_partition)
+    assert cli_main(["verify", "--json", "--progress", url]) == 0
+    doc = json.loads(capfd.readouterr().out)
+    assert [p["dir"] for p in doc["partitions"]] == [f"{url}/t-{i}" for i in range(6)]
+    assert all(p["ok"] for p in doc["partitions"])
+    assert len(set(at_once)) > 1                     # partitions of a bucket verified at once
