@@ -38,6 +38,9 @@ class Replica:
     ``Log07`` for a Kafka 0.7 one, whose offsets are byte offsets), opened when first asked
     for and released by ``close`` (planning holds no view of a partition it is done with).
     ``log_end_is_latest``: its high watermark is the log end (``readAboveHighWatermark``)."""
+    # no __dict__: a plan of 100,000 partitions holds 100,000 of them
+    __slots__ = ("path", "order", "entries", "log07", "log_end_is_latest", "_log_dirs",
+                 "_storage_options", "_log")
 
     def __init__(self, path, order, entries, log_dirs, log_end_is_latest=False,
                  storage_options=None, log07=False):
@@ -131,6 +134,8 @@ def discover(paths, stack, log_end_is_latest=False, storage_options=None, rsm_ke
         paths = [paths]
     found = {}
     order = 0
+    replicas = []
+    stack.callback(_close_all, replicas)
     for root in paths:
         root = storage.configure(os.fspath(root), storage_options, rsm_keys)
         listing = partition_listing(root, recursive=True, required=True, log07=True)
@@ -150,10 +155,15 @@ def discover(paths, stack, log_end_is_latest=False, storage_options=None, rsm_ke
                 continue
             replica = Replica(directory, order, entries, log_dirs, log_end_is_latest,
                               storage_options, log07)
-            stack.callback(replica.close)
+            replicas.append(replica)
             found.setdefault(key, []).append(replica)
             order += 1
     return found
+
+
+def _close_all(replicas):
+    for r in replicas:
+        r.close()
 
 
 def served_ranges(replicas):

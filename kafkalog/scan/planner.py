@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import logging
 import os
 import re
@@ -234,6 +235,7 @@ def _plan_tasks(paths, opts, start, end, keys, pushdown=None, storage_options=No
         and not request["committed"] and not min_partitions and max_records is None
     per_partition = {}
     with contextlib.ExitStack() as stack:
+        stack.enter_context(_gc_paused())
         found = _select_topics(discover(paths, stack, opts.read_above_high_watermark,
                                         storage_options, opts.rsm_keys), opts)
         for key in keys(found):
@@ -265,6 +267,22 @@ def _plan_tasks(paths, opts, start, end, keys, pushdown=None, storage_options=No
         # Only a remote read needs them; a local task carries no credentials.
         t["storage_options"] = storage_options if storage.is_remote(t["dir"]) else None
     return tasks
+
+
+@contextlib.contextmanager
+def _gc_paused():
+    """No cyclic collection while a plan grows: it allocates a few containers per partition
+    (listing entries, replicas, tasks) that live until it returns, and the collector would
+    scan them again each time they grew by a quarter: half the time of a plan of 100,000
+    partitions. Whatever cycles a plan leaves are collected after it."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _listed_tasks(key, replicas, max_bytes):
