@@ -53,6 +53,9 @@ log = logging.getLogger(__name__)
 
 EARLIEST, LATEST = -2, -1
 DEFAULT_MAX_BYTES_PER_TASK = 128 * 1024 * 1024
+#: Remote partitions opened and planned at once by a bounded read (their requests in flight
+#: together; each holds its view only while it is planned).
+REMOTE_PARTITIONS_AT_ONCE = 64
 
 
 def _storage_options(opts, storage_options):
@@ -233,12 +236,12 @@ def _plan_tasks(paths, opts, start, end, keys, pushdown=None, storage_options=No
     # a default read (earliest to latest, nothing bounding it) is planned from the listing
     listed_only = start.kind == "earliest" and end.kind == "latest" and pushdown is None \
         and not request["committed"] and not min_partitions and max_records is None
-    per_partition = {}
     with contextlib.ExitStack() as stack:
         stack.enter_context(_gc_paused())
         found = _select_topics(discover(paths, stack, opts.read_above_high_watermark,
                                         storage_options, opts.rsm_keys), opts)
-        for key in keys(found):
+
+        def plan_one(key):
             replicas = found[key]
             tasks = _listed_tasks(key, replicas, max_bytes) if listed_only else None
             if tasks is None:
@@ -250,7 +253,17 @@ def _plan_tasks(paths, opts, start, end, keys, pushdown=None, storage_options=No
                 # nothing more asks the segments: no view kept per partition planned
                 for r in replicas:
                     r.close()
-            per_partition[key] = tasks
+            return tasks
+        wanted = keys(found)
+        # partitions the engine opens on a store: their requests in flight together
+        remote = not listed_only and not min_partitions and len(wanted) > 1 and \
+            any(storage.is_remote(r.path) for key in wanted for r in found[key])
+        if remote:
+            import concurrent.futures
+            with concurrent.futures.ThreadPoolExecutor(REMOTE_PARTITIONS_AT_ONCE) as pool:
+                per_partition = dict(zip(wanted, pool.map(plan_one, wanted)))
+        else:
+            per_partition = {key: plan_one(key) for key in wanted}
         if min_partitions:
             for key, parts in _part_counts(per_partition, min_partitions).items():
                 if parts > len(per_partition[key]):
