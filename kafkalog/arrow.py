@@ -35,7 +35,7 @@ from kafkalog.errors import (
     InvalidConfigError, KafkaLogError, LogNotFoundError, MissingArrowExtraError,
 )
 from kafkalog.scan.planner import plan
-from kafkalog.scan.reader import read_task
+from kafkalog.scan.reader import read_tasks
 from kafkalog.scan.schema import arrow_schema
 from kafkalog.spark.options import Options, closest_name
 
@@ -241,5 +241,4 @@ def _plan(paths: Any, opts: Options,
 
 def _read_tasks(tasks: list[dict[str, Any]], columns: list[str]
                 ) -> Iterator[pyarrow.RecordBatch]:
-    for task in tasks:
-        yield from read_task(task, columns)
+    yield from read_tasks(tasks, columns)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
-from typing import TYPE_CHECKING, Mapping, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Iterable, Mapping, NamedTuple, Sequence
 
 from kafkalog import storage
 from kafkalog.errors import CorruptCheckpointError, KafkaLogError, NotARegularFileError
@@ -182,11 +182,16 @@ class LogDirCheckpoints:
              "high_watermark": REPLICATION_OFFSET_CHECKPOINT,
              "cleaner_offset": CLEANER_OFFSET_CHECKPOINT}
 
-    def __init__(self, log_dir: StrPath) -> None:
+    def __init__(self, log_dir: StrPath, names: Iterable[str] | None = None) -> None:
+        """``names``: the files in ``log_dir`` when a listing already said (absent ones are
+        not asked for: a request each on an object store)."""
         self.log_dir = os.fspath(log_dir)
         self.problems: list[str] = []
-        self.offsets = {field: self._read(name) for field, name in self.NAMES.items()}
-        self.clean_shutdown = storage.exists(os.path.join(self.log_dir, CLEAN_SHUTDOWN_FILE))
+        present = None if names is None else set(names)
+        self.offsets = {field: self._read(name) if present is None or name in present else {}
+                        for field, name in self.NAMES.items()}
+        self.clean_shutdown = storage.exists(os.path.join(self.log_dir, CLEAN_SHUTDOWN_FILE)) \
+            if present is None else CLEAN_SHUTDOWN_FILE in present
 
     def _read(self, name):
         path = os.path.join(self.log_dir, name)

@@ -83,20 +83,38 @@ def _progress_bar(args):
 
 
 def _log_bytes(paths):
-    """Bytes of the ``.log`` files of the partitions under ``paths`` (0 where unknown)."""
+    """Bytes of the ``.log`` files of the partitions under ``paths`` (0 where unknown), from
+    the one listing of each path (no request per partition on an object store)."""
     from kafkalog import storage
-    from kafkalog.verify import partition_dirs
+    from kafkalog.log_dirs import partition_listing
     total = 0
     for path in paths:
         try:
             if not storage.isdir(path):
                 total += storage.size_of(path)
                 continue
-            for d in partition_dirs(path):
-                total += sum(e.size for e in storage.list_dir(d) if e.name.endswith(".log"))
+            for _, entries in partition_listing(storage.configure(os.fspath(path))).partitions:
+                total += sum(e.size for e in entries if e.name.endswith(".log"))
         except (KafkaLogError, OSError):
             pass                # the command says what is wrong with the path
     return total
+
+
+#: Partitions of a bucket a command works on at once (requests in flight; local partitions,
+#: bound by the CPU, are done one after the other).
+REMOTE_PARTITIONS_AT_ONCE = 16
+
+
+def _each_partition(fn, dirs):
+    """[fn(d) for d in dirs], several at once when they are remote (a store's latency paid
+    once per group, not per request), each in this thread's context (its progress bar)."""
+    from kafkalog import storage
+    if len(dirs) < 2 or not any(storage.is_remote(d) for d in dirs):
+        return [fn(d) for d in dirs]
+    import concurrent.futures
+    import contextvars
+    with concurrent.futures.ThreadPoolExecutor(REMOTE_PARTITIONS_AT_ONCE) as pool:
+        return list(pool.map(lambda d: contextvars.copy_context().run(fn, d), dirs))
 
 
 def _about(path, e):
@@ -121,14 +139,15 @@ def _partitions(paths, rsm_keys=None):
 def _verify(args):
     from kafkalog.verify import problem, render_problem, verify_partition
     dirs, errors = _partitions(args.paths, args.keys)
-    reports = []
-    for d in dirs:
+
+    def verify(d):
         try:
-            reports.append(verify_partition(d, deep=not args.shallow))
+            return verify_partition(d, deep=not args.shallow)
         except (KafkaLogError, OSError) as e:
-            reports.append({"dir": d, "ok": False, "deep": not args.shallow, "live": False,
-                            "offsets": None,
-                            "segments": [], "problems": [problem("cannot_open", d, str(e))]})
+            return {"dir": d, "ok": False, "deep": not args.shallow, "live": False,
+                    "offsets": None,
+                    "segments": [], "problems": [problem("cannot_open", d, str(e))]}
+    reports = _each_partition(verify, dirs)
     ok = not errors and all(r["ok"] for r in reports)
     if args.json:
         json.dump({"ok": ok, "errors": errors, "partitions": reports}, sys.stdout)

@@ -123,10 +123,52 @@ class TooManyOpenFilesError(KafkaLogError):
         self.limit = limit
 
 
+class TooManyMappingsError(KafkaLogError):
+    """Mapping a file failed with ENOMEM: most often the process reached the kernel's limit
+    of memory mappings (``vm.max_map_count``, 65,530 by default; each open segment maps its
+    ``.log`` and indexes), not a disk fault. The message names the limit, the mappings the
+    process holds and the knobs (``sysctl vm.max_map_count``, fewer logs open at once).
+
+    Attributes
+    ----------
+    errno : int
+        ``errno.ENOMEM``.
+    limit : int or None
+        ``vm.max_map_count``, when known.
+    """
+
+    def __init__(self, message, errno=None, limit=None):
+        super().__init__(message)
+        self.errno = errno
+        self.limit = limit
+
+
+def _read_int(path):
+    try:
+        with open(path, "rb") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def io_failure(message: str, e: OSError) -> KafkaLogError:
     """The typed error of a failed file operation ``e`` described by ``message``:
-    ``TooManyOpenFilesError`` when the process is out of descriptors, else
+    ``TooManyOpenFilesError`` when the process is out of descriptors,
+    ``TooManyMappingsError`` when a mapping failed for want of memory (ENOMEM), else
     ``LogDirFailureError``."""
+    if e.errno == _errno.ENOMEM:
+        limit = _read_int("/proc/sys/vm/max_map_count")
+        try:
+            with open("/proc/self/maps", "rb") as f:
+                held: int | None = sum(1 for _ in f)
+        except OSError:
+            held = None
+        return TooManyMappingsError(
+            f"{message}: out of memory mappings (ENOMEM): the process holds "
+            f"{'?' if held is None else held} of the kernel's limit of "
+            f"{'?' if limit is None else limit} (vm.max_map_count). Raise it (sysctl -w "
+            f"vm.max_map_count=262144) or hold fewer logs open at once",
+            errno=e.errno, limit=limit)
     if e.errno not in (_errno.EMFILE, _errno.ENFILE):
         return LogDirFailureError(message, errno=e.errno)
     from kafkalog.descriptor_cache import OPEN_SEGMENTS   # (imports nothing of kafkalog)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import stat
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
 from kafkalog import storage
 from kafkalog._typing import StrPath
@@ -21,6 +21,7 @@ from kafkalog.files import (
     LEADER_EPOCH_CHECKPOINT, LOG_SUFFIX, PARTITION_METADATA, KRaftSnapshotId, is_file_of,
     parse_file_name, parse_kraft_snapshot_name, parse_log07_file_name, topic_partition_or_none,
 )
+from kafkalog.storage_backend import Entry
 from kafkalog.storage_local import file_kind
 
 log = logging.getLogger(__name__)
@@ -34,6 +35,14 @@ def kraft_snapshot_files(directory: StrPath) -> list[tuple[KRaftSnapshotId, str]
         if sid is not None:
             found.append((sid, os.path.join(os.fspath(directory), name)))
     return sorted(found)
+
+
+class PartitionListing(NamedTuple):
+    """What ``partition_listing`` found: ``partitions``, (directory, its entries) of each
+    partition directory in name order, and ``listed``, the entries of every directory listed
+    on the way (a partition's log dir among them when it was below the path given)."""
+    partitions: list[tuple[str, list[Entry]]]
+    listed: dict[str, list[Entry]]
 
 
 def partition_dirs(path: StrPath, *, named: bool = False, recursive: bool = False,
@@ -50,17 +59,28 @@ def partition_dirs(path: StrPath, *, named: bool = False, recursive: bool = Fals
     (a ``PartitionNotFoundError``) when it is a file, or (``required``) a directory with no
     partition directory below it; the message names the path (as the user gave it, not a
     tiered view's) and what was found there."""
+    return [d for d, _ in partition_listing(path, named=named, recursive=recursive,
+                                            required=required, log07=log07).partitions]
+
+
+def partition_listing(path: StrPath, *, named: bool = False, recursive: bool = False,
+                      required: bool = False, log07: bool = False) -> PartitionListing:
+    """``partition_dirs`` with what the listing saw: each partition directory's entries
+    (names, sizes) and those of the directories above them. One walk: locally one
+    ``os.scandir`` per directory, on an object store one recursive listing of the prefix
+    (``storage.list_tree``: no request per directory)."""
     path = str(storage.abspath(storage.normalize(os.fspath(path))))
-    entries = _entries(path)
+    tree, entries = _entries(path)
+    listed = {path: entries}
     if _is_partition_dir(path, entries, named, log07):
-        return [path]
-    found: list[str] = []
-    _below(path, entries, named, recursive, found, log07)
+        return PartitionListing([(path, entries)], listed)
+    found: list[tuple[str, list[Entry]]] = []
+    _below(path, entries, named, recursive, found, log07, tree, listed)
     if required and not found:
         raise PartitionNotFoundError(
             f"{storage.shown(path)}: neither a partition directory nor a log dir holding any "
             f"({_what_is_in(path, entries)})")
-    return found
+    return PartitionListing(found, listed)
 
 
 def check_partition_dir(path: StrPath, *, read_only: bool) -> None:
@@ -133,14 +153,15 @@ def check_links(directory: StrPath, names: Iterable[str], *, read_only: bool,
                     "writable open refuses it)", path, target, where)
 
 
-def is_log07_dir(path: StrPath) -> bool:
+def is_log07_dir(path: StrPath, entries: list[Entry] | None = None) -> bool:
     """True when ``path`` is a Kafka 0.7 partition directory: it holds ``.kafka`` files and
-    no ``.log`` segment."""
-    try:
-        entries = storage.list_dir(str(storage.normalize(os.fspath(path))))
-    except (FileNotFoundError, NotADirectoryError):
-        return False
-    return _holds_log07(entries) and not _is_partition_dir(path, entries, False)
+    no ``.log`` segment (``entries``: its listing, when it was listed already)."""
+    if entries is None:
+        try:
+            entries = storage.list_dir(str(storage.normalize(os.fspath(path))))
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+    return not _is_partition_dir(path, entries, False) and _holds_log07(entries)
 
 
 def _holds_log07(entries):
@@ -153,25 +174,31 @@ def _is_partition_dir(path, entries, named, log07=False):
         (log07 and _holds_log07(entries))
 
 
-def _below(path, entries, named, recursive, found, log07=False):
+def _below(path, entries, named, recursive, found, log07, tree, listed):
     for e in entries:
         if not e.is_dir:
             continue
         child = os.path.join(path, e.name)
-        try:
-            inside = storage.list_dir(child)
-        except (FileNotFoundError, NotADirectoryError):
-            continue                        # gone since the parent was listed
+        if tree is not None:
+            inside = tree.get(child, [])
+        else:
+            try:
+                inside = storage.list_dir(child)
+            except (FileNotFoundError, NotADirectoryError):
+                continue                        # gone since the parent was listed
+        listed[child] = inside
         if _is_partition_dir(child, inside, named, log07):
-            found.append(child)
+            found.append((child, inside))
         elif recursive or storage.groups_partitions(child):
-            _below(child, inside, named, recursive, found, log07)
+            _below(child, inside, named, recursive, found, log07, tree, listed)
 
 
 def _entries(path):
-    """``storage.list_dir(path)``, its failures as errors naming what ``path`` is."""
+    """(``storage.list_tree(path)``, the entries of ``path``), failures as errors naming
+    what ``path`` is."""
     try:
-        return storage.list_dir(path)
+        tree = storage.list_tree(path)
+        return tree, (tree[path] if tree is not None else storage.list_dir(path))
     except NotADirectoryError:
         pass
     except FileNotFoundError as e:

@@ -74,6 +74,13 @@ def is_remote(path: Any) -> bool:
     return url is not None and url[0].lower() != "file"
 
 
+def is_view(path: Any) -> bool:
+    """True for a registered view's path (``rsm+...``: tiered-storage objects shown as
+    partition directories)."""
+    url = split_url(path)
+    return url is not None and _view_prefix(url[0].lower()) is not None
+
+
 def normalize(path: Any) -> Any:
     """A ``file://`` URL as its local path, ``s3a://``/``s3n://`` as ``s3://``, the URL inside
     a view's so too (a local one as ``file://``); anything else unchanged (a local path stays
@@ -152,6 +159,14 @@ def list_dir(path: Any) -> list[Entry]:
     """The entries directly inside directory ``path``, by name. Raises FileNotFoundError (a
     local path) or LogNotFoundError (a URL) when there is no such directory."""
     return _backend(path).list_dir(path)
+
+
+def list_tree(path: Any) -> dict[str, list[Entry]] | None:
+    """{directory: its entries, by name} for directory ``path`` and every directory below it,
+    from one recursive listing of an object store (1,000 keys per request, no request per
+    directory); None for a local path or a view, which are listed a directory at a time
+    (``list_dir``). Raises as ``list_dir`` does for ``path``."""
+    return _backend(path).list_tree(path)
 
 
 def listdir(path: Any) -> list[str]:

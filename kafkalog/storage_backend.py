@@ -96,6 +96,13 @@ class StorageBackend(abc.ABC):
         size = self.size_of(path)
         return self.range_buffer(path, size).ensure(0, size)
 
+    def list_tree(self, path: str) -> dict[str, list[Entry]] | None:
+        """{directory: its entries (as ``list_dir``)} for ``path`` and every directory below
+        it, from one recursive listing (an object store's paged listing of every key under
+        the prefix); None where listing one directory at a time costs no more (local files,
+        views), so callers list as they walk."""
+        return None
+
     def groups_partitions(self, path: str) -> bool:
         """Whether directory ``path`` is no partition but groups partition directories
         (a tiered-storage view's topic prefix), so a log dir's listing looks inside it."""

@@ -150,6 +150,32 @@ class FsspecStorage(StorageBackend):
             raise LogNotFoundError(f"{path}: no such object or prefix")
         return sorted(out)
 
+    def list_tree(self, path: str) -> dict[str, list[Entry]]:
+        fs = filesystem(path)
+        try:
+            infos = fs.find(_fs_path(path), withdirs=True, detail=True)
+        except BaseException as e:
+            _raise_for(e, path, "list the prefix", LogNotFoundError)
+        protocol, rest = path.split("://", 1)
+        root = rest.rstrip("/")
+        tree: dict[str, list[Entry]] = {root: []}
+        for info in infos.values():
+            full = info["name"].rstrip("/")
+            full = full.split("://", 1)[1] if "://" in full else full
+            if full == root:
+                continue           # the prefix itself, or an object so named (no prefix)
+            if not full.startswith(root + "/"):
+                continue
+            parent, _, name = full.rpartition("/")
+            is_dir = info.get("type") == "directory"
+            tree.setdefault(parent, []).append(Entry(name, int(info.get("size") or 0),
+                                                     not is_dir, is_dir))
+            if is_dir:
+                tree.setdefault(full, [])
+        if not tree[root]:
+            raise LogNotFoundError(f"{path}: no such object or prefix")
+        return {f"{protocol}://{d}": sorted(set(entries)) for d, entries in tree.items()}
+
     def _ask(self, path, method, what):
         try:
             return bool(getattr(filesystem(path), method)(_fs_path(path)))
@@ -331,8 +357,11 @@ class RangeBuffer:
 
     @property
     def resident(self) -> int:
-        """Bytes of fetched blocks held."""
-        return sum(self._have) * self.step
+        """Bytes of fetched blocks held (the last block only as long as the file: an object
+        smaller than a block holds its size, not a block)."""
+        held = sum(self._have) * self.step
+        return held - (len(self._have) * self.step - self.size) if self._have and \
+            self._have[-1] else held
 
 
 def _runs(blocks: Iterable[int]) -> list[tuple[int, int]]:

@@ -3,13 +3,16 @@ file mapped with ``mmap`` (no copy); and the one way kafkalog opens a local file
 create (``open_regular``: never blocking on a FIFO, refusing anything but a regular file)."""
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from typing import Any
 
 from kafkalog._kernels import FileMapping
 from kafkalog._typing import StrPath
-from kafkalog.errors import FileShrunkError, NotARegularFileError, ObjectChangedError
+from kafkalog.errors import (
+    FileShrunkError, NotARegularFileError, ObjectChangedError, io_failure,
+)
 from kafkalog.storage_backend import Entry, StorageBackend
 
 
@@ -31,7 +34,15 @@ def map_file(path: StrPath, fd: int, size: int | None = None) -> Any:
     ``FileShrunkError`` naming ``path`` (``_mapping.pxi``); the twin's is a copy."""
     now = os.fstat(fd).st_size
     length = now if size is None else min(size, now)
-    return FileMapping(fd, length, False, os.fspath(path)) if length > 0 else b""
+    if length <= 0:
+        return b""
+    try:
+        return FileMapping(fd, length, False, os.fspath(path))
+    except OSError as e:
+        # the kernel's limit of mappings (ENOMEM) is a typed error naming its knob
+        if e.errno == errno.ENOMEM:
+            raise io_failure(f"mapping {os.fspath(path)} failed", e) from e
+        raise
 
 
 def cut_under(buf: Any) -> FileShrunkError | None:
@@ -124,5 +135,12 @@ class LocalStorage(StorageBackend):
         return out
 
     def open_buffer(self, path: str) -> Any:
-        with open(path, "rb") as f:
+        try:
+            f = open(path, "rb")
+        except OSError as e:
+            # out of descriptors is a typed error naming the limit
+            if e.errno in (errno.EMFILE, errno.ENFILE):
+                raise io_failure(f"opening {path} failed", e) from e
+            raise
+        with f:
             return map_file(path, f.fileno())

@@ -419,3 +419,14 @@ def txn0_committed():
             a["producer_id"] == b["producer_id"] and a["first_offset"] <= r["offset"]
             <= a["last_offset"] for a in aborted))
     return committed
+
+
+def planned_end(task):
+    """The end offset a planned task reads to: its ``end_offset``, or for a default read
+    planned from the listing alone (``end_offset`` None: up to the end of the listed bytes)
+    the log end of its partition as the engine reads it."""
+    if task["end_offset"] is not None:
+        return task["end_offset"]
+    from kafkalog.log import Log
+    with Log.open(task["dir"], read_only=True, clean_shutdown=True) as log:
+        return log.log_end_offset

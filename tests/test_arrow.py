@@ -20,6 +20,7 @@ from kafkalog.errors import (  # noqa: E402
     InvalidConfigError, KafkaLogError, LogNotFoundError, OffsetOutOfRangeError,
 )
 from kafkalog.log import Log  # noqa: E402
+from kafkalog.scan import reader as scan_reader  # noqa: E402
 from kafkalog.spark.options import Options  # noqa: E402
 
 from conftest import (  # noqa: E402
@@ -254,16 +255,16 @@ def test_the_reader_streams_batch_by_batch(log_dir):
 
 def test_a_consumer_can_stop_early(monkeypatch):
     started, finished = [], []
-    real = ka.read_task
+    real = scan_reader.read_task
 
-    def counting(task, columns=None):
+    def counting(task, columns=None, rsm_keys=None):
         started.append((task["segment"], task["start_pos"]))
         try:
-            yield from real(task, columns)
+            yield from real(task, columns, rsm_keys)
         finally:
             finished.append(task["segment"])     # the task's mmap is let go
 
-    monkeypatch.setattr(ka, "read_task", counting)
+    monkeypatch.setattr(scan_reader, "read_task", counting)
     path = FIXTURES / "multiseg-0"
     with kafkalog.record_batch_reader(path, maxBytesPerTask=20000) as reader:
         assert started == []                          # planned, nothing read yet

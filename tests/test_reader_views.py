@@ -26,7 +26,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from conftest import FIXTURES
+from conftest import FIXTURES, planned_end
 from kafkalog import Log, LogConfig, Record, build_batch, build_control_batch
 
 TOPIC = "views"
@@ -337,7 +337,7 @@ def check_ground_truth(t):
 def check_planned_start(path, t):
     """A read_uncommitted read ends at latest: the high watermark, here the log end offset."""
     import kafkalog.spark as ks
-    ends = [task["end_offset"] for task in ks.plan([str(path)], {}) if "end_offset" in task]
+    ends = [planned_end(task) for task in ks.plan([str(path)], {}) if "end_offset" in task]
     assert ends and max(ends) == t.log_end, ends
 
 

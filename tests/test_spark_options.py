@@ -15,7 +15,7 @@ from kafkalog.errors import InvalidConfigError, OffsetOutOfRangeError
 from kafkalog.log import Log
 
 import test_spark
-from conftest import FIXTURES, expected
+from conftest import FIXTURES, expected, planned_end
 
 spark = test_spark.spark          # the one session-scoped SparkSession of the suite
 
@@ -55,8 +55,9 @@ def ranges(tasks):
     out = {}
     for t in tasks:
         key = (t["topic"], t["partition"])
-        lo, hi = out.get(key, (t["start_offset"], t["end_offset"]))
-        out[key] = (min(lo, t["start_offset"]), max(hi, t["end_offset"]))
+        end = planned_end(t)
+        lo, hi = out.get(key, (t["start_offset"], end))
+        out[key] = (min(lo, t["start_offset"]), max(hi, end))
     return out
 
 

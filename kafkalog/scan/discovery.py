@@ -1,5 +1,5 @@
 """Discovery on the driver: the partition directories under the paths given
-(``log_dirs.partition_dirs``, the one listing of them every tool uses) and, when several
+(``log_dirs.partition_listing``, the one listing of them every tool uses, made once) and, when several
 paths hold one topic-partition, its replicas and which offsets each serves.
 
 Replicas: when several paths hold the same topic-partition (copies from several brokers), the
@@ -24,7 +24,8 @@ from kafkalog.errors import PartitionNotFoundError
 from kafkalog.files import log07_topic_partition, topic_partition_or_none
 from kafkalog.log import Log
 from kafkalog.log07 import Log07
-from kafkalog.log_dirs import is_log07_dir, partition_dirs
+from kafkalog.checkpoint import LogDirCheckpoints
+from kafkalog.log_dirs import is_log07_dir, partition_listing
 
 log = logging.getLogger(__name__)
 
@@ -32,23 +33,55 @@ ABOVE_ANY_OFFSET = 2 ** 63 - 1   # a high watermark the engine clamps to the log
 
 
 class Replica:
-    """One copy of a topic-partition: the engine's read-only view of its directory (a
-    ``Log07`` for a Kafka 0.7 one, whose offsets are byte offsets).
+    """One copy of a topic-partition, as listed: its directory ``path`` and ``entries`` (names
+    and sizes, from discovery's listing), and the engine's read-only view of it (``log``: a
+    ``Log07`` for a Kafka 0.7 one, whose offsets are byte offsets), opened when first asked
+    for and released by ``close`` (planning holds no view of a partition it is done with).
     ``log_end_is_latest``: its high watermark is the log end (``readAboveHighWatermark``)."""
+    # no __dict__: a plan of 100,000 partitions holds 100,000 of them
+    __slots__ = ("path", "order", "entries", "log07", "log_end_is_latest", "_log_dirs",
+                 "_storage_options", "_log")
 
-    def __init__(self, path, order, log_end_is_latest=False, storage_options=None,
-                 log07=False):
+    def __init__(self, path, order, entries, log_dirs, log_end_is_latest=False,
+                 storage_options=None, log07=False):
+        self.path = path
         self.order = order
-        if log07:
-            self.log = Log07.open(path, read_only=True)
-        else:
-            # clean_shutdown: no walk of every segment to warn of damage after an unclean
-            # shutdown on each plan (every action and reading slot plans): the tasks walk the
-            # bytes they read, CRCs checked, and report damage as data loss
-            self.log = Log.open(path, read_only=True, clean_shutdown=True,
-                                high_watermark=ABOVE_ANY_OFFSET if log_end_is_latest else None,
-                                storage_options=storage_options)
-        self.path = self.log.path
+        self.entries = entries
+        self.log07 = log07
+        self.log_end_is_latest = log_end_is_latest
+        self._log_dirs = log_dirs
+        self._storage_options = storage_options
+        self._log = None
+
+    @property
+    def log(self):
+        if self._log is None:
+            if self.log07:
+                self._log = Log07.open(self.path, read_only=True)
+            else:
+                # clean_shutdown: no walk of every segment to warn of damage after an unclean
+                # shutdown on each plan (every action and reading slot plans): the tasks walk
+                # the bytes they read, CRCs checked, and report damage as data loss. The log
+                # dir's checkpoints as discovery read them (once per log dir), not again per
+                # partition: each a request on an object store.
+                saved = self.checkpoints(topic_partition_or_none(os.path.basename(self.path)))
+                high_watermark = saved.high_watermark
+                if self.log_end_is_latest or high_watermark is None:
+                    high_watermark = ABOVE_ANY_OFFSET       # clamped to the log end
+                self._log = Log.open(
+                    self.path, read_only=True, clean_shutdown=True,
+                    high_watermark=high_watermark,
+                    recovery_point=_known(saved.recovery_point),
+                    log_start_offset=_known(saved.log_start_offset),
+                    first_dirty_offset=_known(saved.cleaner_offset),
+                    storage_options=self._storage_options)
+        return self._log
+
+    def checkpoints(self, key):
+        """What its log dir's checkpoint files say of partition ``key``
+        (``checkpoint.PartitionCheckpoints``; each log dir's files read once per discovery,
+        only those its listing holds)."""
+        return self._log_dirs.of(os.path.dirname(self.path)).for_partition(key)
 
     @property
     def log_start_offset(self):
@@ -59,15 +92,38 @@ class Replica:
         return (segments.active.base_offset, segments.size, -self.order)
 
     def close(self):
-        self.log.close()
+        if self._log is not None:
+            log_, self._log = self._log, None
+            log_.close()
+
+
+def _known(offset):
+    """A checkpointed offset, 0 where none is (what ``Log.open`` reads for a missing one)."""
+    return 0 if offset is None else offset
+
+
+class _LogDirs:
+    """The checkpoints of the log dirs holding the partitions found, read once each."""
+
+    def __init__(self, listed):
+        self._listed = listed
+        self._read = {}
+
+    def of(self, log_dir):
+        saved = self._read.get(log_dir)
+        if saved is None:
+            entries = self._listed.get(log_dir)
+            saved = self._read[log_dir] = LogDirCheckpoints(
+                log_dir, None if entries is None else [e.name for e in entries])
+        return saved
 
 
 def discover(paths, stack, log_end_is_latest=False, storage_options=None, rsm_keys=None):
     """{(topic, partition): [Replica, ...]} for every partition directory under ``paths``
-    (``log_dirs.partition_dirs`` at any depth: local paths or fsspec URLs, or tiered-storage
-    prefixes; each replica's view closed by ``stack``, a ``contextlib.ExitStack``).
-    ``storage_options``: the filesystem options of URL paths; ``rsm_keys``: the private keys
-    of encrypted tiered-storage segments.
+    (``log_dirs.partition_listing`` at any depth: local paths or fsspec URLs, or tiered-storage
+    prefixes, each listed once; each replica's view, once opened, closed by ``stack``, a
+    ``contextlib.ExitStack``). ``storage_options``: the filesystem options of URL paths;
+    ``rsm_keys``: the private keys of encrypted tiered-storage segments.
 
     Raises ``LogNotFoundError`` for a path that does not exist, ``PartitionNotFoundError`` for
     a path that is a file, a directory with no partition directory below it, or a directory
@@ -78,12 +134,16 @@ def discover(paths, stack, log_end_is_latest=False, storage_options=None, rsm_ke
         paths = [paths]
     found = {}
     order = 0
+    replicas = []
+    stack.callback(_close_all, replicas)
     for root in paths:
         root = storage.configure(os.fspath(root), storage_options, rsm_keys)
-        for directory in partition_dirs(root, recursive=True, required=True, log07=True):
+        listing = partition_listing(root, recursive=True, required=True, log07=True)
+        log_dirs = _LogDirs(listing.listed)
+        for directory, entries in listing.partitions:
             name = os.path.basename(directory)
-            # a listing more per partition, so local only: 0.7 logs are read from local dirs
-            log07 = not storage.is_remote(directory) and is_log07_dir(directory)
+            # 0.7 logs are read from local dirs only
+            log07 = not storage.is_remote(directory) and is_log07_dir(directory, entries)
             key = log07_topic_partition(name) if log07 else topic_partition_or_none(name)
             if key is None:
                 if directory == storage.abspath(storage.normalize(root)):
@@ -93,11 +153,17 @@ def discover(paths, stack, log_end_is_latest=False, storage_options=None, rsm_ke
                         "or link it under such a name")
                 log.debug("skipping %s: not named <topic>-<partition>", directory)
                 continue
-            replica = Replica(directory, order, log_end_is_latest, storage_options, log07)
-            stack.callback(replica.close)
+            replica = Replica(directory, order, entries, log_dirs, log_end_is_latest,
+                              storage_options, log07)
+            replicas.append(replica)
             found.setdefault(key, []).append(replica)
             order += 1
     return found
+
+
+def _close_all(replicas):
+    for r in replicas:
+        r.close()
 
 
 def served_ranges(replicas):

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import logging
 import os
 import re
@@ -37,8 +38,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 import numpy as np
 
 from kafkalog import storage
-from kafkalog._layout import HEADER_SIZE_UP_TO_MAGIC
 from kafkalog.errors import InvalidConfigError, OffsetOutOfRangeError
+from kafkalog.files import LOG_SUFFIX, looks_like_log_file, parse_file_name
 from kafkalog.log07 import Segment07
 from kafkalog.log07.format import LOG07_FORMAT
 from kafkalog.scan.discovery import ABOVE_ANY_OFFSET, discover, served_ranges
@@ -52,6 +53,9 @@ log = logging.getLogger(__name__)
 
 EARLIEST, LATEST = -2, -1
 DEFAULT_MAX_BYTES_PER_TASK = 128 * 1024 * 1024
+#: Remote partitions opened and planned at once by a bounded read (their requests in flight
+#: together; each holds its view only while it is planned).
+REMOTE_PARTITIONS_AT_ONCE = 64
 
 
 def _storage_options(opts, storage_options):
@@ -229,15 +233,37 @@ def _plan_tasks(paths, opts, start, end, keys, pushdown=None, storage_options=No
     if max_bytes <= 0:
         raise InvalidConfigError("maxBytesPerTask must be positive")
     min_partitions = opts.integer("minPartitions")
-    per_partition = {}
+    # a default read (earliest to latest, nothing bounding it) is planned from the listing
+    listed_only = start.kind == "earliest" and end.kind == "latest" and pushdown is None \
+        and not request["committed"] and not min_partitions and max_records is None
     with contextlib.ExitStack() as stack:
+        stack.enter_context(_gc_paused())
         found = _select_topics(discover(paths, stack, opts.read_above_high_watermark,
                                         storage_options, opts.rsm_keys), opts)
-        for key in keys(found):
-            replicas = sorted(found[key], key=lambda r: r.preference(), reverse=True)
-            tasks = _plan_partition(key, replicas, request, pushdown)
-            per_partition[key] = [piece for t in tasks
-                                  for piece in _split(t, max_bytes, max_records)]
+
+        def plan_one(key):
+            replicas = found[key]
+            tasks = _listed_tasks(key, replicas, max_bytes) if listed_only else None
+            if tasks is None:
+                if len(replicas) > 1:
+                    replicas = sorted(replicas, key=lambda r: r.preference(), reverse=True)
+                tasks = [piece for t in _plan_partition(key, replicas, request, pushdown)
+                         for piece in _split(t, max_bytes, max_records)]
+            if not min_partitions:
+                # nothing more asks the segments: no view kept per partition planned
+                for r in replicas:
+                    r.close()
+            return tasks
+        wanted = keys(found)
+        # partitions the engine opens on a store: their requests in flight together
+        remote = not listed_only and not min_partitions and len(wanted) > 1 and \
+            any(storage.is_remote(r.path) for key in wanted for r in found[key])
+        if remote:
+            import concurrent.futures
+            with concurrent.futures.ThreadPoolExecutor(REMOTE_PARTITIONS_AT_ONCE) as pool:
+                per_partition = dict(zip(wanted, pool.map(plan_one, wanted)))
+        else:
+            per_partition = {key: plan_one(key) for key in wanted}
         if min_partitions:
             for key, parts in _part_counts(per_partition, min_partitions).items():
                 if parts > len(per_partition[key]):
@@ -249,22 +275,79 @@ def _plan_tasks(paths, opts, start, end, keys, pushdown=None, storage_options=No
     if pushdown is not None:
         common.update(pushdown.task_fields())
     for t in tasks:
-        t["magic"] = _first_magic(t.pop("_segment", None), t["dir"])
+        t.pop("_segment", None)
         t.update(common)
         # Only a remote read needs them; a local task carries no credentials.
         t["storage_options"] = storage_options if storage.is_remote(t["dir"]) else None
     return tasks
 
 
-def _first_magic(segment, directory):
-    """The magic byte of a local segment's first batch (2: record batches; 0, 1: legacy
-    message sets, which the JVM reader refuses); None for a remote or empty one (not fetched:
-    only local logs go to the JVM reader) and for a Kafka 0.7 file (no record batches)."""
-    if segment is None or isinstance(segment, Segment07) or storage.is_remote(directory) or \
-            segment.size < HEADER_SIZE_UP_TO_MAGIC:
+@contextlib.contextmanager
+def _gc_paused():
+    """No cyclic collection while a plan grows: it allocates a few containers per partition
+    (listing entries, replicas, tasks) that live until it returns, and the collector would
+    scan them again each time they grew by a quarter: half the time of a plan of 100,000
+    partitions. Whatever cycles a plan leaves are collected after it."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def _listed_tasks(key, replicas, max_bytes):
+    """The tasks of a default read (earliest to latest, unbounded) of a partition planned from
+    its listing alone: one per segment, its listed size the byte range (the listing is the
+    snapshot the query reads), offsets from the log dir's checkpoints (read once per log dir):
+    the log start (else the first segment's base offset) and the high watermark (else none:
+    up to the log end, ``end_offset`` None). The reader drops the records of a segment's
+    bytes outside [start_offset, end_offset), as it does for any task.
+
+    None when the listing cannot tell (the engine plans then): several replicas, a 0.7 log,
+    a view (tiered storage), a segment to split (above ``max_bytes``: cut at index entries),
+    or files a loader must resolve (``.swap``/``.cleaned``/``.deleted``, an unparsable name)."""
+    if len(replicas) > 1 or replicas[0].log07 or storage.is_view(replicas[0].path):
         return None
-    magic = segment.read_bytes(HEADER_SIZE_UP_TO_MAGIC - 1, 1)
-    return magic[0] if magic else None      # cut by a writer since it was listed: as empty
+    replica = replicas[0]
+    segments = []
+    for e in replica.entries:
+        parsed = parse_file_name(e.name)
+        if parsed is None:
+            if looks_like_log_file(e.name):
+                return None
+            continue
+        if parsed[2]:
+            return None
+        if parsed[1] == LOG_SUFFIX:
+            if not e.is_file or e.size > max_bytes:
+                return None
+            segments.append((parsed[0], e.size))
+    if not segments:
+        return None
+    segments.sort()
+    saved = replica.checkpoints(key)
+    log_start = max(saved.log_start_offset or 0, segments[0][0])
+    # a high watermark above the log end bounds nothing: the reader stops at the bytes' end
+    end = None if replica.log_end_is_latest or saved.high_watermark is None else \
+        max(saved.high_watermark, log_start)
+    if end == log_start:
+        return []
+    tasks = []
+    for i, (base, size) in enumerate(segments):
+        if i + 1 < len(segments) and segments[i + 1][0] <= log_start:
+            continue                                   # wholly below the log start
+        if end is not None and base >= end:
+            break
+        if size == 0:
+            continue
+        tasks.append({
+            "topic": key[0], "partition": key[1], "dir": replica.path, "segment": base,
+            "start_pos": 0, "end_pos": size, "start_offset": log_start, "end_offset": end,
+            "aborted": [], "segment_size": size})
+    return tasks
 
 
 def _part_counts(per_partition, min_partitions):

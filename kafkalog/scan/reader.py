@@ -127,6 +127,62 @@ def _check_unchanged(buf, chunk, path):
         raise FileShrunkError(path, len(buf), now)
 
 
+#: How far ``read_tasks`` fetches remote tasks' bytes ahead of the one read: tasks, and bytes
+#: (well under the process's cache of remote buffers, so none is dropped before it is read).
+PREFETCH_TASKS = 64
+PREFETCH_BYTES = 64 * 1024 * 1024
+
+
+def read_tasks(tasks: Sequence[dict[str, Any]], columns: Sequence[str] | None = None,
+               rsm_keys: Mapping[str, Any] | None = None) -> Iterator[pyarrow.RecordBatch]:
+    """``read_task`` of each task in turn, the byte ranges of the remote tasks after the one
+    read fetched meanwhile (ranged GETs, up to ``PREFETCH_TASKS`` tasks or
+    ``PREFETCH_BYTES`` ahead, concurrently): a read of many small remote partitions waits
+    for a store's latency once per window, not once per task. A failed fetch is left to
+    ``read_task``, which fetches again and raises."""
+    remote = [i for i, t in enumerate(tasks)
+              if t.get("format") != LOG07_FORMAT and storage.is_remote(t["dir"])]
+    if len(remote) < 2:
+        for task in tasks:
+            yield from read_task(task, columns, rsm_keys)
+        return
+    import concurrent.futures
+    pool = concurrent.futures.ThreadPoolExecutor(PREFETCH_TASKS,
+                                                 thread_name_prefix="kafkalog-prefetch")
+    pending: dict[int, Any] = {}
+    queued = 0                                     # the next of ``remote`` to fetch
+    try:
+        for i, task in enumerate(tasks):
+            for j in [j for j in pending if j < i]:
+                del pending[j]
+            ahead = sum(_span(tasks[j]) for j in pending)
+            while queued < len(remote) and len(pending) < PREFETCH_TASKS and \
+                    (not pending or ahead < PREFETCH_BYTES):
+                j = remote[queued]
+                queued += 1
+                if j < i:
+                    continue
+                pending[j] = pool.submit(_fetch_quietly, tasks[j], rsm_keys)
+                ahead += _span(tasks[j])
+            if i in pending:
+                pending.pop(i).result()
+            yield from read_task(task, columns, rsm_keys)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _span(task):
+    end = task["end_pos"] if task["end_pos"] is not None else task.get("segment_size") or 0
+    return max(end - task["start_pos"], 0)
+
+
+def _fetch_quietly(task, rsm_keys):
+    try:
+        _task_buffer(task, file_path(task["dir"], task["segment"], LOG_SUFFIX), rsm_keys)
+    except Exception:                   # read_task meets it again, and raises it typed
+        pass
+
+
 class _Rows:
     """The records of a decoded chunk as the filters and column builders read them: their
     ``offsets`` and ``timestamps`` (ms, as a consumer sees them), and the ``RecordTable``

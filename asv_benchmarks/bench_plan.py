@@ -1,0 +1,34 @@
+"""Discovery and planning of many local partitions (issue 40): a default read of P partition
+directories, each one small segment, planned from one listing (``bench/plan_scale.py`` measures
+more, incl. object storage behind a latency proxy)."""
+import os
+import tempfile
+
+from kafkalog.spark import plan
+
+from .common import write_small_segments
+
+
+class PlanLocalPartitions:
+    """Seconds to plan a default read of P one-segment partitions (target: 100,000 in 10 s,
+    i.e. <= 100 us per partition)."""
+    params = [1000, 10000]
+    param_names = ["partitions"]
+    timeout = 600
+
+    def setup_cache(self):
+        root = tempfile.mkdtemp(prefix="kafkalog-asv-plan-")
+        source = os.path.join(root, "source")
+        write_small_segments(source, 1)
+        dirs = {}
+        for p in self.params:
+            log_dir = dirs[p] = os.path.join(root, f"logs-{p}")
+            for i in range(p):
+                d = os.path.join(log_dir, f"t-{i}")
+                os.makedirs(d)
+                for name in os.listdir(source):
+                    os.link(os.path.join(source, name), os.path.join(d, name))
+        return dirs
+
+    def time_plan_default_read(self, dirs, p):
+        plan(dirs[p])

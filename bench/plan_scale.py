@@ -1,0 +1,307 @@
+#!/usr/bin/env python3
+"""Discovery and planning at scale (issue 40): P partitions that are copies of one Kafka-written
+segment of 3,000 records (``kafka-written/plain-0``), planned and read locally and from a moto
+S3 server behind a proxy that adds latency to every request, as object storage does.
+
+Locally the copies are hard links (cheap at 100,000 partitions), made once under ``--cache``
+and reused. On S3 the objects are put straight into moto; kafkalog reaches it through the proxy,
+which sleeps ``--latency-ms`` before forwarding each request and counts them by kind (LIST,
+HEAD, GET): the requests a plan or a read makes are those it sent through the proxy.
+
+Prints, per P: requests per partition, planning seconds (``kafkalog.spark.plan``, in this
+process), ``read_arrow`` seconds and requests (the ``offset`` column only: decoding is not what
+is measured). Usage::
+
+    python bench/plan_scale.py --local 1000,10000,100000 --s3 100,500,1000,10000
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import gc
+import http.client
+import http.server
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SHARED = os.path.normpath(os.path.join(HERE, "..", "..", "shared", "fixtures"))
+SOURCE = os.path.join(SHARED, "kafka-written", "plain-0")      # 1 segment, 3,000 records
+RECORDS = 3000
+TOPIC = "bench"
+LINKS_PER_COPY = 10_000
+COUNTS_PATH = "/__plan_scale_counts__"
+sys.path.insert(0, os.path.dirname(HERE))
+
+import kafkalog  # noqa: E402
+import kafkalog.spark  # noqa: E402
+from kafkalog import storage  # noqa: E402
+
+
+# ------------------------------------------------------------------------------ local copies
+def local_copies(cache: str, p: int) -> str:
+    """A log dir of ``p`` partition directories ``bench-<i>``, each hard links to the files of
+    ``SOURCE`` (made once: a marker file says the copy is complete)."""
+    root = os.path.join(cache, f"local-{p}")
+    done = os.path.join(cache, f"local-{p}.v2")
+    if os.path.exists(done):
+        return root
+    shutil.rmtree(root, ignore_errors=True)
+    os.makedirs(root)
+    names = sorted(os.listdir(SOURCE))
+    source = None
+    for i in range(p):
+        if i % LINKS_PER_COPY == 0:
+            # links to a private copy, never to the shared fixture (whose link count others'
+            # tests need), a new copy before a file system's link limit (ext4: 65,000)
+            source = os.path.join(cache, f"source-{p}-{i // LINKS_PER_COPY}")
+            shutil.rmtree(source, ignore_errors=True)
+            shutil.copytree(SOURCE, source)
+        d = os.path.join(root, f"{TOPIC}-{i}")
+        os.mkdir(d)
+        for n in names:
+            try:
+                os.link(os.path.join(source, n), os.path.join(d, n))
+            except OSError:                 # another filesystem: a copy then
+                shutil.copyfile(os.path.join(source, n), os.path.join(d, n))
+    open(done, "w").close()
+    return root
+
+
+# ------------------------------------------------------------------------------ latency proxy
+class Proxy:
+    """An HTTP proxy in front of ``upstream`` (host, port) that sleeps ``latency`` seconds
+    before forwarding each request (concurrent requests wait concurrently, as a store's do)
+    and counts them by kind."""
+
+    def __init__(self, upstream: tuple[str, int], latency: float) -> None:
+        self.counts: dict[str, int] = {}
+        self.lock = threading.Lock()
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def _forward(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                if self.path == COUNTS_PATH:          # the benchmark asking, not forwarded
+                    data = json.dumps(proxy.take()).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
+                proxy.count(self.command, self.path, self.headers)
+                time.sleep(latency)
+                local = proxy.local
+                conn = getattr(local, "conn", None)
+                if conn is None:
+                    conn = local.conn = http.client.HTTPConnection(*upstream, timeout=120)
+                headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
+                headers["Host"] = f"{upstream[0]}:{upstream[1]}"
+                try:
+                    conn.request(self.command, self.path, body=body, headers=headers)
+                    resp = conn.getresponse()
+                except (http.client.HTTPException, OSError):
+                    conn.close()
+                    conn = local.conn = http.client.HTTPConnection(*upstream, timeout=120)
+                    conn.request(self.command, self.path, body=body, headers=headers)
+                    resp = conn.getresponse()
+                data = resp.read()
+                self.send_response_only(resp.status, resp.reason)
+                for k, v in resp.getheaders():
+                    if k.lower() not in ("content-length", "transfer-encoding", "connection"):
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+
+            do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _forward
+
+        self.local = threading.local()
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def count(self, method, path, headers):
+        query = path.partition("?")[2]
+        if method == "GET" and ("list-type" in query or "prefix=" in query
+                                or "delimiter" in query):
+            kind = "LIST"
+        elif method == "GET" and headers.get("Range"):
+            kind = "GET range"
+        else:
+            kind = method
+        with self.lock:
+            self.counts[kind] = self.counts.get(kind, 0) + 1
+
+    def take(self) -> dict[str, int]:
+        with self.lock:
+            out, self.counts = self.counts, {}
+        return out
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def s3_copies(client, bucket: str, p: int) -> str:
+    """``p`` partition directories under ``s3://bucket/s3-<p>/`` (objects put into moto
+    directly, not through the proxy)."""
+    prefix = f"s3-{p}"
+    names = sorted(os.listdir(SOURCE))
+    data = {n: open(os.path.join(SOURCE, n), "rb").read() for n in names}
+
+    def put(i):
+        for n in names:
+            client.put_object(Bucket=bucket, Key=f"{prefix}/{TOPIC}-{i}/{n}", Body=data[n])
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        list(pool.map(put, range(p)))
+    return f"s3://{bucket}/{prefix}"
+
+
+# ------------------------------------------------------------------------------ measuring
+def measure(path, p, storage_options=None, take=None, read=True):
+    """(planning seconds, tasks, plan requests, read seconds or None, read requests);
+    ``take``: the proxy's counts since the last call."""
+    storage.reset()
+    gc.collect()
+    if take:
+        take()
+    t0 = time.perf_counter()
+    tasks = kafkalog.spark.plan(path, {}, storage_options=storage_options)
+    planned = time.perf_counter() - t0
+    plan_requests = take() if take else {}
+    read_s, read_requests = None, {}
+    if read:
+        storage.reset()
+        t0 = time.perf_counter()
+        table = kafkalog.arrow.read_arrow(path, storage_options=storage_options,
+                                          columns=["offset"])
+        read_s = time.perf_counter() - t0
+        assert table.num_rows == p * RECORDS, (table.num_rows, p * RECORDS)
+        read_requests = take() if take else {}
+    return planned, len(tasks), plan_requests, read_s, read_requests
+
+
+def _fmt(counts):
+    return " ".join(f"{k}:{v}" for k, v in sorted(counts.items())) or "-"
+
+
+def row(where, p, result):
+    planned, n_tasks, plan_requests, read_s, read_requests = result
+    per = sum(plan_requests.values()) / p
+    read_total = sum(read_requests.values())
+    print(f"| {where} | {p:,} | {n_tasks:,} | {planned:.2f} s ({planned / p * 1000:.2f} ms/p) | "
+          f"{per:.2f} ({_fmt(plan_requests)}) | "
+          f"{'-' if read_s is None else f'{read_s:.2f} s'} | "
+          f"{read_total} ({_fmt(read_requests)}) |", flush=True)
+
+
+def sizes(text):
+    return [int(x) for x in text.split(",") if x.strip()] if text else []
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--local", default="1000,10000",
+                        help="local partition counts, comma-separated ('' for none)")
+    parser.add_argument("--s3", default="100",
+                        help="S3 partition counts, comma-separated ('' for none)")
+    parser.add_argument("--latency-ms", type=float, default=20.0)
+    parser.add_argument("--local-read-max", type=int, default=10000,
+                        help="read_arrow locally only up to this many partitions")
+    parser.add_argument("--cache", default=os.path.join("/tmp", "kafkalog-plan-scale"))
+    parser.add_argument("--serve-proxy", metavar="HOST:PORT",
+                        help="(internal) run the latency proxy in front of HOST:PORT")
+    args = parser.parse_args()
+    if args.serve_proxy:
+        return serve_proxy(args.serve_proxy, args.latency_ms)
+    print("| where | P | tasks | planning | requests per partition (plan) | read_arrow | "
+          "read requests |")
+    print("|---|---|---|---|---|---|---|")
+    for p in sizes(args.local):
+        root = local_copies(args.cache, p)
+        try:
+            result = measure(root, p, read=p <= args.local_read_max)
+        except Exception as e:                   # a failure is a result too (ENOMEM at scale)
+            print(f"| local | {p:,} | failed: {type(e).__name__}: {e} |", flush=True)
+            continue
+        row("local", p, result)
+    if sizes(args.s3):
+        s3_rows(args)
+
+
+def _free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _serve(cmd):
+    """A server in its own process (as a store is: its work does not share this process's
+    interpreter), its first line of output its endpoint."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    return proc, proc.stdout.readline().strip()
+
+
+def s3_rows(args):
+    import boto3
+    port = _free_port()
+    moto = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
+                             str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proxy = None
+    try:
+        endpoint = f"http://127.0.0.1:{port}"
+        client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                              aws_access_key_id="testing", aws_secret_access_key="testing")
+        for _ in range(300):
+            try:
+                client.list_buckets()
+                break
+            except Exception:                       # not listening yet
+                time.sleep(0.1)
+        proxy, proxy_endpoint = _serve([sys.executable, __file__, "--serve-proxy",
+                                        f"127.0.0.1:{port}", "--latency-ms",
+                                        str(args.latency_ms)])
+        options = {"key": "testing", "secret": "testing", "endpoint_url": proxy_endpoint,
+                   "client_kwargs": {"region_name": "us-east-1"}}
+
+        def take():
+            with urllib.request.urlopen(proxy_endpoint + COUNTS_PATH) as r:
+                return json.loads(r.read())
+        for p in sizes(args.s3):
+            bucket = f"plan-scale-{p}"            # one bucket each: moto lists a whole bucket
+            client.create_bucket(Bucket=bucket)
+            url = s3_copies(client, bucket, p)
+            row(f"S3 +{args.latency_ms:g} ms", p, measure(url, p, options, take))
+    finally:
+        for proc in (proxy, moto):
+            if proc is not None:
+                proc.terminate()
+                proc.wait()
+
+
+def serve_proxy(upstream, latency_ms):
+    host, _, port = upstream.rpartition(":")
+    proxy = Proxy((host, int(port)), latency_ms / 1000)
+    print(proxy.endpoint, flush=True)
+    proxy.thread.join()
+
+
+if __name__ == "__main__":
+    main()
