@@ -133,6 +133,8 @@ def test_past_the_threshold_a_spark_job_plans(spark, plans, tmp_path):
     assert plans() == {"share": 4}               # when the DataFrame is made
     assert rows(df) == rows(ks.read(spark, paths))
     assert plans() == {"query": 1}               # the serial DataFrame's; none for df
+    with pytest.raises(InvalidConfigError, match="No offset matched"):   # kafkalog's error
+        ks.read(spark, paths, parallelPlanningThreshold=2, startingTimestamp=str(2 ** 50))
     # subscribe picks the directories before the threshold is compared
     assert planning.directory_groups(paths, Options({"subscribe": "u"})) == [[str(root / "u-0")]]
 

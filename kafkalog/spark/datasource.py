@@ -137,9 +137,15 @@ def read(spark: SparkSession, paths: StrPath | Iterable[StrPath], **options: Any
     # than the server's planning worker, which reads the plan's file: not there.
     groups = None if _is_connect(spark) else directory_groups(path_list, opts)
     if groups is not None and len(groups) > parallel_threshold(opts):
-        options[PLAN_OPTION] = save_plan(spark_plan(
-            spark, groups, {**options, "paths": path_list},
-            spark.sparkContext.defaultParallelism))
+        try:
+            tasks = spark_plan(spark, groups, {**options, "paths": path_list},
+                               spark.sparkContext.defaultParallelism)
+        except Exception:
+            # an option error comes back inside Spark's exception: raised as kafkalog's
+            # by planning here, else Spark's is
+            plan(path_list, opts)
+            raise
+        options[PLAN_OPTION] = save_plan(tasks)
     elif any(opts.get(name) is not None for name in BOUND_OPTIONS):
         # A whole plan, as an action makes it, when options bound the offsets: a start past
         # the end (Spark's "resolved start offset ... greater than the resolved end
@@ -226,7 +232,8 @@ def _datasource_classes() -> type:
                 tasks = _action_plan(self.paths, self.opts, self.options, self.pushdown)[
                     index::getattr(partition, "count")]
             for task in tasks:
-                batches = read_task(task, self.columns)
+                # a tiered task planned in another process: the keys of the query
+                batches = read_task(task, self.columns, self.opts.rsm_keys)
                 yield from declared_not_null(batches, self.not_null, task) \
                     if self.not_null else batches
 
