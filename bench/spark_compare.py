@@ -22,10 +22,20 @@ every reader and query, then run i + 1):
 Then the peak RSS (VmHWM) of each Python worker of the session. Targets at N = 10: full <= 1.25x
 floor, narrow <= 2.0x parquet, last1% <= 1.5x parquet, worker RSS <= 300 MB.
 
+``--partitions P`` instead: P small partitions, hard links to one partition directory (default
+``kafka-written/plain-0``: one segment of 3,000 records) named ``<topic>-0`` ... ``<topic>-P-1``,
+against Parquet of the same rows in P files (one per partition); one query, ``full``
+(``sum(length(value))``, kafkalog through ``kafkalog.spark.read``, the DataFrame made in each
+run as a job would make it, so its planning is timed), and the plans the run made per action
+(``kafkalog.spark.plan`` calls in every process of the session, counted through
+``KAFKALOG_COUNT_PLANS``). Target at P = 2,000: <= 2.5x parquet (issue 40).
+
 Run it from outside the checkout (Spark workers put their cwd on sys.path):
-``cd /tmp && python /path/to/bench/spark_compare.py [--n 1 10] [--runs 3] [--json]``.
+``cd /tmp && python /path/to/bench/spark_compare.py [--n 1 10] [--runs 3] [--json]``, or
+``... spark_compare.py --partitions 2000``.
 """
 import argparse
+import errno
 import json
 import os
 import shutil
@@ -37,6 +47,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT = os.path.join(HERE, "..", "..", "shared", "fixtures", "kafka-written-large", "bench-0")
+SMALL = os.path.join(HERE, "..", "..", "shared", "fixtures", "kafka-written", "plain-0")
 NARROW = "partition INT, offset LONG, timestamp TIMESTAMP"
 
 
@@ -161,14 +172,98 @@ def make_inputs(spark, source, n, tmp):
     return logs, parquet, floor
 
 
+def linked_inputs(spark, source, count, tmp):
+    """(log dir of ``count`` partitions, each hard links to the files of ``source``, Parquet
+    of their records in ``count`` files): the inputs of ``--partitions``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import kafkalog
+    topic = os.path.basename(source).rpartition("-")[0]
+    logs = os.path.join(tmp, f"logs-p{count}")
+    parquet = os.path.join(tmp, f"parquet-p{count}")
+    os.makedirs(parquet)
+    with kafkalog.record_batch_reader(source) as reader:
+        table = pa.Table.from_batches(list(reader), reader.schema)
+    column = table.schema.get_field_index("partition")
+    # links to a private copy (the shared fixture may be near the file system's link limit),
+    # and to a new copy whenever one reaches it
+    copies = []
+    for p in range(count):
+        target = os.path.join(logs, f"{topic}-{p}")
+        os.makedirs(target)
+        for name in os.listdir(source):
+            while True:
+                if not copies:
+                    copies.append(shutil.copytree(source, os.path.join(tmp, f"src-{p}")))
+                try:
+                    os.link(os.path.join(copies[-1], name), os.path.join(target, name))
+                    break
+                except OSError as e:
+                    if e.errno != errno.EMLINK:
+                        raise
+                    copies.append(shutil.copytree(source, os.path.join(tmp, f"src-{p}")))
+        pq.write_table(table.set_column(column, table.schema.field(column),
+                                        pa.array([p] * len(table), pa.int32())),
+                       os.path.join(parquet, f"part-{p:06d}.parquet"))
+    return logs, parquet
+
+
+def plans_made(name):
+    """{kind: count} of the plans noted in ``name`` (``KAFKALOG_COUNT_PLANS``)."""
+    counts = {}
+    if os.path.exists(name):
+        with open(name) as f:
+            for line in f:
+                kind = line.split()[1]
+                counts[kind] = counts.get(kind, 0) + 1
+    return counts
+
+
+def many_partitions(spark, source, count, runs, tmp, counter):
+    """``--partitions``: the full read of ``count`` small partitions against Parquet of the
+    same rows in ``count`` files, interleaved, medians of ``runs`` after a warm-up; the plans
+    of each kafkalog run."""
+    import kafkalog.spark as ks
+    start = time.perf_counter()
+    logs, parquet = linked_inputs(spark, source, count, tmp)
+    made_s = time.perf_counter() - start
+    full = "sum(length(value))"
+    cases = {"kafkalog": lambda: ks.read(spark, logs).selectExpr(full).first()[0],
+             "parquet": lambda: spark.read.parquet(parquet).selectExpr(full).first()[0]}
+    times = {k: [] for k in cases}
+    answers, plans = {}, []
+    for i in range(runs + 1):
+        for name, run in cases.items():
+            if name == "kafkalog":
+                open(counter, "w").close()
+            begin = time.perf_counter()
+            answers[name] = run()
+            if i:
+                times[name].append(time.perf_counter() - begin)
+            if name == "kafkalog":
+                plans.append(plans_made(counter))
+    medians = {k: statistics.median(v) for k, v in times.items()}
+    return {"partitions": count, "source": source, "inputs_s": made_s, "load": os.getloadavg(),
+            "median_s": medians, "runs_s": times, "answers": answers,
+            "x_parquet": medians["kafkalog"] / medians["parquet"], "plans_per_run": plans}
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("source", nargs="?", default=DEFAULT, help="the partition directory copied")
+    ap.add_argument("source", nargs="?", default=None, help="the partition directory copied "
+                    "(default kafka-written-large/bench-0; with --partitions "
+                    "kafka-written/plain-0)")
     ap.add_argument("--n", type=int, nargs="+", default=[1, 10])
+    ap.add_argument("--partitions", type=int, default=None,
+                    help="P small partitions against Parquet in P files (full read only)")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    tmp = tempfile.mkdtemp(prefix="spark_compare-")
+    # every process of the session (planning workers, executors' workers) notes its plans
+    counter = os.environ.setdefault("KAFKALOG_COUNT_PLANS", os.path.join(tmp, "plans"))
     from pyspark.sql import SparkSession
 
     import kafkalog
@@ -182,8 +277,29 @@ def main():
     spark.sparkContext.setLogLevel("ERROR")
     ks.register(spark)
     spark.dataSource.register(floor_source())
-    source = os.path.abspath(args.source)
-    tmp = tempfile.mkdtemp(prefix="spark_compare-")
+    if args.partitions is not None:
+        try:
+            out = many_partitions(spark, os.path.abspath(args.source or SMALL),
+                                  args.partitions, args.runs, tmp, counter)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+            spark.stop()
+        if args.json:
+            print(json.dumps(out, indent=1, default=str))
+            return
+        m = out["median_s"]
+        print(f"bench: {out['partitions']} partitions of {out['source']} (hard links; inputs "
+              f"made in {out['inputs_s']:.1f} s); compiled kernels: {kafkalog.compiled()}; "
+              f"medians of {args.runs}; load average at the end "
+              f"{' '.join(f'{x:.1f}' for x in out['load'])}")
+        print(f"full read: kafkalog {m['kafkalog']:.2f} s, parquet {m['parquet']:.2f} s: "
+              f"{out['x_parquet']:.2f}x parquet (runs: kafkalog "
+              f"{' '.join(f'{t:.2f}' for t in out['runs_s']['kafkalog'])}, parquet "
+              f"{' '.join(f'{t:.2f}' for t in out['runs_s']['parquet'])})")
+        print(f"answers: {out['answers']}")
+        print(f"plans per kafkalog run (kind: count): {out['plans_per_run']}")
+        return
+    source = os.path.abspath(args.source or DEFAULT)
     results = {}
     memory = None
     try:

@@ -1,7 +1,9 @@
 """Spark Connect and registration, in one fresh process started outside the checkout (a
 temporary directory, no PYTHONPATH): ``spark.read.format("kafkalog")`` is found by PySpark
 through the installed ``pyspark_kafkalog`` with no register call, and reads, filters, picks
-columns and streams (``Trigger.AvailableNow``) through ``SparkSession.builder.remote``.
+columns and streams (``Trigger.AvailableNow``) through ``SparkSession.builder.remote``, and
+``kafkalog.spark.read``'s query is planned once (``KAFKALOG_COUNT_PLANS``), its workers reading
+that plan.
 
 One subprocess: a local Connect server starts a Spark driver of its own, which the classic
 session of the other tests' process would collide with."""
@@ -40,9 +42,12 @@ SCRIPT = textwrap.dedent("""
     stream.awaitTermination(120)
     out["streamed"] = sorted(r.offset for r in spark.sql("SELECT offset FROM kafkalog_stream")
                              .collect())
-    import kafkalog, kafkalog.spark as ks
+    import os, kafkalog, kafkalog.spark as ks
     out["kafkalog"] = kafkalog.__file__
+    plans = os.environ["KAFKALOG_COUNT_PLANS"]     # every plan the server's workers make
+    open(plans, "w").close()
     out["read"] = ks.read(spark, path).filter("offset < 3").count()
+    out["plans"] = sorted(line.split()[1] for line in open(plans))
     print("RESULT " + json.dumps(out))
     spark.stop()
 """)
@@ -54,7 +59,8 @@ def test_connect_session_from_a_fresh_process_outside_the_checkout(tmp_path):
     work = tmp_path / "elsewhere"
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    env.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               KAFKALOG_COUNT_PLANS=str(tmp_path / "plans"))
     out = subprocess.run([sys.executable, "-c", SCRIPT, str(root / "t-0"),
                           str(tmp_path / "checkpoint")],
                          cwd=work, env=env, capture_output=True, text=True, timeout=600)
@@ -68,3 +74,4 @@ def test_connect_session_from_a_fresh_process_outside_the_checkout(tmp_path):
     assert got["columns"] == [[0, 0], [1, 0], [2, 0]]
     assert got["streamed"] == list(range(12))
     assert got["read"] == 3
+    assert got["plans"] == ["query"]      # one plan, made by the server; no worker planned

@@ -351,8 +351,8 @@ def test_reader_plans_fewer_partitions(logs):
     assert unhandled == [f] and unhandled[0] is f
     assert 0 < len(few) < len(everything)
     none, _ = reader_partitions(logs, [ds.EqualTo(("topic",), "nosuchtopic")])
-    assert len(none) == 1                     # one slot that reads nothing
-    assert list(none[0].__class__.__mro__)[0].__name__ == "SlotPartition"
+    assert len(none) == 1                     # one partition that reads nothing
+    assert type(none[0]).__name__ == "PlannedPartition" and none[0].tasks == []
 
 
 def test_spark_filters_and_starting_offsets(pushdown_on, logs):

@@ -3,9 +3,11 @@
 One reader: the Python data source ``spark.read.format("kafkalog")`` (found by PySpark through
 the ``pyspark_kafkalog`` module; ``kafkalog.spark.register(spark)`` where it is not), and
 ``kafkalog.spark.read(spark, paths, **options)``, a convenience over it that turns filter
-pushdown on. Every action plans again. Rooms: ``options`` (Spark's Kafka option names),
-``schema``, ``datasource`` (batch), ``streaming`` (the PySpark classes) and ``worker`` (once
-per Python worker); planning and reading are ``kafkalog.scan``'s.
+pushdown on. Every action plans again, once, and its workers read that plan. Rooms:
+``options`` (Spark's Kafka option names), ``schema``, ``datasource`` (batch), ``streaming``
+(the PySpark classes), ``planning`` (where a query's plan is made and how it reaches the
+workers) and ``worker`` (once per Python worker); planning and reading are
+``kafkalog.scan``'s.
 
 pyspark, pyarrow and pandas come with the ``spark`` extra (``pip install 'kafkalog[spark]'``).
 Importing this package does not need them; calling a function that does without them raises

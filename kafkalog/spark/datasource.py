@@ -2,12 +2,22 @@
 through the ``pyspark_kafkalog`` module, or registered with ``register(spark)``), and
 ``read(spark, paths, **options)``, a convenience over it.
 
-PySpark asks a reader for its partitions once per DataFrame and keeps them, so its partitions
-are slots: each slot plans when it runs (as Spark's ``KafkaRelation`` plans in ``buildScan``:
-appended records are read and segments deleted by retention are not looked for) and reads every
-n-th task of that plan. The slots of one action that one Python worker runs share the plan the
-first of them made; other workers plan for themselves, so when the logs change while an action
-runs its slots may see different ends. Options are checked when the DataFrame is made.
+One plan per query (:mod:`kafkalog.spark.planning`): where PySpark asks a reader for its
+partitions once per query, the plan made then travels inside them (``PlannedPartition``) and
+the workers only read. That is every scan of ``read``'s DataFrames: each pushes a filter (see
+below), and PySpark plans a scan that pushes filters in its pushdown worker, with a new reader,
+whenever it plans a query (``df.count()`` twice: two plans, each seeing the logs as of its
+action). A scan that pushes nothing (``format("kafkalog")`` alone, a table, a view, filter
+pushdown off) is planned once per DataFrame: PySpark 4.3 keeps its partitions on the
+DataFrame's relation (``PythonDataSourceV2.getOrCreateReadInfo``) and reuses them for every
+later action without running any Python. There the partitions are slots: each slot plans when
+it runs (as Spark's ``KafkaRelation`` plans in ``buildScan``: appended records are read and
+segments deleted by retention are not looked for) and reads every n-th task of that plan; the
+slots of one action that one Python worker runs share the plan the first of them made, other
+workers plan for themselves, so when the logs change while an action runs its slots may see
+different ends. Past ``parallelPlanningThreshold`` partition directories ``read`` plans with a
+Spark job when it makes the DataFrame, which keeps that plan (as Spark's file sources keep the
+listing their ``InMemoryFileIndex`` made). Options are checked when the DataFrame is made.
 
 Filter pushdown (``spark.sql.python.filterPushdown.enabled``): PySpark 4.3 keeps the reader
 planned for the last scan that pushed filters on the DataFrame's relation and reuses it for a
@@ -34,13 +44,15 @@ import weakref
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from kafkalog import tiered
-from kafkalog.scan.planner import (
-    DEFAULT_MAX_BYTES_PER_TASK, partition_offsets, plan,
-)
+from kafkalog.scan.planner import DEFAULT_MAX_BYTES_PER_TASK, partition_offsets, plan
 from kafkalog.scan.pushdown import Pushdown
 from kafkalog.scan.reader import read_task
 from kafkalog.spark.options import (
-    BOUND_OPTIONS, PRUNE_OPTION, Options, catalog_table_options, paths_list, paths_option,
+    BOUND_OPTIONS, PLAN_OPTION, PRUNE_OPTION, Options, catalog_table_options, paths_list,
+    paths_option,
+)
+from kafkalog.spark.planning import (
+    directory_groups, load_plan, parallel_threshold, query_plan, save_plan, spark_plan,
 )
 from kafkalog.spark.schema import (
     declared_not_null, kafka_schema, not_null_columns, projected_columns, table_options,
@@ -120,12 +132,26 @@ def read(spark: SparkSession, paths: StrPath | Iterable[StrPath], **options: Any
     # them too, inside Spark's), and the options a batch query ignores, logged once.
     opts = Options(options)
     path_list = paths_list(paths)
-    # A whole plan, as an action makes it, when options bound the offsets: a start past the
-    # end (Spark's "resolved start offset ... greater than the resolved end offset") is
-    # refused here, not mid-action. Else the partitions found are enough (the path errors,
-    # the warning of a selection matching none): a plan also finds every task's byte range
-    # (10 partitions: 17-24 ms against 8-11).
-    if any(opts.get(name) is not None for name in BOUND_OPTIONS):
+    # One listing of the paths (their errors raised here); past the threshold a Spark job
+    # plans them now and the DataFrame keeps that plan. A Connect client may run elsewhere
+    # than the server's planning worker, which reads the plan's file: not there.
+    groups = None if _is_connect(spark) else directory_groups(path_list, opts)
+    if groups is not None and len(groups) > parallel_threshold(opts):
+        try:
+            tasks = spark_plan(spark, groups, {**options, "paths": path_list},
+                               spark.sparkContext.defaultParallelism)
+        except Exception:
+            # an option error comes back inside Spark's exception: raised as kafkalog's
+            # by planning here, else Spark's is
+            plan(path_list, opts)
+            raise
+        options[PLAN_OPTION] = save_plan(tasks)
+    elif any(opts.get(name) is not None for name in BOUND_OPTIONS):
+        # A whole plan, as an action makes it, when options bound the offsets: a start past
+        # the end (Spark's "resolved start offset ... greater than the resolved end
+        # offset") is refused here, not mid-action. Else the partitions found are enough
+        # (the path errors, the warning of a selection matching none): a plan also finds
+        # every task's byte range (10 partitions: 17-24 ms against 8-11).
         plan(path_list, opts)
     else:
         partition_offsets(path_list, opts)
@@ -142,6 +168,11 @@ def read(spark: SparkSession, paths: StrPath | Iterable[StrPath], **options: Any
         .where("offset IS NOT NULL")
 
 
+def _is_connect(spark: SparkSession) -> bool:
+    """Whether ``spark`` is a Spark Connect client's session."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
 def _datasource_classes() -> type:
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
@@ -154,8 +185,17 @@ def _datasource_classes() -> type:
             self.index = index
             self.count = count
 
+    class PlannedPartition(InputPartition):
+        """Part ``index`` of a query's plan: the ``tasks`` it reads."""
+
+        def __init__(self, index: int, tasks: list[dict[str, Any]]) -> None:
+            super().__init__(index)
+            self.index = index
+            self.tasks = tasks
+
     class KafkaLogReader(DataSourceReader):
         pushdown: Pushdown | None = None
+        per_query = False       # PySpark asks this reader for partitions once per query
 
         def __init__(self, options: dict[str, Any], columns: list[str] | None,
                      not_null: tuple[str, ...] = ()) -> None:
@@ -169,18 +209,31 @@ def _datasource_classes() -> type:
             self.not_null = not_null            # the schema's NOT NULL columns
 
         def partitions(self) -> list[InputPartition]:
-            # PySpark calls this once per scan it plans; the plan is remade in read()
-            count = _slots(plan(self.paths, self.opts, self.pushdown), self.opts, self.columns)
-            return [SlotPartition(i, count) for i in range(count)]
+            planned = self.opts.get(PLAN_OPTION)
+            if planned is not None:              # made by read() when the DataFrame was
+                tasks = load_plan(planned)
+            elif self.per_query:
+                tasks = query_plan(self.paths, self.opts, self.pushdown)
+            else:
+                # kept for every action of the DataFrame: slots, the plan remade in read()
+                count = _slots(query_plan(self.paths, self.opts, self.pushdown, "slots"),
+                               self.opts, self.columns)
+                return [SlotPartition(i, count) for i in range(count)]
+            count = _slots(tasks, self.opts, self.columns)
+            return [PlannedPartition(i, tasks[i::count]) for i in range(count)]
 
         def read(self, partition: InputPartition) -> Iterator[pyarrow.RecordBatch]:
             index = getattr(partition, "index", None)
             if index is None:          # InputPartition(None): PySpark's stand-in for none
                 return
             tune_worker_process()
-            tasks = _action_plan(self.paths, self.opts, self.options, self.pushdown)
-            for task in tasks[index::getattr(partition, "count")]:
-                batches = read_task(task, self.columns)
+            tasks = getattr(partition, "tasks", None)
+            if tasks is None:
+                tasks = _action_plan(self.paths, self.opts, self.options, self.pushdown)[
+                    index::getattr(partition, "count")]
+            for task in tasks:
+                # a tiered task planned in another process: the keys of the query
+                batches = read_task(task, self.columns, self.opts.rsm_keys)
                 yield from declared_not_null(batches, self.not_null, task) \
                     if self.not_null else batches
 
@@ -192,9 +245,11 @@ def _datasource_classes() -> type:
             DataFrame whose every scan pushes filters (``PRUNE_OPTION``); elsewhere all are
             returned (see the module's docstring)."""
             filters = list(filters)
-            if not self.opts.flag(PRUNE_OPTION, False):
+            # a plan made with the DataFrame (PLAN_OPTION) is read as it is: Spark filters
+            if not self.opts.flag(PRUNE_OPTION, False) or self.opts.get(PLAN_OPTION):
                 return filters
             self.pushdown, unhandled = Pushdown.from_filters(filters)
+            self.per_query = True
             return unhandled
 
     class KafkaLogDataSource(DataSource):
@@ -215,7 +270,9 @@ def _datasource_classes() -> type:
             options = dict(self.options) if table is None else table
             opts = Options(options, log_ignored=False)
             # finds the partitions: a path that holds none, or is not there, fails now
-            partition_offsets(paths_list(paths_option(dict(options))), opts)
+            # (read() listed them already when it planned)
+            if opts.get(PLAN_OPTION) is None:
+                partition_offsets(paths_list(paths_option(dict(options))), opts)
             return kafka_schema(opts.include_headers, table)
 
         def _options(self, schema: Any) -> dict[str, Any]:
@@ -259,12 +316,12 @@ def _action_plan(paths: list[str], opts: Options, options: dict[str, Any],
     from pyspark import TaskContext
     context = TaskContext.get()
     if context is None:
-        return plan(paths, opts, pushdown)
+        return query_plan(paths, opts, pushdown, "worker")
     key = (context.stageId(), repr(paths),
            repr(sorted(options.items())), repr(pushdown))
     if key not in _ACTION_PLAN:
         _ACTION_PLAN.clear()
-        _ACTION_PLAN[key] = plan(paths, opts, pushdown)
+        _ACTION_PLAN[key] = query_plan(paths, opts, pushdown, "worker")
     return _ACTION_PLAN[key]
 
 

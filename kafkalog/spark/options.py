@@ -27,6 +27,9 @@ BOUND_OPTIONS = ("startingOffsets", "endingOffsets", "startingTimestamp", "endin
 # Set by kafkalog.spark.read: every scan of its DataFrame pushes a filter, so pushed filters
 # may prune (kafkalog.spark.datasource explains why others may not).
 PRUNE_OPTION = "kafkalog.pruneByFilters"
+# Set by kafkalog.spark.read past the parallel planning threshold: the file holding the
+# DataFrame's plan (kafkalog.spark.planning).
+PLAN_OPTION = "kafkalog.plan"
 
 # The options' names as written (suggested for a misspelt one), and their lower-case forms.
 _SPELLED = (
@@ -36,7 +39,7 @@ _SPELLED = (
     "minPartitions", "failOnDataLoss", "maxRecordsPerPartition",
     # kafkalog's own
     "validateCrc", "maxBytesPerTask", "readAboveHighWatermark", "path", "paths",
-    "storageOptions", "rsmKeys", PRUNE_OPTION,
+    "storageOptions", "rsmKeys", "parallelPlanningThreshold", PRUNE_OPTION, PLAN_OPTION,
     # streaming
     "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay",
     # Spark's, ignored (_IGNORED)
@@ -128,7 +131,7 @@ class Options:
             if chosen[0] == "subscribePattern" and not value.strip():
                 raise InvalidConfigError("Pattern to subscribe is empty as specified value for "
                                          f"option 'subscribePattern' is '{value}'")
-        for name in ("minPartitions", "maxRecordsPerPartition"):
+        for name in ("minPartitions", "maxRecordsPerPartition", "parallelPlanningThreshold"):
             n = self.integer(name)
             if n is not None and n <= 0:
                 raise InvalidConfigError(f"{name} must be positive")

@@ -27,9 +27,10 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from kafkalog.errors import InvalidConfigError, OffsetOutOfRangeError
-from kafkalog.scan.planner import partition_offsets, plan_ranges
+from kafkalog.scan.planner import partition_offsets
 from kafkalog.scan.reader import read_task
 from kafkalog.spark.options import Options, paths_list, paths_option
+from kafkalog.spark.planning import microbatch_plan
 from kafkalog.spark.schema import declared_not_null
 from kafkalog.spark.worker import tune_worker_process
 
@@ -237,7 +238,7 @@ class KafkaLogStream:
              end: Mapping[str, Any] | None) -> list[dict[str, Any]]:
         """The read tasks (JSON-able dicts for ``read_task``) of a micro-batch."""
         ranges = self.ranges(start, end)
-        return plan_ranges(self.paths, self.opts, ranges) if ranges else []
+        return microbatch_plan(self.paths, self.opts, ranges) if ranges else []
 
 
 def read_stream_task(task: dict[str, Any], columns: list[str] | None = None,
