@@ -151,3 +151,28 @@ def test_a_base_offset_damaged_upwards_is_the_one_skipped(fixture_copy):
     assert [(p["code"], p["offset"]) for p in verify_partition(directory)["problems"]] == \
         [("offsets_not_increasing", 16024)]
     assert salvage_partition(directory).record_count == 29990
+
+
+def test_every_reader_names_the_batch_damaged_upwards(fixture_copy):
+    """The upper bound (the next segment's base offset) in Log.records, iter_batches(path) and
+    dump: the error or report names batch 15000-15009 claiming 16024, not the batch after."""
+    from kafkalog.dump import DumpReport, dump_partition, dump_segment
+    directory = fixture_copy("multiseg-0")
+    path = directory / "00000000000000014000.log"
+    data = bytearray(path.read_bytes())
+    rows = walk_segment(bytes(data)).batches
+    pos = int(rows["position"][rows["base_offset"] == 15000][0])
+    struct.pack_into(">q", data, pos, 15000 ^ (1 << 10))          # 16024
+    path.write_bytes(bytes(data))
+    with Log.open(directory, read_only=True) as log:
+        for read in (lambda: list(log.records(14000)), lambda: list(log.record_tables(14000))):
+            with pytest.raises(OffsetsOutOfOrderError) as e:
+                read()
+            assert (e.value.position, e.value.base_offset) == (pos, 16024)
+    with pytest.raises(OffsetsOutOfOrderError) as e:
+        list(iter_batches(path))
+    assert (e.value.position, e.value.base_offset) == (pos, 16024)
+    report = DumpReport()
+    dump_segment(path, "none", report=report)
+    for problems in (dump_partition(directory, "none")["problems"], report.problems):
+        assert [p["position"] for p in problems] == [pos], problems
