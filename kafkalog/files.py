@@ -14,11 +14,12 @@ them, fewer from some tools), named ``<topic>-<partition>`` or, as 0.7's documen
 """
 from __future__ import annotations
 
+import bisect
 import collections
 import functools
 import os
 import re
-from typing import Iterable, NamedTuple
+from typing import Iterable, NamedTuple, Sequence
 
 from kafkalog._typing import StrPath
 from kafkalog.errors import InvalidPartitionError, InvalidTopicError, KafkaLogError
@@ -116,6 +117,14 @@ def offsets_of(names: Iterable[str], suffix: str, state: str = "") -> list[int]:
     """Sorted offsets of the names that are ``<20 digits><suffix><state>``."""
     return sorted(p[0] for p in map(parse_file_name, names)
                   if p is not None and p[1] == suffix and p[2] == state)
+
+
+def next_log_offset(log_offsets: Sequence[int], base_offset: int) -> int | None:
+    """The base offset of the segment after the one at ``base_offset``, of a directory's
+    sorted ``.log`` offsets (``offsets_of(names, LOG_SUFFIX)``): where that segment's offsets
+    must end (None: it is the last)."""
+    i = bisect.bisect_right(log_offsets, base_offset)
+    return log_offsets[i] if i < len(log_offsets) else None
 
 
 def log07_file_name(offset: int) -> str:

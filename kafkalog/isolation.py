@@ -76,10 +76,10 @@ class AbortedTxnFilter:
         return out
 
 
-def fetched_batches(read, reading, directory, offset, end, isolation, include_control,
+def fetched_batches(read, reading, local, offset, end, isolation, include_control,
                     max_bytes, validate_crc):
-    """The consumer's side of each read of [offset, end) of the log in ``directory``, read
-    with ``read(offset, max_bytes, isolation)`` (``Log.read``) and walked inside ``reading()``
+    """The consumer's side of each read of [offset, end) of ``local`` (the log's ``LocalLog``),
+    read with ``read(offset, max_bytes, isolation)`` (``Log.read``) and walked inside ``reading()``
     (the log's guard that turns a read cut by ``close()`` into LogClosedError): yields
     ``(data, batches, wanted, fetch_offset)``, the read's bytes, their walked batches (CRCs
     checked), a bool mask of the batches whose records are returned (control batches and
@@ -95,13 +95,17 @@ def fetched_batches(read, reading, directory, offset, end, isolation, include_co
         meta = info.fetch_offset_metadata
         # Offsets increase from the segment's base and across reads: a batch whose base
         # offset (not covered by its CRC) is damaged raises OffsetsOutOfOrderError.
+        # Below the next segment's base: a batch claiming a later segment's offsets is the
+        # one named, not the batch after it.
         floor = meta.segment_base_offset - 1
+        nxt = local.segments.higher(meta.segment_base_offset)
         with reading():
             walk = walk_segment(data, validate_crc=validate_crc,
                                 position_base=meta.relative_position_in_segment,
-                                path=file_path(directory, meta.segment_base_offset,
+                                path=file_path(local.directory, meta.segment_base_offset,
                                                LOG_SUFFIX),
-                                after=floor if after is None else max(after, floor))
+                                after=floor if after is None else max(after, floor),
+                                before=None if nxt is None else nxt.base_offset)
         batches = walk.batches
         if len(batches):
             wanted = np.ones(len(batches), dtype=bool) if include_control else \
@@ -122,11 +126,11 @@ def fetched_batches(read, reading, directory, offset, end, isolation, include_co
         info = data = walk = None
 
 
-def fetched_tables(read, reading, directory, offset, end, isolation, include_control,
+def fetched_tables(read, reading, local, offset, end, isolation, include_control,
                    max_bytes, validate_crc):
     """The ``RecordTable`` chunks of [offset, end): each read's wanted records
     (``fetched_batches``), decoded inside ``reading()``."""
-    for data, batches, wanted, start in fetched_batches(read, reading, directory, offset, end,
+    for data, batches, wanted, start in fetched_batches(read, reading, local, offset, end,
                                                         isolation, include_control, max_bytes,
                                                         validate_crc):
         with reading():
@@ -139,7 +143,7 @@ def fetched_tables(read, reading, directory, offset, end, isolation, include_con
             yield table.slice(keep)
 
 
-def fetched_records(read, reading, directory, offset, end, isolation, include_control,
+def fetched_records(read, reading, local, offset, end, isolation, include_control,
                     max_bytes, validate_crc):
     """The records of [offset, end) as iterators of ``Record``, one per read (chain them):
     the kernel's ``fetch_records`` over the wanted batches, a plain v2 batch decoded into its
@@ -147,7 +151,7 @@ def fetched_records(read, reading, directory, offset, end, isolation, include_co
     ``RecordBatch`` table, and a batch that crosses ``offset`` or ``end`` through its wanted
     rows. A batch's records are decoded and checked before the first is returned (the read's
     bytes are a copy: no file is read meanwhile)."""
-    for data, batches, wanted, start in fetched_batches(read, reading, directory, offset, end,
+    for data, batches, wanted, start in fetched_batches(read, reading, local, offset, end,
                                                         isolation, include_control, max_bytes,
                                                         validate_crc):
         inside = (batches["base_offset"] >= start) & (batches["last_offset"] < end)

@@ -21,6 +21,7 @@ from kafkalog.abstract_index import data_end
 from kafkalog.errors import CorruptIndexError, NotARegularFileError
 from kafkalog.files import DELETED_SUFFIX
 from kafkalog.index import OffsetIndex, TimeIndex
+from kafkalog.time_index import ENTRY_DTYPE as TIME_ENTRY
 from kafkalog.storage_local import file_kind, open_regular, open_regular_stat
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ class LazyIndex(Generic[_I]):
     ``learn_largest_timestamp()``, ``offset_index`` and its public facts (paths, size, config,
     ``report``).
     """
-    __slots__ = ("_segment", "_cls", "index", "distrusted", "_trim_to")
+    __slots__ = ("_segment", "_cls", "index", "distrusted", "_trim_to", "closes_between")
 
     def __init__(self, segment: IndexedSegment, cls: type[_I]) -> None:
         self._segment = segment
@@ -86,6 +87,8 @@ class LazyIndex(Generic[_I]):
         self.distrusted = False
         #: the size ``close`` trims the file to when it was dropped untrimmed (``drop``)
         self._trim_to: int | None = None
+        #: ``replace_file``'s finding, for its report
+        self.closes_between = False
 
     @property
     def path(self) -> str:
@@ -280,7 +283,8 @@ class LazyIndex(Generic[_I]):
     def replace_file(self, data: bytes) -> int | None:
         """Make the index file hold exactly ``data`` (entries rebuilt from the log). Returns
         -1 when it already did, else how many valid entries (before an all-zero tail) it
-        held, or None when it was missing.
+        held, or None when it was missing. ``closes_between`` then says whether it was a
+        time index holding these entries with the entries of earlier closes between them.
 
         Changed contents go to ``<path>.deleted`` renamed over the file: a reader still
         mapping the old file keeps it whole (a file cut under a mapping faults, SIGBUS), and a
@@ -294,6 +298,7 @@ class LazyIndex(Generic[_I]):
                 st = None
             if st is not None and st.st_size == 0 and stat.S_ISREG(st.st_mode):
                 return -1
+        closed_between = False
         try:
             fd, st = open_regular_stat(path, os.O_RDWR)
         except FileNotFoundError:
@@ -319,6 +324,8 @@ class LazyIndex(Generic[_I]):
                     os.ftruncate(fd, len(data))
                     return -1
                 before = _entries_before_zero_tail(fd, written, entry_size)
+                closed_between = self._cls is TimeIndex and written <= 1 << 24 and \
+                    _with_close_entries(os.pread(fd, before * entry_size, 0), data)
             finally:
                 os.close(fd)
         temp = path + DELETED_SUFFIX
@@ -328,16 +335,36 @@ class LazyIndex(Generic[_I]):
         finally:
             os.close(fd)
         os.replace(temp, path)
+        self.closes_between = closed_between
         return before
 
 
+def _with_close_entries(old, new):
+    """Whether time index bytes ``old`` are the rebuilt entries ``new`` with entries between
+    them in order, as a segment closed and reopened holds: each close appended the largest
+    timestamp so far (as Kafka's), which a recovery, writing one final entry, does not."""
+    size = TIME_ENTRY.itemsize
+    if not new or len(old) % size or len(old) <= len(new):
+        return False
+    old_entries = np.frombuffer(old, TIME_ENTRY)
+    new_entries = np.frombuffer(new, TIME_ENTRY)
+    ts, offsets = old_entries["ts"], old_entries["rel"]
+    if (ts[1:] <= ts[:-1]).any() or (offsets[1:] < offsets[:-1]).any() or \
+            old_entries[-1] != new_entries[-1]:
+        return False
+    # every rebuilt entry among the old ones (timestamps increase: one search each)
+    at = np.searchsorted(ts, new_entries["ts"])
+    return bool((at < len(ts)).all() and (old_entries[np.minimum(at, len(ts) - 1)] ==
+                                           new_entries).all())
+
+
 def replace_index_files(segment: IndexedSegment, contents: Iterable[tuple[LazyIndex, bytes]]
-                        ) -> list[tuple[str, int | None, int]]:
+                        ) -> list[tuple[str, int | None, int, bool]]:
     """Make each index file of ``segment`` hold exactly its bytes (``contents``: (LazyIndex,
     bytes) pairs, ``recovery_summary``'s), in one write each; a file that holds them already is
     left alone. The open index objects are dropped first (reopened lazily: the loader then
     holds no descriptor for a recovered segment). Returns, for each file changed, (path,
-    entries before or None when it was missing, entries after)."""
+    entries before or None when it was missing, entries after, ``closes_between``)."""
     contents = list(contents)
     with segment.index_lock:
         # Dropped, not closed: a reader still holding one keeps its mapping (of the old
@@ -348,7 +375,8 @@ def replace_index_files(segment: IndexedSegment, contents: Iterable[tuple[LazyIn
     for lazy, data in contents:
         before = lazy.replace_file(data)
         if before != -1:
-            rebuilt.append((lazy.path, before, len(data) // lazy.entry_size))
+            rebuilt.append((lazy.path, before, len(data) // lazy.entry_size,
+                            lazy.closes_between))
     return rebuilt
 
 

@@ -506,7 +506,7 @@ class Log:
         limit = self._max_offset(isolation)
         offset = self._log_start_offset if start_offset is None else start_offset
         end = limit if end_offset is None else min(end_offset, limit)
-        yield from fetch(self.read, self._reading, self.path, offset, end, isolation, *args)
+        yield from fetch(self.read, self._reading, self._local, offset, end, isolation, *args)
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with a timestamp >= ``timestamp``; -2 gives

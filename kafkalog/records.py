@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kafkalog import codecs, storage
-from kafkalog.files import parse_file_name
+from kafkalog.files import LOG_SUFFIX, next_log_offset, offsets_of, parse_file_name
 from kafkalog._kernels import (
     BatchView, batch_records, batch_views, check_batches, decode_legacy_records,
     decode_v2_records, make_records, span_bytes, table_records,
@@ -28,7 +28,8 @@ from kafkalog.control_records import (  # noqa: F401
     ControlType, check_control_keys, parse_control_record,
 )
 from kafkalog.errors import (
-    CorruptRecordError, KafkaLogError, LogNotFoundError, NotASegmentFileError, UnknownCodecError,
+    CorruptRecordError, KafkaLogError, LogNotFoundError, NotASegmentFileError,
+    OffsetsOutOfOrderError, UnknownCodecError,
 )
 from kafkalog.segment_walker import ITERATE, ITERATE_STRICT, walk_segment
 from kafkalog.storage_local import cut_under
@@ -246,9 +247,20 @@ def _walked(buffer_or_path, validate_crc, strict, storage_options, rsm_keys):
                                    "(open a directory with Log.open)") from None
     # A segment's batches start at the base offset its name carries, and increase.
     parsed = parse_file_name(os.path.basename(os.fspath(path))) if path is not None else None
-    walk = walk_segment(buf, policy=ITERATE_STRICT if strict else ITERATE,
-                        validate_crc=validate_crc, path=path,
-                        after=parsed[0] - 1 if parsed is not None else None)
+    policy = ITERATE_STRICT if strict else ITERATE
+    after = parsed[0] - 1 if parsed is not None else None
+    walk = walk_segment(buf, policy=policy, validate_crc=validate_crc, path=path, after=after)
+    if isinstance(walk.error, OffsetsOutOfOrderError) and parsed is not None:
+        # and end below the next segment's: a batch claiming a later segment's offsets is the
+        # one named (the directory is listed only then, not on every call)
+        try:
+            before = next_log_offset(offsets_of(storage.listdir(os.path.dirname(
+                os.fspath(path))), LOG_SUFFIX), parsed[0])
+        except OSError:
+            before = None
+        if before is not None:
+            walk = walk_segment(buf, policy=policy, validate_crc=validate_crc, path=path,
+                                after=after, before=before)
     return buf, walk.batches, path, walk.raise_for_outcome
 
 

@@ -84,7 +84,7 @@ class LogSegment:
         #: where a repair found after loading goes (the loader's RecoveryReport.add)
         self.report: Callable[..., None] | None = None
         #: by ``recover``: [(index path, entries before or None if missing, after)] changed
-        self.rebuilt_indexes: list[tuple[str, int | None, int]] = []
+        self.rebuilt_indexes: list[tuple[str, int | None, int, bool]] = []
         self._final_time_entry: TimestampOffset | None = None  # written by recovery
         self._active = False       # set by LocalLog for the segment appends go to
         # ``size`` may come from the loader's directory scan.

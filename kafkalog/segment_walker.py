@@ -437,13 +437,14 @@ class FileWalk:
     ``events`` holds what the walk met (file positions) and ``stop`` where it ended. A cut at
     ``end`` < ``size`` (bytes not asked for) is no damage. It stops at the first damage other
     than a kept CRC failure (it does not resynchronise, nor read past a cut batch for an
-    intact one: only, for zeros, the rest of the file). ``after``: as ``walk_segment``'s."""
+    intact one: only, for zeros, the rest of the file). ``after``, ``before``: as
+    ``walk_segment``'s."""
 
     def __init__(self, read: Callable[[int, int], bytes], end: int, size: int, *,
                  policy: WalkPolicy = DUMP, validate_crc: bool = True,
                  last_segment: bool = True, path: StrPath | None = None,
                  first: int = 64 * 1024, most: int = 256 * 1024,
-                 after: int | None = None) -> None:
+                 after: int | None = None, before: int | None = None) -> None:
         self.read = read
         self.end = end
         self.size = size
@@ -454,6 +455,7 @@ class FileWalk:
         self.first = first
         self.most = most
         self.after = after
+        self.before = before
         self.events: list[WalkEvent] = []
         self.stop = 0
         self.error: KafkaLogError | None = None
@@ -471,7 +473,7 @@ class FileWalk:
                 buf, validate_crc=self.validate_crc, stop_on_invalid=not keep_crc)
             cut, met = None, len(self.events)
             if policy.on_out_of_order is not None and len(batches):
-                batches, self.after, cut = _in_order(batches, self.after, None,
+                batches, self.after, cut = _in_order(batches, self.after, self.before,
                                                      policy.on_out_of_order, self.events,
                                                      policy, self.path, pos, buf)
             if keep_crc:

@@ -15,6 +15,9 @@ from kafkalog.errors import (
     CorruptIndexError, IndexFullError, InvalidOffsetError, InvalidTimestampError,
 )
 
+#: a time index entry as the file holds it: (timestamp, offset relative to the base)
+ENTRY_DTYPE = np.dtype([("ts", ">i8"), ("rel", ">i4")])
+
 
 class TimestampOffset(NamedTuple):
     """A time index entry: a timestamp (ms) and an absolute offset."""
@@ -134,7 +137,7 @@ class TimeIndex(AbstractIndex):
             self._relative(int(offsets[-1]))
             self._require_writable()
             self._reserve((self._entries + n) * self.entry_size)
-            entries = np.empty(n, dtype=[("ts", ">i8"), ("rel", ">i4")])
+            entries = np.empty(n, dtype=ENTRY_DTYPE)
             entries["ts"] = timestamps
             entries["rel"] = offsets - self.base_offset
             start = self._entries * self.entry_size

@@ -596,3 +596,16 @@ def test_reopening_a_cleanly_closed_log_changes_nothing(tmp_path, caplog):
             log.append(records(n, start_ts=1000 + session * 100))
         log.close()
     assert "did not match" not in caplog.text and "stray" not in caplog.text
+
+
+def test_an_active_segment_across_sessions_reopens_silently(tmp_path, caplog):
+    """Each close appends the largest timestamp so far to the active segment's time index (as
+    Kafka's); the recovery of the next open writes only the last: the earlier ones are no
+    damage to report. The index is still rebuilt as Kafka's recovery rebuilds it."""
+    for session in range(4):
+        log = open_log(tmp_path, **{"segment.bytes": 1 << 20, "index.interval.bytes": 200})
+        assert log.recovery_report.actions == [], (session, log.recovery_report.actions)
+        for k in range(7):
+            log.append(records(3, start_ts=1000 + session * 100 + k * 5))
+        log.close()
+    assert len(log.segments) == 1 and "did not match" not in caplog.text

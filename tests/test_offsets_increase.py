@@ -83,14 +83,15 @@ def test_the_streamed_walk_carries_the_bound_across_stretches(impl):
 
 
 # ----------------------------------------------------------------- the issue's scenario
-def _flipped(fixture_copy):
-    """multiseg-0 with one bit of batch 15000-15009's base offset flipped: it claims 10904."""
+def _flipped(fixture_copy, bit=12):
+    """multiseg-0 with one bit of batch 15000-15009's base offset flipped: it claims 10904
+    (bit 12) or 16024 (bit 10, the next segment's offsets)."""
     directory = fixture_copy("multiseg-0")
     path = directory / "00000000000000014000.log"
     data = bytearray(path.read_bytes())
     rows = walk_segment(bytes(data)).batches
     pos = int(rows["position"][rows["base_offset"] == 15000][0])
-    struct.pack_into(">q", data, pos, 15000 ^ (1 << 12))
+    struct.pack_into(">q", data, pos, 15000 ^ (1 << bit))
     path.write_bytes(bytes(data))
     return directory, path, pos
 
@@ -136,13 +137,7 @@ def test_a_base_offset_damaged_upwards_is_the_one_skipped(fixture_copy):
     of order, not the thousands of offsets after it."""
     pytest.importorskip("pyarrow")
     from kafkalog import read_arrow
-    directory = fixture_copy("multiseg-0")
-    path = directory / "00000000000000014000.log"
-    data = bytearray(path.read_bytes())
-    rows = walk_segment(bytes(data)).batches
-    pos = int(rows["position"][rows["base_offset"] == 15000][0])
-    struct.pack_into(">q", data, pos, 15000 ^ (1 << 10))          # 16024
-    path.write_bytes(bytes(data))
+    directory, path, pos = _flipped(fixture_copy, bit=10)          # 16024
     with pytest.raises(OffsetsOutOfOrderError) as e:
         read_arrow(directory)
     assert (e.value.position, e.value.base_offset) == (pos, 16024)
@@ -151,3 +146,22 @@ def test_a_base_offset_damaged_upwards_is_the_one_skipped(fixture_copy):
     assert [(p["code"], p["offset"]) for p in verify_partition(directory)["problems"]] == \
         [("offsets_not_increasing", 16024)]
     assert salvage_partition(directory).record_count == 29990
+
+
+def test_every_reader_names_the_batch_damaged_upwards(fixture_copy):
+    """The upper bound (the next segment's base offset) in Log.records, iter_batches(path) and
+    dump: the error or report names batch 15000-15009 claiming 16024, not the batch after."""
+    from kafkalog.dump import DumpReport, dump_partition, dump_segment
+    directory, path, pos = _flipped(fixture_copy, bit=10)          # 16024
+    with Log.open(directory, read_only=True) as log:
+        for read in (lambda: list(log.records(14000)), lambda: list(log.record_tables(14000))):
+            with pytest.raises(OffsetsOutOfOrderError) as e:
+                read()
+            assert (e.value.position, e.value.base_offset) == (pos, 16024)
+    with pytest.raises(OffsetsOutOfOrderError) as e:
+        list(iter_batches(path))
+    assert (e.value.position, e.value.base_offset) == (pos, 16024)
+    report = DumpReport()
+    dump_segment(path, "none", report=report)
+    for problems in (dump_partition(directory, "none")["problems"], report.problems):
+        assert [p["position"] for p in problems] == [pos], problems

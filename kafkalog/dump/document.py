@@ -73,11 +73,12 @@ def _partition_json(path, options, report):
     if options.limits():
         head["limits"] = options.limits()
     yield _dumps(head)[:-1] + ', "segments": ['
-    bases = segments_in_range(offsets_of(names, LOG_SUFFIX), options)
-    for i, base in enumerate(bases):
+    logs = offsets_of(names, LOG_SUFFIX)
+    for i, base in enumerate(segments_in_range(logs, options)):
         if i:
             yield ", "
-        yield from _segment_json(file_path(path, base, LOG_SUFFIX), options, report)
+        yield from _segment_json(file_path(path, base, LOG_SUFFIX), options, report,
+                                 log_offsets=logs)
     kraft = kraft_snapshot_files(path)
     if kraft:       # KRaft snapshots (__cluster_metadata), each like a segment
         yield '], "kraft_snapshots": ['
@@ -121,8 +122,8 @@ def _file_json(path, options, report):
     yield f', "problems": {_dumps(report.problems[first_problem:])}}}'
 
 
-def _segment_json(log_path, options, report, indexes=True):
-    scan = SegmentScan(log_path, options, report)
+def _segment_json(log_path, options, report, indexes=True, log_offsets=None):
+    scan = SegmentScan(log_path, options, report, log_offsets)
     decoder = decoder_of(log_path, options)
     yield (f'{{"base_offset": {scan.base_offset}, "log_file": {_dumps(scan.name)}, '
            f'"log_size": {scan.size}, "batches": [')

@@ -69,8 +69,10 @@ def _partition_text(path, options, report):
     yield (f"Partition directory {name} (topic {tp[0]}, partition {tp[1]})\n" if tp else
            f"Partition directory {name}\n")
     names = sorted(storage.listdir(path))
-    for base in segments_in_range(offsets_of(names, LOG_SUFFIX), options):
-        yield from _segment_text(file_path(path, base, LOG_SUFFIX), options, report)
+    logs = offsets_of(names, LOG_SUFFIX)
+    for base in segments_in_range(logs, options):
+        yield from _segment_text(file_path(path, base, LOG_SUFFIX), options, report,
+                                 log_offsets=logs)
     for _, checkpoint in kraft_snapshot_files(path):      # KRaft snapshots dump like segments
         yield from _segment_text(checkpoint, options, report, indexes=False)
     for o in offsets_of(names, SNAPSHOT_SUFFIX):
@@ -101,8 +103,8 @@ def _file_text(path, options, report):
         yield _lines(_epoch_lines(path, report))
 
 
-def _segment_text(log_path, options, report, indexes=True):
-    scan = SegmentScan(log_path, options, report)
+def _segment_text(log_path, options, report, indexes=True, log_offsets=None):
+    scan = SegmentScan(log_path, options, report, log_offsets)
     yield f"Dumping {log_path}\nLog starting offset: {scan.base_offset}\n"
     payload = _PAYLOAD_RENDERERS[options.payload]
     decoder = decoder_of(log_path, options)

@@ -28,7 +28,9 @@ from kafkalog._kernels import span_bytes
 from kafkalog._layout import BATCH_DTYPE
 from kafkalog.errors import InternalRecordError, InvalidConfigError, KafkaLogError
 from kafkalog.control_records import ControlType, parse_control_record
-from kafkalog.files import parse_file_name, topic_partition_or_none
+from kafkalog.files import (
+    LOG_SUFFIX, next_log_offset, offsets_of, parse_file_name, topic_partition_or_none,
+)
 from kafkalog.internal.decode import DECODERS, decode_control, decode_record, decoder_for_topic
 from kafkalog.records import (
     COMPRESSION_MASK, CONTROL_MASK, DELETE_HORIZON_MASK, NO_SEQUENCE, TRANSACTIONAL_MASK,
@@ -221,13 +223,23 @@ class SegmentScan:
     they are damaged or torn), ``next_offset``, ``record_count``, ``records_sha256``.
     """
 
-    def __init__(self, path, options, report):
+    def __init__(self, path, options, report, log_offsets=None):
         self.path = os.fspath(path)
         self.name = os.path.basename(self.path)
         parsed = parse_file_name(self.name)
         self.base_offset = parsed[0] if parsed else 0
-        # a segment's batches start at the base offset its name carries
+        # a segment's batches start at the base offset its name carries and end below the
+        # next segment's (``log_offsets``: its directory's sorted .log offsets, else listed)
         self._after = parsed[0] - 1 if parsed else None
+        self._before = None
+        if parsed:
+            if log_offsets is None:
+                try:
+                    log_offsets = offsets_of(storage.listdir(os.path.dirname(self.path)),
+                                             LOG_SUFFIX)
+                except OSError:
+                    log_offsets = []
+            self._before = next_log_offset(log_offsets, parsed[0])
         self.options = options
         self.report = report
         try:
@@ -262,7 +274,7 @@ class SegmentScan:
                 return f.read(n)
             walk = FileWalk(read, self.end, self.size, policy=DUMP, path=self.path,
                             first=_FIRST_CHUNK, most=_MAX_CHUNK,
-                            after=self._after)
+                            after=self._after, before=self._before)
             read_to = 0
             for pos, buf, batches in walk:
                 progress.advance(pos + len(buf) - read_to)    # stretches may overlap
