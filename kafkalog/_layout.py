@@ -36,6 +36,18 @@ first, so neither side has hidden padding in the middle).
 """
 import numpy as np
 
+
+# v2 batch attributes
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_MASK = 0x10
+CONTROL_MASK = 0x20
+DELETE_HORIZON_MASK = 0x40
+
+NO_SEQUENCE = -1
+NO_PRODUCER_ID = -1
+NO_PARTITION_LEADER_EPOCH = -1
+
 LOG_OVERHEAD = 12            # offset + size, in front of every batch / legacy entry
 HEADER_SIZE_UP_TO_MAGIC = 17
 V2_HEADER_SIZE = 61

@@ -8,8 +8,8 @@ sets v0/v1, including compressed wrapper messages (see FORMAT.md).
 """
 from __future__ import annotations
 
+import contextlib
 import enum
-import mmap
 import os
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence, Union
 
@@ -22,7 +22,11 @@ from kafkalog._kernels import (
     BatchView, batch_records, batch_views, check_batches, decode_legacy_records,
     decode_v2_records, make_records, span_bytes, table_records,
 )
-from kafkalog._layout import BATCH_DTYPE, RECORD_DTYPE, HEADER_DTYPE, V2_HEADER_SIZE
+from kafkalog._layout import (  # noqa: F401  (the masks and NO_* are this module's API too)
+    BATCH_DTYPE, COMPRESSION_MASK, CONTROL_MASK, DELETE_HORIZON_MASK, HEADER_DTYPE,
+    NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, RECORD_DTYPE, TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK, V2_HEADER_SIZE,
+)
 # ControlType and parse_control_record are part of this module's API (kept importable from here)
 from kafkalog.control_records import (  # noqa: F401
     ControlType, check_control_keys, parse_control_record,
@@ -37,21 +41,10 @@ from kafkalog.storage_local import cut_under
 if TYPE_CHECKING:
     from kafkalog._core import Record
     from kafkalog._typing import StrPath
+    import mmap
 
     #: What ``iter_batches`` reads: a path, or a buffer of batches (bytes, an mmap, ...).
     BufferOrPath = Union[StrPath, bytes, bytearray, memoryview, mmap.mmap]
-
-# v2 batch attributes
-COMPRESSION_MASK = 0x07
-TIMESTAMP_TYPE_MASK = 0x08
-TRANSACTIONAL_MASK = 0x10
-CONTROL_MASK = 0x20
-DELETE_HORIZON_MASK = 0x40
-
-NO_SEQUENCE = -1
-NO_PRODUCER_ID = -1
-NO_PARTITION_LEADER_EPOCH = -1
-
 
 class TimestampType(enum.IntEnum):
     """Kafka's timestamp types (the values are Kafka's and Spark's ``timestampType``)."""
@@ -245,22 +238,19 @@ def _walked(buffer_or_path, validate_crc, strict, storage_options, rsm_keys):
     except IsADirectoryError:
         raise NotASegmentFileError(f"{path}: a directory, where a segment file is expected "
                                    "(open a directory with Log.open)") from None
-    # A segment's batches start at the base offset its name carries, and increase.
+    # A segment's batches start at the base offset its name carries, increase, and end below
+    # the next segment's base: that one is looked up (its directory listed) only when a batch
+    # is out of order, so that the batch named is the damaged one.
     parsed = parse_file_name(os.path.basename(os.fspath(path))) if path is not None else None
+    bounds = {"after": parsed[0] - 1} if parsed is not None else {}
     policy = ITERATE_STRICT if strict else ITERATE
-    after = parsed[0] - 1 if parsed is not None else None
-    walk = walk_segment(buf, policy=policy, validate_crc=validate_crc, path=path, after=after)
+    walk = walk_segment(buf, policy=policy, validate_crc=validate_crc, path=path, **bounds)
     if isinstance(walk.error, OffsetsOutOfOrderError) and parsed is not None:
-        # and end below the next segment's: a batch claiming a later segment's offsets is the
-        # one named (the directory is listed only then, not on every call)
-        try:
-            before = next_log_offset(offsets_of(storage.listdir(os.path.dirname(
-                os.fspath(path))), LOG_SUFFIX), parsed[0])
-        except OSError:
-            before = None
-        if before is not None:
+        with contextlib.suppress(OSError):
+            names = storage.listdir(os.path.dirname(os.fspath(path)))
+            bounds["before"] = next_log_offset(offsets_of(names, LOG_SUFFIX), parsed[0])
             walk = walk_segment(buf, policy=policy, validate_crc=validate_crc, path=path,
-                                after=after, before=before)
+                                **bounds)
     return buf, walk.batches, path, walk.raise_for_outcome
 
 
@@ -405,11 +395,8 @@ def decode_batches(buf: Any, batches: np.ndarray, path: StrPath | None = None
         return empty_table()
     try:
         return _decode_batches(buf, batches, path)
-    except CorruptRecordError:
-        cut = cut_under(buf)
-        if cut is not None:
-            raise cut from None
-        raise
+    except CorruptRecordError as e:    # bytes that changed under a mapping are not damage
+        raise cut_under(buf) or e
 
 
 def _decode_batches(buf, batches, path):
