@@ -11,8 +11,10 @@ from setuptools import Extension, setup
 
 if os.environ.get("KAFKALOG_SANITIZE") == "1":
     # -O1 keeps the reports' stacks true to the source; -fno-sanitize-recover makes every
-    # UBSan check fatal, so nothing reported can be missed in a passing run.
-    compile_args = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all",
+    # UBSan check fatal, so nothing reported can be missed in a passing run; -fno-wrapv undoes
+    # CPython's -fwrapv (its CFLAGS), under which UBSan cannot see a signed overflow: the
+    # kernels must not wrap silently (the wraps they mean go through uint64_t).
+    compile_args = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-wrapv",
                     "-fno-omit-frame-pointer", "-O1", "-g"]
     link_args = ["-fsanitize=address,undefined"]
 else:

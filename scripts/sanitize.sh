@@ -52,19 +52,32 @@ echo "== build: the extension with -fsanitize=address,undefined (log: $work/buil
 build_s=$((SECONDS - t0))
 
 asan_lib=$(gcc -print-file-name=libasan.so)
+ubsan_lib=$(gcc -print-file-name=libubsan.so)
 so=$(ls "$src"/kafkalog/_core*.so)
 readelf -d "$so" | grep -q 'NEEDED.*libasan' \
   || { echo "$so is not linked with AddressSanitizer"; exit 1; }
 # Every report goes to a file of $logs (also a subprocess's); any file there fails the run.
 rm -rf "$logs" && mkdir -p "$logs"
-export LD_PRELOAD=$asan_lib${LD_PRELOAD:+:$LD_PRELOAD}
+export LD_PRELOAD=$asan_lib:$ubsan_lib${LD_PRELOAD:+:$LD_PRELOAD}
 # detect_leaks=0: CPython's own allocations look leaked at exit. handle_sigbus=0 and
 # allow_user_segv_handler=1: kafkalog's SIGBUS handler (a file shrinking under a mapping
 # becomes a typed error) must be the one that runs. detect_odr_violation=0: numpy and pyarrow
 # load libraries that define the same globals.
 export ASAN_OPTIONS="detect_leaks=0:handle_sigbus=0:allow_user_segv_handler=1:\
 detect_odr_violation=0:halt_on_error=1:abort_on_error=0:log_path=$logs/asan"
-export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$logs/ubsan"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+# UBSan beside ASan (gcc) ignores log_path: its call to set the report path reaches ASan's copy
+# of that function. Every Python process of the run (PYTHONPATH reaches subprocesses) sets
+# UBSan's own at startup, so a report lands in $logs and is not lost in a captured stderr.
+mkdir -p "$work/site"
+cat > "$work/site/sitecustomize.py" <<PY
+import ctypes
+ctypes.CDLL("$ubsan_lib").__sanitizer_set_report_path(b"$logs/ubsan")
+PY
+export PYTHONPATH=$work/site${PYTHONPATH:+:$PYTHONPATH}
+# Python objects (bytes, bytearrays: the buffers the tests hand the kernels) from malloc, not
+# pymalloc's arenas, so ASan sees their bounds.
+export PYTHONMALLOC=malloc
 export KAFKALOG_SHARED=$shared
 unset KAFKALOG_NO_EXTENSIONS
 
@@ -90,8 +103,8 @@ status=0
 "$PY" -m pytest -q -p no:cacheprovider "${xdist[@]}" "${tests[@]}" "$@" || status=$?
 tests_s=$((SECONDS - t0))
 if compgen -G "$logs/*" > /dev/null; then
-  echo "== sanitizer reports ($(ls "$logs" | wc -l) files in $logs)"
-  cat "$logs"/*
+  echo "== sanitizer reports ($(ls "$logs" | wc -l) files in $logs; the first 40 lines of each)"
+  for f in "$logs"/*; do echo "-- $f"; head -40 "$f"; done
   exit 1
 fi
 exit $status
