@@ -10,6 +10,8 @@
 # that changed since the last run. Only the extension is instrumented; CPython, numpy and pyarrow
 # are not, so the ASan runtime is preloaded (LD_PRELOAD) into every Python process of the run.
 #   SANITIZE_JOBS   pytest processes (default 2; 0 runs in this process)
+#   SANITIZE_FUZZ   also run scripts/fuzz_stress.py for this many cases, plain and --crc-valid
+#                   (default 0: not run)
 #   PYTHON          the interpreter with the test dependencies (default .venv/bin/python)
 #   KAFKALOG_SHARED the shared fixtures (default ../shared beside the checkout)
 set -euo pipefail
@@ -23,9 +25,9 @@ src=$work/src
 logs=$work/reports
 report() {
   local status=$?
-  printf 'sanitize: %s after %d s (build %s s, tests %s s)\n' \
+  printf 'sanitize: %s after %d s (build %s s, tests %s s%s)\n' \
     "$([ $status -eq 0 ] && echo clean || echo FAILED)" $((SECONDS - started)) \
-    "${build_s:-?}" "${tests_s:-?}"
+    "${build_s:-?}" "${tests_s:-?}" "${fuzz_s:+, fuzz $fuzz_s s}"
 }
 trap report EXIT
 
@@ -102,6 +104,13 @@ t0=$SECONDS
 status=0
 "$PY" -m pytest -q -p no:cacheprovider "${xdist[@]}" "${tests[@]}" "$@" || status=$?
 tests_s=$((SECONDS - t0))
+fuzz=${SANITIZE_FUZZ:-0}
+if [ "$fuzz" -gt 0 ]; then
+  echo "== fuzz: scripts/fuzz_stress.py $fuzz, plain and --crc-valid"
+  "$PY" scripts/fuzz_stress.py "$fuzz" || status=$?
+  "$PY" scripts/fuzz_stress.py "$fuzz" --crc-valid || status=$?
+  fuzz_s=$((SECONDS - t0 - tests_s))
+fi
 if compgen -G "$logs/*" > /dev/null; then
   echo "== sanitizer reports ($(ls "$logs" | wc -l) files in $logs; the first 40 lines of each)"
   for f in "$logs"/*; do echo "-- $f"; head -40 "$f"; done
