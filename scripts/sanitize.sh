@@ -89,7 +89,7 @@ kafkalog._core.__file__ == '$so' else 'the sanitized kafkalog._core did not load
 tests=()
 for pattern in test_twins\*.py test_kernels.py test_kernel_selection.py test_read_kernels.py \
     test_crc_kernel.py test_compaction_kernels.py test_fuzz_\*.py test_hostile_files.py \
-    test_reentrancy\*.py test_live_writer\*.py test_shrink\*.py; do
+    test_reentrancy\*.py test_live_writer\*.py test_shrink\*.py test_offsets_increase\*.py; do
   for f in tests/$pattern; do [ -e "$f" ] && tests+=("$f"); done
 done
 # test_faults.py: only its fuzzers (its fault injection and thread races run no new kernel code).
