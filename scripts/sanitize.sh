@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the compiled extension with AddressSanitizer and UndefinedBehaviorSanitizer and runs,
 # under them, the tests that drive the kernels hardest: the twin tests (both kernel sets on the
-# same inputs), the fuzz and hostile-input tests, and the re-entrancy, thread, shrinking-file and
-# live-writer tests when the checkout has them. Fails on any sanitizer report (and on any failed
+# same inputs), the fuzz and hostile-input tests, and the re-entrancy, thread, live-writer and
+# offsets-must-increase tests when the checkout has them. Fails on any sanitizer report (and on any failed
 # test); prints each step's wall time. Arguments are passed to pytest (e.g. -x, -k NAME).
 #
 # The build happens in a copy of the checkout (build/sanitize/src; the checkout's own compiled
