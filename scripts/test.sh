@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets everything up, then runs every check once, printing each stage's wall time and the total:
-# setup, ruff, mypy, the whole test suite (compiled kernels), asv check, the wheel, the Spark
-# cluster example. Arguments are passed to pytest.
+# setup, ruff, mypy, the whole test suite (compiled kernels), the kernels' tests under ASan and
+# UBSan, asv check, the wheel, the Spark cluster example. Arguments are passed to pytest.
 #
 # The pure-Python kernels are proven in the same run by the twin tests, which call both kernel
 # sets on the same inputs. To run the whole suite on the pure-Python kernels instead:
@@ -40,6 +40,8 @@ stage mypy "the public API's annotations" .venv/bin/mypy kafkalog
 # process kept about one of the two cores busy (Spark jobs, subprocesses and servers wait).
 stage pytest "the whole suite, compiled kernels (pure-Python ones by their twin tests)" \
   .venv/bin/python -m pytest -q -n 2 --dist loadfile "$@"
+stage sanitize "the kernels' twin and fuzz tests under ASan and UBSan (docs/reliability.md)" \
+  bash scripts/sanitize.sh
 stage asv "asv benchmark suite (discovery and setup checks)" asv_check
 stage wheel "the wheel: installed in a fresh venv, tested from outside the source tree" \
   bash scripts/wheel_check.sh
