@@ -346,7 +346,9 @@ def _listed_tasks(key, replicas, max_bytes):
         tasks.append({
             "topic": key[0], "partition": key[1], "dir": replica.path, "segment": base,
             "start_pos": 0, "end_pos": size, "start_offset": log_start, "end_offset": end,
-            "aborted": [], "segment_size": size})
+            "aborted": [], "segment_size": size,
+            # the next segment's base bounds this one's offsets (the walker's order check)
+            "segment_end": segments[i + 1][0] if i + 1 < len(segments) else None})
     return tasks
 
 
