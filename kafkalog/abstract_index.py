@@ -158,7 +158,7 @@ class AbstractIndex:
         """An existing index opened read-only with only its written entries (the all-zero
         tail a crash leaves in a preallocated index is left out); released on exit. ``path``
         may be an fsspec URL (read whole), with the filesystem's ``storage_options``."""
-        index = cls(storage.configure(os.fspath(path), storage_options), base_offset,
+        index = cls(storage.locate(os.fspath(path), storage_options).root, base_offset,
                     writable=False)
         try:
             index.drop_zero_tail()

@@ -93,7 +93,7 @@ def _log_bytes(paths):
             if not storage.isdir(path):
                 total += storage.size_of(path)
                 continue
-            for _, entries in partition_listing(storage.configure(os.fspath(path))).partitions:
+            for _, entries in partition_listing(storage.locate(os.fspath(path)).root).partitions:
                 total += sum(e.size for e in entries if e.name.endswith(".log"))
         except (KafkaLogError, OSError):
             pass                # the command says what is wrong with the path

@@ -153,7 +153,7 @@ class Log:
                 log_.assign_topic_id(topic_id)
             return log_
         return open_partition(
-            storage.configure(os.fspath(path), storage_options, rsm_keys), config, build,
+            storage.locate(os.fspath(path), storage_options, rsm_keys).root, config, build,
             recovery_point=recovery_point, log_start_offset=log_start_offset,
             clean_shutdown=clean_shutdown, high_watermark=high_watermark, replicated=replicated,
             read_only=read_only, time_fn=time_fn, topic_id=topic_id,

@@ -73,7 +73,7 @@ class LogManager:
                  storage_options: Mapping[str, Any] | None = None) -> None:
         if isinstance(log_dirs, (str, os.PathLike)):
             log_dirs = [log_dirs]
-        dirs = [storage.configure(os.fspath(d), storage_options) for d in log_dirs]
+        dirs = [storage.locate(os.fspath(d), storage_options).root for d in log_dirs]
         if not read_only:
             for d in dirs:
                 storage.check_writable(d)

@@ -224,9 +224,9 @@ def iter_batches(buffer_or_path: BufferOrPath, validate_crc: bool = True,
 def _walked(buffer_or_path, validate_crc, strict, storage_options, rsm_keys):
     """``iter_batches``' start: (buffer, walked rows, path, the walk's raise_for_outcome)."""
     if isinstance(buffer_or_path, (str, os.PathLike)):
-        configured = storage.configure(os.fspath(buffer_or_path), storage_options, rsm_keys)
-        if configured != os.fspath(buffer_or_path):     # a URL or a tiered-storage view
-            buffer_or_path = configured                 # (else errors name the path given)
+        located = storage.locate(os.fspath(buffer_or_path), storage_options, rsm_keys).root
+        if located != os.fspath(buffer_or_path):        # a URL or a tiered-storage view
+            buffer_or_path = located                    # (else errors name the path given)
     path = buffer_or_path if isinstance(buffer_or_path, (str, os.PathLike)) else None
     try:        # a reader's wrong path, typed (internal readers see the OS's errors)
         buf = open_buffer(buffer_or_path)

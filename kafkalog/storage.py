@@ -14,10 +14,12 @@ Each call is handed to the backend serving the path (``storage_backend.StorageBa
 ``storage_local`` for a local path, ``storage_fsspec`` for a URL, or the backend registered
 for its scheme (``register``). A scheme ending in ``+`` is a view of the objects at the URL
 after it: ``kafkalog.tiered`` registers ``rsm+``, a view that shows Kafka tiered-storage
-objects as partition directories and that ``configure`` returns for a path naming them.
+objects as partition directories and that ``locate`` resolves a path naming them to.
 
-Credentials: ``configure(url, storage_options)`` records fsspec options for the URL's bucket
-(see ``storage_fsspec``); without any, the filesystem's own defaults apply.
+A path is resolved once into a ``Location`` (``locate``): its root, backend, storage options
+and tiered-storage keys, one value that discovery, planning and reading carry. Credentials:
+``locate(url, storage_options)`` records fsspec options for the URL's bucket (see
+``storage_fsspec``); without any, the filesystem's own defaults apply.
 """
 from __future__ import annotations
 
@@ -41,7 +43,7 @@ def register(scheme: str, backend: StorageBackend) -> None:
     """Serve the URLs of ``scheme`` with ``backend``; a scheme ending in ``+`` (``rsm+``) is
     a view, whose URLs are ``<scheme><url of the objects it shows>``, its scheme optionally
     qualified by the view (``rsm.<qualifier>+``: the tiered view's keyring). Every later
-    ``configure`` also asks ``backend`` what it shows a path as (``resolve``)."""
+    ``locate`` also asks ``backend`` what it shows a path as (``resolve``)."""
     _backends[scheme.lower()] = backend
 
 
@@ -106,19 +108,82 @@ def set_options(path: Any, storage_options: Mapping[str, Any]) -> None:
     _backend(path).set_options(path, storage_options)
 
 
-def configure(path: Any, storage_options: Mapping[str, Any] | None = None,
-              rsm_keys: Mapping[str, Any] | None = None) -> Any:
-    """Normalize ``path`` (see ``normalize``) and, for a remote one, record
-    ``storage_options`` for its bucket (``set_options``). ``rsm_keys`` (key-pair id → RSA
-    private key file or PEM) go to the registered views (``kafkalog.tiered`` registers them
-    for tiered-storage objects). Returns the normalized path, or the view of a path that a
-    registered view shows (the tiered-storage view of a path naming Aiven's objects)."""
-    path = normalize(path)
+class Location:
+    """A path resolved once (``locate``): where a read's bytes come from and how to reach
+    them, carried as one value through discovery, planning and reading.
+
+    ``root``: the path normalized (``normalize``), or the view a registered view shows it as
+    (the tiered-storage view of Aiven's objects, naming the keyring of ``rsm_keys``);
+    ``options``: the filesystem's storage options for a remote root (None: its defaults);
+    ``rsm_keys``: key-pair id -> RSA private key (PEM file or text) of encrypted
+    tiered-storage segments (None: none); ``backend``: the ``StorageBackend`` serving
+    ``root``. Immutable and picklable: unpickled in another process (a Spark worker), its
+    options and keys are recorded there too, without resolving ``root`` again."""
+    __slots__ = ("root", "options", "rsm_keys")
+    root: str
+    options: dict[str, Any] | None
+    rsm_keys: dict[str, Any] | None
+
+    def __init__(self, root: str, options: Mapping[str, Any] | None = None,
+                 rsm_keys: Mapping[str, Any] | None = None) -> None:
+        # copies: a caller's dict changed later does not change the location
+        object.__setattr__(self, "root", root)
+        object.__setattr__(self, "options", None if options is None else dict(options))
+        object.__setattr__(self, "rsm_keys", dict(rsm_keys) if rsm_keys else None)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"a Location is immutable ({name})")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_recorded, (self.root, self.options, self.rsm_keys))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Location) and (self.root, self.options, self.rsm_keys) == \
+            (other.root, other.options, other.rsm_keys)
+
+    __hash__ = None  # type: ignore[assignment]   # options are dicts
+
+    def __repr__(self) -> str:          # never the options or keys: they hold credentials
+        return f"Location({self.root!r})"
+
+    @property
+    def backend(self) -> StorageBackend:
+        return _backend(self.root)
+
+    @property
+    def is_remote(self) -> bool:
+        return is_remote(self.root)
+
+    def task_options(self, path: Any) -> dict[str, Any] | None:
+        """The storage options a read task of ``path`` (below ``root``) carries: ``options``
+        for a remote path; None for a local one (a local task carries no credentials)."""
+        return self.options if is_remote(path) else None
+
+
+def locate(path: Any, storage_options: Mapping[str, Any] | None = None,
+           rsm_keys: Mapping[str, Any] | None = None) -> Location:
+    """The ``Location`` of ``path`` (a local path, ``file://`` or fsspec URL, a tiered-storage
+    prefix or object): the one place a path is resolved. Normalizes it (``normalize``),
+    records ``storage_options`` for a remote one's bucket (``set_options``), and asks the
+    registered views what they show it as with ``rsm_keys`` (``kafkalog.tiered``: the view
+    of a path naming Aiven's objects, whose keyring those keys are)."""
+    root = normalize(path)
     if storage_options is not None:
-        set_options(path, storage_options)
+        set_options(root, storage_options)
     for backend in list(_backends.values()):
-        path = backend.resolve(path, rsm_keys)
-    return path
+        root = backend.resolve(root, rsm_keys)
+    return Location(root, storage_options, rsm_keys)
+
+
+def _recorded(root: str, options: Mapping[str, Any] | None,
+              rsm_keys: Mapping[str, Any] | None) -> Location:
+    """A ``Location`` unpickled: its options and its view's keys recorded in this process
+    (``root`` is resolved already: no listing)."""
+    if options is not None:
+        set_options(root, options)
+    if rsm_keys:
+        _backend(root).resolve(root, rsm_keys)
+    return Location(root, options, rsm_keys)
 
 
 def shown(path: Any) -> Any:

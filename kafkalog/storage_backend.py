@@ -112,7 +112,7 @@ class StorageBackend(abc.ABC):
         """Record client options (credentials, endpoint) for ``path``'s bucket."""
 
     def resolve(self, path: Any, keys: Mapping[str, Any] | None) -> Any:
-        """The path this backend shows ``path`` as (``storage.configure`` asks every
+        """The path this backend shows ``path`` as (``storage.locate`` asks every
         registered backend), with ``keys`` (private keys by id) for what it decrypts."""
         return path
 

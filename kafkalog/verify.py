@@ -114,7 +114,7 @@ def partition_dirs(path: StrPath, storage_options: dict[str, Any] | None = None,
     """The partition directories named by ``path`` (a local path or an fsspec URL): itself,
     or those inside a log dir (or a tiered-storage prefix): ``log_dirs.partition_dirs`` with
     its errors (``LogNotFoundError``, ``PartitionNotFoundError``) when there are none."""
-    path = storage.configure(os.fspath(path), storage_options, rsm_keys)
+    path = storage.locate(os.fspath(path), storage_options, rsm_keys).root
     return log_dirs.partition_dirs(path, required=True, log07=True)
 
 
@@ -150,7 +150,7 @@ def verify_partition(path: StrPath, deep: bool = True,
     compressed wrappers too), its report marked ``"format": "0.7"``. Raises
     ``LogNotFoundError`` for a missing path, ``PartitionNotFoundError`` for a file or a log dir.
     """
-    path = storage.abspath(storage.configure(os.fspath(path), storage_options, rsm_keys))
+    path = storage.abspath(storage.locate(os.fspath(path), storage_options, rsm_keys).root)
     if log_dirs.is_log07_dir(path):
         return _verify_log07(path, deep)
     log_dirs.check_partition_dir(path, read_only=False)   # missing, a file or a log dir

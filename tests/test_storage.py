@@ -85,11 +85,11 @@ def test_a_registered_view_serves_its_scheme(memory, tmp_path):
     # the URL inside a view is normalized like any other; a local one becomes file://
     assert storage.normalize(f"MEM+file://{tmp_path}") == f"mem+file://{tmp_path}"
     assert storage.normalize("mem+s3a://bucket/x/") == "mem+s3://bucket/x"
-    view = storage.configure(f"{tmp_path}/memory", rsm_keys={})
+    view = storage.locate(f"{tmp_path}/memory", rsm_keys={}).root
     assert view == f"mem+file://{tmp_path}/memory"
     assert ("resolve", f"{tmp_path}/memory", {}) in memory.calls
     assert storage.is_remote(view)
-    assert storage.configure(view, {"key": "k"}) == view
+    assert storage.locate(view, {"key": "k"}).root == view
     assert ("set_options", view, {"key": "k"}) in memory.calls
     assert storage.isdir(view) and storage.exists(view) and not storage.isfile(view)
     log = f"{view}/g/t-0/00000000000000000000.log"
@@ -100,3 +100,29 @@ def test_a_registered_view_serves_its_scheme(memory, tmp_path):
     assert partition_dirs(view) == [f"{view}/g/t-0"]
     storage.reset()
     assert ("reset",) in memory.calls
+
+
+def test_a_location_is_one_immutable_picklable_value(memory, tmp_path, monkeypatch):
+    import pickle
+    monkeypatch.setattr(storage, "_backends", {"mem+": memory})   # keys for this view only
+    options, keys = {"key": "k"}, {"id": "pem"}
+    location = storage.locate(f"{tmp_path}/memory", options, keys)
+    options["key"] = "changed"                       # the location kept its own copy
+    assert location.root == f"mem+file://{tmp_path}/memory"
+    assert location.options == {"key": "k"} and location.rsm_keys == {"id": "pem"}
+    assert location.backend is memory and location.is_remote
+    assert location.task_options(location.root + "/g") == {"key": "k"}
+    assert location.task_options(str(tmp_path)) is None      # a local task: no credentials
+    assert "k" not in repr(location) and "pem" not in repr(location)
+    with pytest.raises(AttributeError):
+        location.root = "elsewhere"
+    # unpickled (in a Spark worker): options and keys recorded there, the root not resolved
+    # again (no listing)
+    memory.calls.clear()
+    again = pickle.loads(pickle.dumps(location))
+    assert again == location and again is not location
+    assert memory.calls == [("set_options", location.root, {"key": "k"}),
+                            ("resolve", location.root, {"id": "pem"})]
+    local = storage.locate(f"file://{tmp_path}")
+    assert local.root == str(tmp_path) and local.options is None and not local.is_remote
+    assert pickle.loads(pickle.dumps(local)) == local

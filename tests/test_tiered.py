@@ -90,7 +90,7 @@ def s3_tiered(s3):
 # ---------------------------------------------------------------------------- the view
 @pytest.mark.parametrize("config,topic", CASES)
 def test_every_view_file_equals_the_original(config, topic):
-    view = storage.configure(prefix(config, topic), rsm_keys=KEYS)
+    view = storage.locate(prefix(config, topic), rsm_keys=KEYS).root
     assert tiered.is_view(view) and view.endswith(f"/{topic}-0")
     names = storage.listdir(view)
     expected_logs = sorted(n for n in os.listdir(source(topic))
@@ -128,7 +128,7 @@ def test_records_equal_the_original_partition(config, topic):
 
 @pytest.mark.parametrize("config", [c for c in CONFIGS if (c, "multiseg") in CASES])
 def test_byte_ranges_decode_to_the_original_bytes_from_only_their_chunks(config):
-    view = storage.configure(prefix(config, "multiseg"), rsm_keys=KEYS)
+    view = storage.locate(prefix(config, "multiseg"), rsm_keys=KEYS).root
     rng = random.Random(7)
     for name in [n for n in storage.listdir(view) if n.endswith(LOG_SUFFIX)][:5]:
         with open(os.path.join(source("multiseg"), name), "rb") as f:
@@ -186,13 +186,13 @@ def test_a_last_one_percent_read_fetches_only_its_chunks():
 # ---------------------------------------------------------------------------- paths
 def test_every_path_form_resolves_to_the_view():
     part = prefix("b-zstd-64kib", "txn")
-    view = storage.configure(part)
-    assert storage.configure(os.path.dirname(part)) == os.path.dirname(view)
-    assert storage.configure(objects("b-zstd-64kib")).startswith(tiered.SCHEME)
+    view = storage.locate(part).root
+    assert storage.locate(os.path.dirname(part)).root == os.path.dirname(view)
+    assert storage.locate(objects("b-zstd-64kib")).root.startswith(tiered.SCHEME)
     manifest = sorted(n for n in os.listdir(part) if n.endswith(".rsm-manifest"))[0]
-    assert storage.configure(os.path.join(part, manifest)) == \
+    assert storage.locate(os.path.join(part, manifest)).root == \
         os.path.join(view, manifest[:20] + LOG_SUFFIX)
-    assert storage.configure(source("txn")) == source("txn")          # a broker's dir
+    assert storage.locate(source("txn")).root == source("txn")          # a broker's dir
     assert tiered.real_path(view) == part
 
 
@@ -207,9 +207,9 @@ def test_a_log_dir_holding_tiered_prefixes_too_is_read_as_a_log_dir(tmp_path, ca
     shutil.copytree(os.path.join(objects("a-plain"), TOPIC_DIRS["txn"]),
                     tmp_path / TOPIC_DIRS["txn"])
     with caplog.at_level("WARNING", logger="kafkalog.tiered"):
-        assert storage.configure(str(tmp_path)) == str(tmp_path)
+        assert storage.locate(str(tmp_path)).root == str(tmp_path)
     assert "give the tiered prefixes as paths of their own" in caplog.text
-    assert storage.configure(str(tmp_path / TOPIC_DIRS["txn"])).startswith(tiered.SCHEME)
+    assert storage.locate(str(tmp_path / TOPIC_DIRS["txn"])).root.startswith(tiered.SCHEME)
 
 
 def test_writing_a_view_is_refused():

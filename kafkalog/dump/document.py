@@ -49,7 +49,7 @@ def iter_json(path: StrPath, options: DumpOptions | None = None,
     """
     options = with_defaults(options)
     report = DumpReport() if report is None else report
-    path = storage.configure(os.fspath(path), storage_options, rsm_keys)
+    path = storage.locate(os.fspath(path), storage_options, rsm_keys).root
     if storage.isdir(path):
         for d in dirs_to_dump(path):
             yield from _partition_json(d, options, report)
@@ -248,7 +248,7 @@ def dump_path(path: StrPath, records_mode: str = "full", options: DumpOptions | 
     fsspec URL (``s3://...``), with the filesystem's ``storage_options``, or a tiered-storage
     prefix or segment object (``rsm_keys`` as ``Log.open`` takes them)."""
     options = with_defaults(options, records_mode)
-    path = storage.configure(os.fspath(path), storage_options, rsm_keys)
+    path = storage.locate(os.fspath(path), storage_options, rsm_keys).root
     docs = [json.loads(line) for line in
             "".join(iter_json(path, options, report)).splitlines()]
     if storage.isdir(path) and dirs_to_dump(path) != [storage.abspath(path)]:

@@ -46,7 +46,7 @@ def iter_text(path: StrPath, options: DumpOptions | None = None,
     """
     options = with_defaults(options)
     report = DumpReport() if report is None else report
-    path = storage.configure(os.fspath(path), storage_options, rsm_keys)
+    path = storage.locate(os.fspath(path), storage_options, rsm_keys).root
     if storage.isdir(path):
         for d in dirs_to_dump(path):
             yield from _partition_text(d, options, report)

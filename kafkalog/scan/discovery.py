@@ -37,20 +37,21 @@ class Replica:
     and sizes, from discovery's listing), and the engine's read-only view of it (``log``: a
     ``Log07`` for a Kafka 0.7 one, whose offsets are byte offsets), opened when first asked
     for and released by ``close`` (planning holds no view of a partition it is done with).
-    ``log_end_is_latest``: its high watermark is the log end (``readAboveHighWatermark``)."""
+    ``log_end_is_latest``: its high watermark is the log end (``readAboveHighWatermark``);
+    ``location``: the ``storage.Location`` of the path it was found under."""
     # no __dict__: a plan of 100,000 partitions holds 100,000 of them
     __slots__ = ("path", "order", "entries", "log07", "log_end_is_latest", "_log_dirs",
-                 "_storage_options", "_log")
+                 "location", "_log")
 
-    def __init__(self, path, order, entries, log_dirs, log_end_is_latest=False,
-                 storage_options=None, log07=False):
+    def __init__(self, path, order, entries, log_dirs, location, log_end_is_latest=False,
+                 log07=False):
         self.path = path
         self.order = order
         self.entries = entries
         self.log07 = log07
         self.log_end_is_latest = log_end_is_latest
         self._log_dirs = log_dirs
-        self._storage_options = storage_options
+        self.location = location
         self._log = None
 
     @property
@@ -63,7 +64,8 @@ class Replica:
                 # shutdown on each plan (every action and reading slot plans): the tasks walk
                 # the bytes they read, CRCs checked, and report damage as data loss. The log
                 # dir's checkpoints as discovery read them (once per log dir), not again per
-                # partition: each a request on an object store.
+                # partition: each a request on an object store. No storage options: the path
+                # lies below its location, which recorded them in this process.
                 saved = self.checkpoints(topic_partition_or_none(os.path.basename(self.path)))
                 high_watermark = saved.high_watermark
                 if self.log_end_is_latest or high_watermark is None:
@@ -73,8 +75,7 @@ class Replica:
                     high_watermark=high_watermark,
                     recovery_point=_known(saved.recovery_point),
                     log_start_offset=_known(saved.log_start_offset),
-                    first_dirty_offset=_known(saved.cleaner_offset),
-                    storage_options=self._storage_options)
+                    first_dirty_offset=_known(saved.cleaner_offset))
         return self._log
 
     def checkpoints(self, key):
@@ -118,26 +119,23 @@ class _LogDirs:
         return saved
 
 
-def discover(paths, stack, log_end_is_latest=False, storage_options=None, rsm_keys=None):
-    """{(topic, partition): [Replica, ...]} for every partition directory under ``paths``
-    (``log_dirs.partition_listing`` at any depth: local paths or fsspec URLs, or tiered-storage
-    prefixes, each listed once; each replica's view, once opened, closed by ``stack``, a
-    ``contextlib.ExitStack``). ``storage_options``: the filesystem options of URL paths;
-    ``rsm_keys``: the private keys of encrypted tiered-storage segments.
+def discover(locations, stack, log_end_is_latest=False):
+    """{(topic, partition): [Replica, ...]} for every partition directory under ``locations``
+    (``storage.Location`` s: ``log_dirs.partition_listing`` at any depth of local paths or
+    fsspec URLs, or tiered-storage prefixes, each listed once; each replica's view, once
+    opened, closed by ``stack``, a ``contextlib.ExitStack``).
 
     Raises ``LogNotFoundError`` for a path that does not exist, ``PartitionNotFoundError`` for
     a path that is a file, a directory with no partition directory below it, or a directory
     holding segments whose name is not ``<topic>-<partition>`` (the topic and partition of its
     records come from the name). Below a path, directories not named so (a broker's
     ``-delete``/``-future`` copies) are skipped."""
-    if isinstance(paths, (str, os.PathLike)):
-        paths = [paths]
     found = {}
     order = 0
     replicas = []
     stack.callback(_close_all, replicas)
-    for root in paths:
-        root = storage.configure(os.fspath(root), storage_options, rsm_keys)
+    for location in locations:
+        root = location.root
         listing = partition_listing(root, recursive=True, required=True, log07=True)
         log_dirs = _LogDirs(listing.listed)
         for directory, entries in listing.partitions:
@@ -153,8 +151,8 @@ def discover(paths, stack, log_end_is_latest=False, storage_options=None, rsm_ke
                         "or link it under such a name")
                 log.debug("skipping %s: not named <topic>-<partition>", directory)
                 continue
-            replica = Replica(directory, order, entries, log_dirs, log_end_is_latest,
-                              storage_options, log07)
+            replica = Replica(directory, order, entries, log_dirs, location,
+                              log_end_is_latest, log07)
             replicas.append(replica)
             found.setdefault(key, []).append(replica)
             order += 1

@@ -58,13 +58,17 @@ DEFAULT_MAX_BYTES_PER_TASK = 128 * 1024 * 1024
 REMOTE_PARTITIONS_AT_ONCE = 64
 
 
-def _storage_options(opts, storage_options):
-    """The storage options of a plan: the argument, else the ``storageOptions`` option."""
+def _locations(paths, opts, storage_options):
+    """``paths`` (one or several) located once each (``storage.locate``) with the plan's
+    storage options (the argument, else the ``storageOptions`` option) and ``rsmKeys``."""
     given = opts.storage_options
     if storage_options is not None and given is not None:
         raise InvalidConfigError("give storage_options or the storageOptions option, "
                                  "not both")
-    return dict(storage_options) if storage_options is not None else given
+    options = dict(storage_options) if storage_options is not None else given
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    return [storage.locate(os.fspath(p), options, opts.rsm_keys) for p in paths]
 
 
 def _select_topics(found, opts):
@@ -217,13 +221,13 @@ def plan(paths: StrPath | Iterable[StrPath], options: Options,
         _check_assigned(start, found, "startingOffsets")
         _check_assigned(end, found, "startingOffsets")   # Spark's message names the start
         return sorted(found)
-    return _plan_tasks(paths, options, start, end, check, pushdown,
-                       _storage_options(options, storage_options))
+    return _plan_tasks(_locations(paths, options, storage_options), options, start, end, check,
+                       pushdown)
 
 
-def _plan_tasks(paths, opts, start, end, keys, pushdown=None, storage_options=None):
+def _plan_tasks(locations, opts, start, end, keys, pushdown=None):
     """The tasks reading [start, end) of the partitions ``keys(found)`` picks from those
-    found under ``paths``: planned per partition, split (``maxBytesPerTask``,
+    found under ``locations``: planned per partition, split (``maxBytesPerTask``,
     ``maxRecordsPerPartition``), cut further for ``minPartitions``."""
     request = {"start": start, "end": end, "strategy": opts.timestamp_strategy,
                "fail_on_data_loss": opts.flag("failOnDataLoss", True),
@@ -238,8 +242,8 @@ def _plan_tasks(paths, opts, start, end, keys, pushdown=None, storage_options=No
         and not request["committed"] and not min_partitions and max_records is None
     with contextlib.ExitStack() as stack:
         stack.enter_context(_gc_paused())
-        found = _select_topics(discover(paths, stack, opts.read_above_high_watermark,
-                                        storage_options, opts.rsm_keys), opts)
+        found = _select_topics(discover(locations, stack, opts.read_above_high_watermark),
+                               opts)
 
         def plan_one(key):
             replicas = found[key]
@@ -277,8 +281,6 @@ def _plan_tasks(paths, opts, start, end, keys, pushdown=None, storage_options=No
     for t in tasks:
         t.pop("_segment", None)
         t.update(common)
-        # Only a remote read needs them; a local task carries no credentials.
-        t["storage_options"] = storage_options if storage.is_remote(t["dir"]) else None
     return tasks
 
 
@@ -347,6 +349,7 @@ def _listed_tasks(key, replicas, max_bytes):
             "topic": key[0], "partition": key[1], "dir": replica.path, "segment": base,
             "start_pos": 0, "end_pos": size, "start_offset": log_start, "end_offset": end,
             "aborted": [], "segment_size": size,
+            "storage_options": replica.location.task_options(replica.path),
             # the next segment's base bounds this one's offsets (the walker's order check)
             "segment_end": segments[i + 1][0] if i + 1 < len(segments) else None})
     return tasks
@@ -555,6 +558,7 @@ def _segment_tasks(key, replica, lo, hi, aborted):
             # its batches' offsets lie below the next segment's base (the walk checks)
             "segment_end": getattr(segments.higher(segment.base_offset), "base_offset", None),
             "segment_size": segment.size,
+            "storage_options": replica.location.task_options(replica.path),
             "split_positions": positions[inside],
             "split_offsets": offsets[inside],
         }
@@ -606,10 +610,8 @@ def partition_offsets(paths: StrPath | Iterable[StrPath], options: Options,
                "committed": options.read_committed}
     out = {}
     with contextlib.ExitStack() as stack:
-        found = _select_topics(discover(paths, stack, options.read_above_high_watermark,
-                                        _storage_options(options, storage_options),
-                                        options.rsm_keys),
-                               options)
+        found = _select_topics(discover(_locations(paths, options, storage_options), stack,
+                                        options.read_above_high_watermark), options)
         if start is not None:
             _check_assigned(start, found, "startingOffsets")
         for key in sorted(found):
@@ -642,11 +644,10 @@ def plan_ranges(paths: StrPath | Iterable[StrPath], options: Options,
     wanted = {k: v for k, v in ranges.items() if v[0] < v[1]}
     if not wanted:
         return []
-    return _plan_tasks(paths, options,
+    return _plan_tasks(_locations(paths, options, storage_options), options,
                        _Limit("offsets", {k: v[0] for k, v in wanted.items()}),
                        _Limit("offsets", {k: v[1] for k, v in wanted.items()}),
-                       lambda found: [k for k in sorted(wanted) if k in found], None,
-                       _storage_options(options, storage_options))
+                       lambda found: [k for k in sorted(wanted) if k in found])
 
 
 

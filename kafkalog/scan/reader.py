@@ -263,7 +263,7 @@ def _task_buffer(task, path, rsm_keys=None):
         buf = open_buffer(path)
         end = len(buf) if task["end_pos"] is None else min(task["end_pos"], len(buf))
         return buf, end
-    path = storage.configure(path, task.get("storage_options"), rsm_keys)
+    path = storage.locate(path, task.get("storage_options"), rsm_keys).root
     size = task.get("segment_size")
     if size is None:
         size = storage.size_of(path)

@@ -92,7 +92,7 @@ def directory_groups(paths: list[str], opts: Options) -> list[list[str]] | None:
     topics = opts.topics() if opts.get("subscribe") is not None else None
     groups: dict[tuple[str, int], list[str]] = {}
     for root in paths:
-        root = storage.configure(root, opts.storage_options, opts.rsm_keys)
+        root = storage.locate(root, opts.storage_options, opts.rsm_keys).root
         for directory in partition_dirs(root, recursive=True, required=True, log07=True):
             if storage.shown(directory) != directory:
                 return None                  # a view registered in this process only

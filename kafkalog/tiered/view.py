@@ -1,7 +1,7 @@
 """The tiered-storage view: a prefix of Aiven's objects shown to the rest of kafkalog as
 partition directories, through ``kafkalog.storage``.
 
-A view is a path ``rsm+<url of the objects>`` (``SCHEME``) that ``storage.configure`` returns
+A view is a path ``rsm+<url of the objects>`` (``SCHEME``) that ``storage.locate`` resolves
 for a path naming Aiven's objects (``resolve``) and whose calls ``storage`` hands to
 ``TieredView``. A view resolved with keys names their keyring in its scheme,
 ``rsm.<token>+<url>`` (``crypto.Keyring``): its encrypted segments are read with those keys,
