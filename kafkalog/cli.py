@@ -1,5 +1,5 @@
 """``kafkalog`` command line: ``dump``, ``verify``, ``recover``, ``salvage`` and the answers about
-Kafka's internal topics (``offsets``, ``groups``, ``transactions``, ``metadata``)."""
+Kafka's internal topics (``offsets``, ``groups``, ``transactions``, ``metadata``), and ``serve``."""
 import argparse
 import contextlib
 import json
@@ -346,6 +346,11 @@ def _internal(args):
     return status
 
 
+def _serve(args):
+    from kafkalog.serve.command import run
+    return run(args, args.keys)
+
+
 def _non_negative(text):
     value = int(text)
     if value < 0:
@@ -505,6 +510,14 @@ def build_parser():
         answer.add_argument("paths", nargs="+", metavar="PATH",
                             help=f"a {what} partition directory or a log dir holding one")
         answer.set_defaults(func=_internal)
+    serve = sub.add_parser("serve", help="a read-only Kafka endpoint: any Kafka client "
+                                         "consumes the partitions under the paths")
+    from kafkalog.serve.command import add_arguments
+    add_arguments(serve)
+    _add_rsm_key(serve)
+    serve.add_argument("paths", nargs="+", metavar="PATH",
+                       help="partition directory, log dir, fsspec URL or tiered-storage prefix")
+    serve.set_defaults(func=_serve)
     return parser
 
 
