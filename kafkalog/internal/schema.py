@@ -467,7 +467,9 @@ class Writer:
                     self.buf.append(0xFF)
                 return
             else:
-                self.length(-1, flexible, "int32")
+                # a null string's length is an int16, as its length is
+                self.length(-1, flexible, "int16" if type_ == "string" and not field.array
+                            else "int32")
                 return
         elif isinstance(type_, Struct) and not field.array and field.nullable is not None \
                 and version in field.nullable:

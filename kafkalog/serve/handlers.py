@@ -13,6 +13,7 @@ import logging
 import time
 
 from kafkalog.errors import KafkaLogError, OffsetOutOfRangeError
+from kafkalog.protocol import api_versions_body
 from kafkalog.serve.catalog import INTERNAL_TOPICS
 from kafkalog.serve.groups import NONE, UNKNOWN_TOPIC_OR_PARTITION
 
@@ -23,14 +24,11 @@ OFFSET_OUT_OF_RANGE = 1
 LEADER_NOT_AVAILABLE = 5
 TOPIC_AUTHORIZATION_FAILED = 29
 CLUSTER_AUTHORIZATION_FAILED = 31
-UNSUPPORTED_VERSION = 35
-INVALID_REQUEST = 42
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 KAFKA_STORAGE_ERROR = 56
-UNKNOWN_TOPIC_ID = 100
 
 # ListOffsets' special timestamps (ListOffsetsRequest)
-LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 
 NODE_ID = 0
 #: a broker's fetch.max.bytes default: the most a Fetch answer holds, whatever it asks
@@ -42,14 +40,6 @@ GROWTH_POLL_S = 0.2
 
 READ_ONLY = "kafkalog serve is read-only"
 
-API_KEYS = {
-    "Produce": 0, "Fetch": 1, "ListOffsets": 2, "Metadata": 3, "OffsetCommit": 8,
-    "OffsetFetch": 9, "FindCoordinator": 10, "JoinGroup": 11, "Heartbeat": 12,
-    "LeaveGroup": 13, "SyncGroup": 14, "ApiVersions": 18, "CreateTopics": 19,
-    "DeleteTopics": 20, "DeleteRecords": 21, "InitProducerId": 22, "OffsetForLeaderEpoch": 23,
-    "DescribeConfigs": 32, "DescribeCluster": 60,
-}
-
 
 class Handlers:
     """Answers requests (``answer(request)`` -> response body dict, or None for none) from
@@ -57,12 +47,11 @@ class Handlers:
     ``address()`` gives the (host, port) clients are told to connect to; ``wait(seconds)``
     sleeps unless the server is closing (returns True then)."""
 
-    def __init__(self, catalog, groups, address, wait, supported, cluster_id):
+    def __init__(self, catalog, groups, address, wait, cluster_id):
         self.catalog = catalog
         self.groups = groups
         self.address = address
         self.wait = wait
-        self.supported = supported          # [(api key, min version, max version)]
         self.cluster_id = cluster_id
         by_key = {
             0: self.produce, 1: self.fetch, 2: self.list_offsets, 3: self.metadata,
@@ -74,26 +63,19 @@ class Handlers:
             13: lambda r: groups.leave(r.body, r.api_version),
             14: lambda r: groups.sync(r.body),
             18: self.api_versions, 19: self.create_topics, 20: self.delete_topics,
-            21: self.delete_records, 22: self.init_producer_id,
-            23: self.offset_for_leader_epoch, 32: self.describe_configs,
+            21: self.delete_records, 22: self.init_producer_id, 32: self.describe_configs,
             60: self.describe_cluster,
         }
         self._by_key = by_key
 
-    def handles(self, api_key):
-        return api_key in self._by_key
-
     def answer(self, request):
-        handler = self._by_key.get(request.api_key)
-        if handler is None:
-            return {"errorCode": CLUSTER_AUTHORIZATION_FAILED}
-        return handler(request)
+        """The response body to ``request``, None when none is sent (the connection is
+        closed: a Produce with acks=0, as a broker)."""
+        return self._by_key[request.api_key](request)
 
     # ------------------------------------------------------------------ cluster
     def api_versions(self, request):
-        return {"errorCode": NONE, "throttleTimeMs": 0,
-                "apiKeys": [{"apiKey": k, "minVersion": lo, "maxVersion": hi}
-                            for k, lo, hi in self.supported if k in self._by_key]}
+        return api_versions_body(request)
 
     def _broker(self, id_field="nodeId"):
         host, port = self.address()
@@ -184,12 +166,6 @@ class Handlers:
         return {"throttleTimeMs": 0, "results": results}
 
     # ------------------------------------------------------------------ data
-    def _partition(self, request, topic):
-        """The topic's name from a request's topic entry (by id from Fetch v13)."""
-        if request.api_version >= 13 and request.api_key == 1:
-            return self.catalog.topics_by_id.get(topic.get("topicId"))
-        return topic.get("topic", topic.get("name"))
-
     def list_offsets(self, request):
         body, version = request.body, request.api_version
         committed = body.get("isolationLevel", 0) == 1
@@ -225,10 +201,8 @@ class Handlers:
         fetchable = lso if committed else high_watermark
         if timestamp == LATEST:
             return (-1, fetchable)
-        if timestamp in (EARLIEST, EARLIEST_LOCAL):
+        if timestamp == EARLIEST:
             return (-1, start)
-        if timestamp == LATEST_TIERED:
-            return (-1, -1)                  # no tiered part apart from the local log
         if timestamp == MAX_TIMESTAMP:
             best = None
             for log_, first, end in served.ranges():
@@ -276,9 +250,8 @@ class Handlers:
         ``ServedPartition``s read)."""
         responses, touched = [], []
         size, errors = 0, False
-        v13 = request.api_version >= 13
         for t in body.get("topics") or ():
-            name = self._partition(request, t)
+            name = t["topic"]
             parts = []
             for p in t.get("partitions") or ():
                 index = p["partition"]
@@ -287,10 +260,9 @@ class Handlers:
                        "abortedTransactions": None, "preferredReadReplica": -1,
                        "records": b""}
                 parts.append(out)
-                served = None if name is None else self.catalog.get(name, index)
+                served = self.catalog.get(name, index)
                 if served is None:
-                    out["errorCode"] = UNKNOWN_TOPIC_ID if v13 and name is None \
-                        else UNKNOWN_TOPIC_OR_PARTITION
+                    out["errorCode"] = UNKNOWN_TOPIC_OR_PARTITION
                     errors = True
                     continue
                 touched.append(served)
@@ -318,30 +290,8 @@ class Handlers:
                     out["records"] = records
                     size += len(records)
                     min_one = False          # only the first partition with data may exceed
-            entry = {"partitions": parts}
-            if v13:
-                entry["topicId"] = t.get("topicId")
-            else:
-                entry["topic"] = name
-            responses.append(entry)
+            responses.append({"topic": name, "partitions": parts})
         return responses, size, errors, touched
-
-    def offset_for_leader_epoch(self, request):
-        topics = []
-        for t in request.body.get("topics") or ():
-            parts = []
-            for p in t.get("partitions") or ():
-                out = {"errorCode": NONE, "partition": p["partition"], "leaderEpoch": -1,
-                       "endOffset": -1}
-                served = self.catalog.get(t["topic"], p["partition"])
-                if served is None:
-                    out["errorCode"] = UNKNOWN_TOPIC_OR_PARTITION
-                else:
-                    epoch, end = served.primary.end_offset_for_epoch(p["leaderEpoch"])
-                    out.update(leaderEpoch=epoch, endOffset=end)
-                parts.append(out)
-            topics.append({"topic": t["topic"], "partitions": parts})
-        return {"throttleTimeMs": 0, "topics": topics}
 
     # ------------------------------------------------------------------ refused writes
     def produce(self, request):

@@ -18,17 +18,17 @@ import hashlib
 import logging
 import os
 import socket
-import struct
 import threading
 
+from kafkalog.errors import ProtocolError
+from kafkalog.protocol import decode_request, encode_response, frame_size
 from kafkalog.serve.catalog import Catalog
 from kafkalog.serve.groups import GroupCoordinator
-from kafkalog.serve.handlers import UNSUPPORTED_VERSION, Handlers
+from kafkalog.serve.handlers import Handlers
 from kafkalog.serve.offsets import OffsetStore
 
 log = logging.getLogger(__name__)
 
-_SIZE = struct.Struct(">i")
 #: bytes asked of the socket per recv while a frame arrives
 _RECV_CHUNK = 65536
 
@@ -65,16 +65,14 @@ class Server:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> Server:
-        from kafkalog.protocol import messages
         storage_options, rsm_keys, above = self._options
         self.catalog = Catalog(self.paths, storage_options, rsm_keys, above)
         try:
             offsets = OffsetStore(self.state_dir)
             self.groups = GroupCoordinator(
                 offsets, lambda topic, partition: self.catalog.get(topic, partition) is not None)
-            self._supported = messages.supported_versions()
             self._handlers = Handlers(self.catalog, self.groups, self._advertised_address,
-                                      self._stop.wait, self._supported, self._cluster_id())
+                                      self._stop.wait, self._cluster_id())
             family = socket.AF_INET6 if ":" in self.listen[0] else socket.AF_INET
             sock = socket.socket(family, socket.SOCK_STREAM)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -179,8 +177,6 @@ class Server:
                 t.start()
 
     def _connection(self, conn, peer):
-        from kafkalog.errors import ProtocolError
-        from kafkalog.protocol import decode_request, encode_response
         try:
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             conn.settimeout(self.idle_timeout_s)
@@ -189,7 +185,7 @@ class Server:
                 if frame is None:
                     return
                 request = decode_request(frame)
-                body = self._answer(request)
+                body = self._handlers.answer(request)
                 if body is None:
                     return
                 self._send(conn, encode_response(request, body))
@@ -205,26 +201,12 @@ class Server:
                 self._connections.pop(conn, None)
             conn.close()
 
-    def _answer(self, request):
-        if request.api_key == 18:
-            top = max(hi for key, _, hi in self._supported if key == 18)
-            if request.api_version > top:    # answered in v0 with the versions known
-                body = self._handlers.api_versions(request)
-                body["errorCode"] = UNSUPPORTED_VERSION
-                return body
-        return self._handlers.answer(request)
-
     def _read_frame(self, conn, peer):
         """The next request frame's bytes (after the size), None at a clean end of stream."""
         head = self._recv(conn, 4, at_start=True)
         if head is None:
             return None
-        (size,) = _SIZE.unpack(head)
-        if size < 0 or size > self.max_frame_bytes:
-            from kafkalog.errors import ProtocolError
-            raise ProtocolError(f"a request of {size} bytes (the limit is "
-                                f"{self.max_frame_bytes})")
-        return self._recv(conn, size)
+        return self._recv(conn, frame_size(head, self.max_frame_bytes))
 
     @staticmethod
     def _recv(conn, size, at_start=False):
