@@ -56,8 +56,8 @@ def _progress_bar(args):
     """A bar on stderr of the bytes of log the command gets through: with ``--progress``, or
     when stderr is a terminal (for ``dump``, one that is not also its output). Lines printed
     meanwhile on a terminal go above the bar."""
-    if not (args.progress or (sys.stderr.isatty() and not (args.command == "dump"
-                                                           and sys.stdout.isatty()))):
+    if args.command == "serve" or not (args.progress or (
+            sys.stderr.isatty() and not (args.command == "dump" and sys.stdout.isatty()))):
         yield
         return
     from tqdm import tqdm

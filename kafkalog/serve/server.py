@@ -56,6 +56,7 @@ class Server:
         self._advertised = advertised
         self._options = (storage_options, rsm_keys, read_above_high_watermark)
         self._stop = threading.Event()
+        self._closed = False
         self._lock = threading.Lock()
         self._connections: dict[socket.socket, threading.Thread] = {}
         self._threads: list[threading.Thread] = []
@@ -120,8 +121,9 @@ class Server:
 
     def close(self) -> None:
         """Stop accepting, close every connection, release the logs."""
-        if self._stop.is_set():
+        if self._closed:
             return
+        self._closed = True
         self._stop.set()
         if self.groups is not None:
             self.groups.close()
