@@ -422,9 +422,9 @@ class LogSegment:
             if adjusted == 0:
                 return FetchDataInfo(metadata, b"")
             fetch = max(0, min(max_position - position, adjusted))
-            data = self.read_bytes(position, fetch) if self._remote else \
+            records = self.read_bytes(position, fetch) if self._remote else \
                 self._file.slice(position, fetch)
-        return FetchDataInfo(metadata, data, adjusted < size)
+        return FetchDataInfo(metadata, records, adjusted < size)
 
     def fetch_upper_bound_offset(self, start_position: OffsetPosition | int,
                                  fetch_size: int) -> int | None:

@@ -20,12 +20,11 @@ import sys
 import threading
 
 import pytest
+from conftest import FIXTURES
 
 from kafkalog import Log, Record
 from kafkalog.protocol import decode_response, encode_request
 from kafkalog.serve import Server
-
-from conftest import FIXTURES
 
 pytestmark = pytest.mark.requires_fixtures()
 
@@ -49,7 +48,8 @@ def served(tmp_path_factory):
 
 
 def bootstrap(server):
-    return "%s:%d" % server.address
+    host, port = server.address
+    return f"{host}:{port}"
 
 
 def rd_consume(consumer, count):
@@ -252,6 +252,10 @@ def test_writes_are_refused_and_the_connection_keeps_serving(served):
                          )["errorCode"] == 53
         topics = conn.call(3, 12, {"topics": None})["topics"]
         assert sorted(t["name"] for t in topics) == sorted(TOPICS)
+        configs = conn.call(32, 4, {"resources": [
+            {"resourceType": 2, "resourceName": "plain", "configurationKeys": None}]})
+        assert {"cleanup.policy", "retention.ms"} <= \
+            {c["name"] for c in configs["results"][0]["configs"]}
     finally:
         conn.close()
 

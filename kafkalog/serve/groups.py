@@ -41,8 +41,8 @@ MIN_SESSION_MS, MAX_SESSION_MS = 6_000, 1_800_000
 
 
 class Member:
-    __slots__ = ("member_id", "instance_id", "client_id", "session_ms", "rebalance_ms",
-                 "protocols", "last_seen", "joining", "join_answer", "assignment")
+    __slots__ = ("assignment", "client_id", "instance_id", "join_answer", "joining",
+                 "last_seen", "member_id", "protocols", "rebalance_ms", "session_ms")
 
     def __init__(self, member_id, instance_id, client_id):
         self.member_id = member_id
@@ -58,8 +58,8 @@ class Member:
 
 
 class Group:
-    __slots__ = ("group_id", "state", "generation", "protocol_type", "protocol",
-                 "leader", "members", "pending", "deadline")
+    __slots__ = ("deadline", "generation", "group_id", "leader", "members", "pending",
+                 "protocol", "protocol_type", "state")
 
     def __init__(self, group_id):
         self.group_id = group_id
@@ -246,8 +246,8 @@ class GroupCoordinator:
             group = self._groups.get(body["groupId"])
             if group is not None and group.state == "Empty":
                 return {"errorCode": UNKNOWN_MEMBER_ID}
-            group, member, code = self._member(body["groupId"], body["memberId"],
-                                               body["generationId"])
+            group, _, code = self._member(body["groupId"], body["memberId"],
+                                          body["generationId"])
             if code:
                 return {"errorCode": code}
             if group.state == "PreparingRebalance":

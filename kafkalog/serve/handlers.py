@@ -103,7 +103,8 @@ class Handlers:
         for name in names:
             served = topics.get(name) if name is not None else None
             if served is None:
-                out.append({"errorCode": UNKNOWN_TOPIC_OR_PARTITION, "name": name,
+                out.append({"errorCode": UNKNOWN_TOPIC_OR_PARTITION,
+                            "name": name if name is not None or version >= 12 else "",
                             "isInternal": False, "partitions": []})
                 continue
             partitions = []
@@ -159,7 +160,8 @@ class Handlers:
                     result["configs"] = [
                         {"name": k, "value": None if v is None else
                          str(v).lower() if isinstance(v, bool) else str(v),
-                         "readOnly": True, "isDefault": False, "configSource": 5,
+                         # the log's settings: Kafka's defaults (no topic config is read)
+                         "readOnly": True, "isDefault": True, "configSource": 5,
                          "isSensitive": False, "synonyms": []}
                         for k, v in sorted(config.items()) if keys is None or k in keys]
             results.append(result)
@@ -239,7 +241,7 @@ class Handlers:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or self.wait(min(remaining, GROWTH_POLL_S)):
                     break
-                grew = any([p.refresh() for p in touched])
+                grew = any([p.refresh() for p in touched])  # noqa: C419 (each one refreshed)
             if not grew:
                 break
         return {"throttleTimeMs": 0, "errorCode": NONE, "sessionId": 0,

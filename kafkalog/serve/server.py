@@ -149,13 +149,16 @@ class Server:
     def __enter__(self) -> Server:
         return self.start() if self._sock is None else self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # ------------------------------------------------------------------ threads
     def _sweep(self):
         while not self._stop.wait(0.1):
-            self.groups.sweep()
+            try:
+                self.groups.sweep()
+            except Exception:
+                log.exception("expiring group sessions failed")
 
     def _accept(self):
         while not self._stop.is_set():
@@ -193,7 +196,7 @@ class Server:
                 self._send(conn, encode_response(request, body))
         except ProtocolError as e:
             log.info("closing the connection from %s: %s", peer, e)
-        except (OSError, socket.timeout):
+        except OSError:          # socket.timeout is one
             pass                      # the client went away, or stayed idle too long
         except Exception:
             # a fault of this server's: the connection ends, the server goes on
