@@ -169,7 +169,7 @@ class Handlers:
 
     # ------------------------------------------------------------------ data
     def list_offsets(self, request):
-        body, version = request.body, request.api_version
+        body = request.body
         committed = body.get("isolationLevel", 0) == 1
         topics = []
         for t in body.get("topics") or ():
@@ -188,8 +188,6 @@ class Handlers:
                     except KafkaLogError as e:
                         log.warning("ListOffsets of %s-%d: %s", t["name"], index, e)
                         out["errorCode"] = KAFKA_STORAGE_ERROR
-                if version == 0:
-                    out["oldStyleOffsets"] = [] if out["offset"] < 0 else [out["offset"]]
                 parts.append(out)
             topics.append({"name": t["name"], "partitions": parts})
         return {"throttleTimeMs": 0, "topics": topics}
@@ -221,18 +219,14 @@ class Handlers:
         return (-1, -1)
 
     def fetch(self, request):
-        body, version = request.body, request.api_version
+        body = request.body
         isolation = "committed" if body.get("isolationLevel", 0) == 1 else "high_watermark"
-        max_bytes = min(body.get("maxBytes", FETCH_MAX_BYTES) if version >= 3
-                        else FETCH_MAX_BYTES, FETCH_MAX_BYTES)
-        # v0-2: the limit is hard (a batch over it is cut); v3+: the first batch goes whole
-        min_one = version >= 3
+        max_bytes = min(body.get("maxBytes", FETCH_MAX_BYTES), FETCH_MAX_BYTES)
         wait_ms = min(max(body.get("maxWaitMs", 0), 0), MAX_WAIT_MS)
         deadline = time.monotonic() + wait_ms / 1000
         min_bytes = body.get("minBytes", 0)
         while True:
-            responses, size, errors, touched = self._fetch_once(request, body, isolation,
-                                                                max_bytes, min_one)
+            responses, size, errors, touched = self._fetch_once(body, isolation, max_bytes)
             if size >= min_bytes or errors:
                 break
             # until the deadline, or until a log it reads grows (a broker still writing)
@@ -247,10 +241,12 @@ class Handlers:
         return {"throttleTimeMs": 0, "errorCode": NONE, "sessionId": 0,
                 "responses": responses}
 
-    def _fetch_once(self, request, body, isolation, max_bytes, min_one):
+    def _fetch_once(self, body, isolation, max_bytes):
         """(topic responses, bytes of records, whether any partition failed, the
-        ``ServedPartition``s read)."""
+        ``ServedPartition``s read). As from Fetch v3 (the codec has v4+), the limits are
+        soft: the first batch of the first partition with data goes whole."""
         responses, touched = [], []
+        min_one = True
         size, errors = 0, False
         for t in body.get("topics") or ():
             name = t["topic"]
