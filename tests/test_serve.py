@@ -344,6 +344,27 @@ def test_a_waiting_fetch_answers_when_the_log_grows(tmp_path):
     assert struct.unpack_from(">q", bytes(part["records"]))[0] == end   # the new batch
 
 
+def test_segments_deleted_under_the_server_move_the_log_start(tmp_path):
+    """A broker's retention deletes segments the server listed: the partition is reopened and
+    a fetch below the new log start is OFFSET_OUT_OF_RANGE, as from a broker."""
+    shutil.copytree(FIXTURES / "multiseg-0", tmp_path / "multiseg-0")
+    with Server([tmp_path / "multiseg-0"], tmp_path / "state") as server:
+        with Log.open(tmp_path / "multiseg-0", {"retention.ms": -1}) as writer:
+            writer.delete_records(10_000)
+            writer.delete_old_segments()
+            start = writer.log_start_offset
+        conn = Connection(server)
+        part = conn.call(1, 12, fetch_body("multiseg", 0))["responses"][0]["partitions"][0]
+        assert part["errorCode"] == 1
+        answer = conn.call(2, 7, {"replicaId": -1, "isolationLevel": 0, "topics": [
+            {"name": "multiseg", "partitions": [{"partitionIndex": 0, "timestamp": -2}]}]})
+        first = answer["topics"][0]["partitions"][0]["offset"]
+        assert 0 < first <= start
+        part = conn.call(1, 12, fetch_body("multiseg", first))["responses"][0]["partitions"][0]
+        assert part["errorCode"] == 0 and len(part["records"]) > 0
+        conn.close()
+
+
 def test_cli_serves_until_sigterm(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-m", "kafkalog", "serve", "--listen", "127.0.0.1:0", "--state-dir",

@@ -16,7 +16,7 @@ import threading
 import uuid
 
 from kafkalog import storage
-from kafkalog.errors import LogClosedError, OffsetOutOfRangeError
+from kafkalog.errors import LogClosedError, OffsetOutOfRangeError, SegmentDeletedError
 from kafkalog.scan.discovery import discover, served_ranges
 
 log = logging.getLogger(__name__)
@@ -74,28 +74,31 @@ class ServedPartition:
 
     def offsets(self):
         """(log start, high watermark, last stable offset, log end) as served now."""
-        primary = self.primary
-        snapshot = primary.offsets()
+        snapshot = self._retried(lambda: self.primary.offsets())
         return (self.log_start_offset, snapshot.high_watermark, snapshot.last_stable_offset,
                 snapshot.log_end_offset)
 
     def read(self, offset, max_bytes, isolation, min_one_message):
         """``Log.read`` of the replica holding ``offset`` (a ``FetchDataInfo`` whose records
         are a ``FileSlice`` of a local segment, bytes of a remote one); raises
-        ``OffsetOutOfRangeError`` outside [log start, log end]. A reopen racing the read
-        (``refresh``) is retried once on the new view."""
+        ``OffsetOutOfRangeError`` outside [log start, log end]."""
         if offset < self.log_start_offset:
             raise OffsetOutOfRangeError(
                 f"offset {offset} is below the log start offset {self.log_start_offset} of "
                 f"{self.topic}-{self.partition}")
-        for attempt in (0, 1):
-            try:
-                return self.log_for(offset).read(offset, max_bytes, isolation, min_one_message,
-                                                 zero_copy=True)
-            except LogClosedError:
-                if attempt:
-                    raise
-        raise AssertionError("unreachable")
+        return self._retried(lambda: self.log_for(offset).read(
+            offset, max_bytes, isolation, min_one_message, zero_copy=True))
+
+    def _retried(self, call):
+        """``call()``, once more when the log it read was reopened under it (``refresh``) or
+        a broker deleted a segment it read (retention): the partition is reopened first."""
+        try:
+            return call()
+        except SegmentDeletedError:
+            self.refresh(force=True)
+        except LogClosedError:
+            pass
+        return call()
 
     def _newest_segment(self):
         """(newest .log name, its size) on disk of the preferred replica, None for a remote
@@ -110,14 +113,14 @@ class ServedPartition:
         except OSError:
             return None
 
-    def refresh(self):
+    def refresh(self, force=False):
         """Reopen the preferred replica when its newest segment changed on disk (a broker
-        appended or rolled); True when it did."""
+        appended or rolled), or when ``force``; True when it did."""
         now = self._newest_segment()
-        if now is None or now == self._seen:
+        if not force and (now is None or now == self._seen):
             return False
         with self._lock:
-            if now == self._seen:
+            if not force and now == self._seen:
                 return False
             self._seen = now
             replica = self._replicas[0]
