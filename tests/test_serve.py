@@ -146,6 +146,24 @@ def test_librdkafka_offsets_for_times(served):
     assert [tp.offset for tp in found] == [-1 if w is None else w[0] for w in want]
 
 
+def test_librdkafka_reads_a_tiered_storage_prefix(tmp_path):
+    """A tiered-storage prefix (objects of Aiven's RemoteStorageManager) served as a log dir:
+    read_committed records equal the engine's read of the same objects. (Encrypted prefixes
+    take ``rsm_keys`` as every reader does; a key costs seconds to load, so not here.)"""
+    objects = FIXTURES.parent / "tiered-aiven" / "a-plain" / "objects"
+    if not os.path.isdir(objects):
+        pytest.skip(f"{objects} not found")
+    with Server([objects], tmp_path) as server:
+        log_ = server.catalog.get("txn", 0).primary
+        want = [(r.offset, r.key, r.value) for r in log_.records(isolation="committed")]
+        c = ck.Consumer({"bootstrap.servers": bootstrap(server), "group.id": "tiered",
+                         "isolation.level": "read_committed", **FAST})
+        c.assign([ck.TopicPartition("txn", 0, 0)])
+        got = rd_consume(c, len(want))
+        c.close()
+    assert len(want) > 100 and got == want
+
+
 # ---------------------------------------------------------------------- kafka-python
 def test_kafka_python_assigned_group_and_times(served):
     kafka = pytest.importorskip("kafka")
