@@ -107,25 +107,29 @@ def test_librdkafka_group_rebalances_on_join_and_leave(served):
     want = expected("plain")
     config = {"bootstrap.servers": bootstrap(served), "group.id": "pair",
               "enable.auto.commit": False, "auto.offset.reset": "earliest", **FAST}
+    told = {}                       # each member's assignments, as it is told them
     first = ck.Consumer(config)
-    first.subscribe(["plain"])
+    first.subscribe(["plain"], on_assign=lambda c, parts: told.setdefault(1, []).append(parts))
     got = rd_consume(first, 500)
     first.commit(asynchronous=False)
     second = ck.Consumer(config)
-    assigned = []                   # the second member's assignments, as it is told them
-    second.subscribe(["plain"], on_assign=lambda c, parts: assigned.append(parts))
-    for _ in range(400):            # both poll until the second is in the group
+    second.subscribe(["plain"], on_assign=lambda c, parts: told.setdefault(2, []).append(parts))
+    for _ in range(400):            # both poll until both were told the new generation's
         for c in (first, second):
             got += [(m.offset(), m.key(), m.value()) for m in c.consume(100, 0.02)]
-        if assigned:
+        if len(told.get(1, ())) >= 2 and told.get(2):
             break
-    holder, other = (second, first) if assigned[-1] else (first, second)
-    assert len(holder.assignment()) == 1 and not other.assignment()
-    holder.commit(asynchronous=False)
-    committed = holder.committed([ck.TopicPartition("plain", 0)], timeout=5)[0].offset
-    holder.close()                  # LeaveGroup: the other is given the partition
-    rest = rd_consume(other, len(want) - committed)
-    other.close()
+    try:
+        assert len(told[1][-1]) + len(told[2][-1]) == 1
+        holder, other = (second, first) if told[2][-1] else (first, second)
+        got += rd_consume(holder, 100)  # in generation 2, then committed
+        holder.commit(asynchronous=False)
+        committed = holder.committed([ck.TopicPartition("plain", 0)], timeout=5)[0].offset
+        holder.close()              # LeaveGroup: the other is given the partition
+        rest = rd_consume(other, len(want) - committed)
+    finally:
+        first.close()
+        second.close()
     # a move repeats what was read and not committed: every record right, none below the
     # commit missed, and the rest from the committed offset on
     assert set(got) <= set(want) and {r[0] for r in got} >= set(range(committed))
