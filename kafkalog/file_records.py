@@ -32,7 +32,8 @@ _move_to_end = OPEN_SEGMENTS.move_to_end
 class FileSlice:
     """``size`` bytes at ``offset`` of an open file, unread: ``fileno()`` and ``offset`` for
     ``socket.sendfile``, ``len()``, ``bytes()`` to read them. It holds the file's descriptor
-    open (a segment evicted or deleted meanwhile is still sent as it was)."""
+    (a segment evicted or deleted meanwhile is still read as it was) until its log is closed:
+    a send that may outlive the log dups ``fileno()`` first."""
     __slots__ = ("_desc", "offset", "size")
 
     def __init__(self, desc: Descriptor, offset: int, size: int) -> None:

@@ -236,7 +236,10 @@ class Server:
                 if pending:
                     conn.sendall(b"".join(pending))
                     pending = []
-                sent = conn.sendfile(chunk, chunk.offset, len(chunk))
+                # From a descriptor of its own: a log closed meanwhile (a reopen, the server's
+                # close) cannot close it, nor its number be reused, under a long send.
+                with open(os.dup(chunk.fileno()), "rb", buffering=0) as segment:
+                    sent = conn.sendfile(segment, chunk.offset, len(chunk))
                 if sent != len(chunk):
                     raise ConnectionError(f"sent {sent} of {len(chunk)} bytes of a segment")
             else:
