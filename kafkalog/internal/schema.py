@@ -467,7 +467,8 @@ class Writer:
                     self.buf.append(0xFF)
                 return
             else:
-                self.length(-1, flexible, "int32")
+                self.length(-1, flexible, "int16" if type_ == "string" and not field.array
+                            else "int32")
                 return
         elif isinstance(type_, Struct) and not field.array and field.nullable is not None \
                 and version in field.nullable:
