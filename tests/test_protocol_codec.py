@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from kafkalog.errors import ProtocolError, UnsupportedVersionError
 from kafkalog.internal.schema import Struct
 from kafkalog.protocol import (
-    APIS, MESSAGES, FileRegion, api_versions_body, decode_request, decode_response,
+    APIS, MESSAGES, api_versions_body, decode_request, decode_response,
     encode_request, encode_response, frame_size,
 )
 
@@ -82,10 +82,20 @@ def test_every_table_round_trips_in_every_version(api_key, version):
         assert decode_response(api_key, version, raw[4:]) == (42, answer)
 
 
+class _Slice:
+    """A stand-in for a file slice the server sends with sendfile: only its length counts."""
+
+    def __init__(self, length):
+        self.length = length
+
+    def __len__(self):
+        return self.length
+
+
 def test_records_stay_chunks_of_their_own():
     request = decode_request(encode_request(1, 12, 3, "c", {"topics": []})[4:])
     stored = memoryview(bytearray(b"B" * 10_000))
-    region = FileRegion("/data/00000000000000000000.log", 128, 5_000)
+    region = _Slice(5_000)
     chunks = encode_response(request, {"responses": [{"topic": "t", "partitions": [
         {"partitionIndex": 0, "records": stored},
         {"partitionIndex": 1, "records": region},

@@ -467,6 +467,7 @@ class Writer:
                     self.buf.append(0xFF)
                 return
             else:
+                # a null string's length is an int16, as its length is
                 self.length(-1, flexible, "int16" if type_ == "string" and not field.array
                             else "int32")
                 return

@@ -2,10 +2,10 @@
 (``kafkalog.internal.schema``'s engine, the tables of ``messages``) for requests and responses.
 """
 from kafkalog.protocol.codec import (
-    FileRegion, Request, api_versions_body, decode_request, decode_response, encode_request,
+    Request, api_versions_body, decode_request, decode_response, encode_request,
     encode_response, frame_size,
 )
 from kafkalog.protocol.messages import APIS, MESSAGES
 
-__all__ = ["APIS", "MESSAGES", "FileRegion", "Request", "api_versions_body", "decode_request",
+__all__ = ["APIS", "MESSAGES", "Request", "api_versions_body", "decode_request",
            "decode_response", "encode_request", "encode_response", "frame_size"]

@@ -23,7 +23,7 @@ client learns the versions the server has.
 from __future__ import annotations
 
 import struct
-from typing import Any, Union
+from typing import Any
 
 from kafkalog.errors import ProtocolError, UnsupportedVersionError
 from kafkalog.internal.schema import Reader, Writer
@@ -33,23 +33,6 @@ _SIZE = struct.Struct(">i")
 _HEADER = struct.Struct(">hhi")
 API_VERSIONS = 18
 UNSUPPORTED_VERSION = 35        # Kafka's error code
-
-
-class FileRegion:
-    """``length`` bytes of ``file`` (a path or a file descriptor) from ``offset``: a ``records``
-    value the server sends without reading it into memory (``sendfile``)."""
-    __slots__ = ("file", "offset", "length")
-
-    def __init__(self, file: Union[str, int], offset: int, length: int) -> None:
-        self.file = file
-        self.offset = offset
-        self.length = length
-
-    def __len__(self) -> int:
-        return self.length
-
-    def __repr__(self) -> str:
-        return f"FileRegion({self.file!r}, {self.offset}, {self.length})"
 
 
 class Request:
@@ -131,7 +114,7 @@ def encode_response(request: Request, body: dict[str, Any]) -> list[Any]:
     """The response to ``request`` with ``body`` (native values; a field left out takes its
     default) as chunks to write in order: the first holds the size prefix and the header,
     ``records`` values over a few KB are chunks of their own, as given (bytes, memoryview,
-    FileRegion). Raises ProtocolError for a body the schema cannot hold."""
+    or a file slice the server sends with ``sendfile``). Raises ProtocolError for a body the schema cannot hold."""
     version = request.response_version
     message = MESSAGES[request.name + "Response"]
     writer = Writer()
