@@ -5,69 +5,23 @@ mutated, huge counts) only ever raise ProtocolError without allocating what they
 import random
 import struct
 import tracemalloc
-import uuid
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from kafkalog.errors import ProtocolError, UnsupportedVersionError
-from kafkalog.internal.schema import Struct
 from kafkalog.protocol import (
-    APIS, MESSAGES, api_versions_body, decode_request, decode_response,
+    APIS, api_versions_body, decode_request, decode_response,
     encode_request, encode_response, frame_size,
 )
+from protocol_bodies import random_body
 
 VERSIONS = [(key, v) for key, (_, lo, hi) in sorted(APIS.items()) for v in range(lo, hi + 1)]
-_INTS = {"int8": 7, "int16": 15, "uint16": 16, "int32": 31, "uint32": 32, "int64": 63}
-
-
-def _scalar(rng, type_, flexible):
-    if type_ in _INTS:
-        bits = _INTS[type_]
-        return rng.randrange(0, 2 ** bits) if type_.startswith("u") else \
-            rng.randrange(-2 ** bits, 2 ** bits)
-    if type_ == "bool":
-        return rng.random() < 0.5
-    if type_ == "uuid":
-        return uuid.UUID(int=rng.getrandbits(128))
-    if type_ == "string":
-        return "".join(rng.choice("ab\u00e9\u6f22") for _ in range(rng.randrange(6)))
-    return rng.randbytes(rng.randrange(8))       # bytes, records
-
-
-def body(rng, s, version, flexible):
-    """A random body holding every field as decode_request returns them: the version's fields
-    random (nulls included where allowed), the others their defaults."""
-    out = {}
-    for f in s.fields:
-        if version not in f.versions:
-            out[f.name] = list(f.native) if f.array and f.native else f.native
-            continue
-        if f.tag is not None and flexible and rng.random() < 0.3:
-            out[f.name] = list(f.native) if f.array and f.native else f.native
-            continue
-        if f.nullable is not None and version in f.nullable and rng.random() < 0.2:
-            out[f.name] = None
-            continue
-
-        def one():
-            if isinstance(f.type, Struct):
-                return body(rng, f.type, version, flexible)
-            return _scalar(rng, f.type, flexible)
-        out[f.name] = [one() for _ in range(rng.randrange(3))] if f.array else one()
-    return out
-
-
-def _random_body(rng, api_key, version, kind):
-    message = MESSAGES[APIS[api_key][0] + kind]
-    return body(rng, message.struct, version, version in message.flexible)
-
-
 @pytest.mark.parametrize("api_key,version", VERSIONS)
 def test_every_table_round_trips_in_every_version(api_key, version):
     rng = random.Random(api_key * 100 + version)
     for _ in range(3):
-        sent = _random_body(rng, api_key, version, "Request")
+        sent = random_body(rng, api_key, version, "Request")
         frame = encode_request(api_key, version, 42, "client", sent)
         assert frame_size(frame[:4], 1 << 20) == len(frame) - 4
         request = decode_request(frame[4:])
@@ -75,7 +29,7 @@ def test_every_table_round_trips_in_every_version(api_key, version):
                 request.client_id, request.response_version) == (api_key, version, 42,
                                                                   "client", version)
         assert request.body == sent
-        answer = _random_body(rng, api_key, version, "Response")
+        answer = random_body(rng, api_key, version, "Response")
         chunks = encode_response(request, answer)
         raw = b"".join(chunks)
         assert frame_size(raw[:4], 1 << 20) == len(raw) - 4
@@ -210,7 +164,7 @@ def test_golden_bytes_against_kafka_python_flexible_messages():
 
 def _valid_frames():
     rng = random.Random(7)
-    return [encode_request(k, v, 1, "c", _random_body(rng, k, v, "Request"))[4:]
+    return [encode_request(k, v, 1, "c", random_body(rng, k, v, "Request"))[4:]
             for k, v in VERSIONS]
 
 
