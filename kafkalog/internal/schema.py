@@ -103,7 +103,8 @@ class Field:
     """One field of a struct: ``name``, ``type`` (a scalar name or ``Struct``), ``array``,
     the ``versions`` it is in, its ``tag`` (None for a regular field), ``default`` and the
     versions it is ``nullable`` in (None for none)."""
-    __slots__ = ("name", "type", "array", "versions", "tag", "default", "nullable", "native")
+    __slots__ = ("name", "type", "array", "versions", "tag", "default", "nullable", "native",
+                 "pack")
 
     def __init__(self, name: str, type_: str | Struct, array: bool, versions: Versions,
                  tag: int | None, default: Any, nullable: Versions | None = None) -> None:
@@ -120,6 +121,8 @@ class Field:
             self.native = uuid.UUID(int=0)
         elif not array and default == "" and type_ in ("bytes", "records"):
             self.native = b""
+        # a fixed-width number is written in one step (most fields of a Fetch response)
+        self.pack = None if array or not isinstance(type_, str) else _PACKERS.get(type_)
 
 
 class Struct:
@@ -494,7 +497,10 @@ class Writer:
         regular, tagged = s.layout(version, flexible)
         for f in regular:
             v = values.get(f.name, f.native)
-            self.value(f, v, version, flexible)
+            if f.pack is not None:
+                self.buf += f.pack(v)
+            else:
+                self.value(f, v, version, flexible)
         if not flexible:
             return
         present = [(f, values[f.name]) for f in tagged
