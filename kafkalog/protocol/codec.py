@@ -99,7 +99,7 @@ def decode_request(frame: bytes | memoryview) -> Request:
     try:
         client_id = reader.string(False) or ""
         # an unknown ApiVersions version's header: v2 from the first flexible version on
-        if version >= 0 and version in message.flexible:
+        if version in message.flexible:
             _skip_tagged(reader)
     except (ValueError, struct.error, UnicodeDecodeError) as e:
         raise ProtocolError(f"{name} v{version}: the request header cannot be read: {e}"
