@@ -11,6 +11,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
+# `spark_cluster_check.sh prepare DIR` only makes the packed environment in DIR (scripts/test.sh
+# runs it in the background while pytest runs: pip and venv-pack mostly wait on I/O); a later run
+# with CLUSTER_ENV=DIR uses it instead of making its own.
+prepare() {  # prepare DIR: pack-env installed and packed, environment/ unpacked for the driver
+  python3 -m venv "$1/pack-env"
+  "$1/pack-env/bin/pip" install -q "$wheel[s3]" pyarrow "pandas<3" venv-pack
+  "$1/pack-env/bin/venv-pack" -q -p "$1/pack-env" -o "$1/kafkalog-env.tar.gz"
+  mkdir -p "$1/environment" && tar -xzf "$1/kafkalog-env.tar.gz" -C "$1/environment"
+  touch "$1/ready"
+}
+wheel=$(ls "$root"/dist/kafkalog-*.whl 2> /dev/null) \
+  || { echo "no wheel in dist/: run scripts/setup.sh first"; exit 1; }
+if [ "${1:-}" = prepare ]; then prepare "$2"; exit 0; fi
 work=$(mktemp -d)
 # local-cluster workers unpack the archive under pyspark's own work/ directory: remove it after
 spark_work=$("$root/.venv/bin/python" -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "work"))')
@@ -21,18 +34,17 @@ cleanup() {
 }
 trap cleanup EXIT
 data="$root/../shared/fixtures/kafka-written/multiseg-0"
-wheel=$(ls "$root"/dist/kafkalog-*.whl 2> /dev/null) \
-  || { echo "no wheel in dist/: run scripts/setup.sh first"; exit 1; }
 cd "$work"
 # The data in a bucket of a local S3 endpoint (moto), started first: it comes up while pip runs
 "$root/.venv/bin/python" "$root/scripts/moto_bucket.py" "$data" kafkalog-cluster/multiseg-0 \
   > moto.out 2> moto.log &
 moto_pid=$!
-python3 -m venv pack-env
-pack-env/bin/pip install -q "$wheel[s3]" pyarrow "pandas<3" venv-pack
-pack-env/bin/venv-pack -q -p pack-env -o kafkalog-env.tar.gz
+if [ -n "${CLUSTER_ENV:-}" ] && [ -e "$CLUSTER_ENV/ready" ]; then
+  mv "$CLUSTER_ENV/kafkalog-env.tar.gz" "$CLUSTER_ENV/environment" .
+else
+  prepare "$work"
+fi
 # the driver plans the data source's scans in Python workers of the same PYSPARK_PYTHON
-mkdir -p environment && tar -xzf kafkalog-env.tar.gz -C environment
 export PYSPARK_DRIVER_PYTHON="$root/.venv/bin/python"
 
 for _ in $(seq 300); do [ -s moto.out ] && break; kill -0 "$moto_pid" || break; sleep 0.1; done

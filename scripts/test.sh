@@ -33,6 +33,16 @@ asv_check() {
 
 stage setup "the venv and the compiled extension" bash scripts/setup.sh
 export PYSPARK_PYTHON="$PWD/.venv/bin/python"
+# The wheel's and the cluster example's environments are made in the background while ruff, mypy
+# and pytest run: pip and venv-pack mostly wait on the network and the disk, and pytest keeps
+# about one of the two cores busy. Their stages wait for them (and print their log on failure).
+prep=$(mktemp -d)
+bash scripts/wheel_check.sh prepare > "$prep/wheel.log" 2>&1 & wheel_prep=$!
+bash scripts/spark_cluster_check.sh prepare "$prep/cluster" > "$prep/cluster.log" 2>&1 & cluster_prep=$!
+trap 'kill $wheel_prep $cluster_prep 2> /dev/null || true; rm -rf "$prep"; report' EXIT
+prepared() {  # prepared PID LOG: waits for a background preparation, prints its log if it failed
+  wait "$1" || { echo "preparing failed:"; tail -30 "$2"; return 1; }
+}
 stage ruff "undefined names, unused imports and variables" \
   .venv/bin/ruff check --quiet --select F,E9 kafkalog tests bench scripts asv_benchmarks examples
 stage mypy "the public API's annotations" .venv/bin/mypy kafkalog
@@ -43,7 +53,10 @@ stage pytest "the whole suite, compiled kernels (pure-Python ones by their twin 
 # scripts/sanitize.sh (ASan and UBSan over the twin, fuzz, re-entrancy and live-writer tests) is
 # not a stage: 162 s more took the CI past its 15 minutes (docs/reliability.md, Sanitizers).
 stage asv "asv benchmark suite (discovery and setup checks)" asv_check
-stage wheel "the wheel: installed in a fresh venv, tested from outside the source tree" \
-  bash scripts/wheel_check.sh
+wheel_check() { prepared $wheel_prep "$prep/wheel.log" && WHEEL_ENV_READY=1 bash scripts/wheel_check.sh; }
+stage wheel "the wheel: installed in a fresh venv, tested from outside the source tree" wheel_check
+cluster_check() {
+  prepared $cluster_prep "$prep/cluster.log" && CLUSTER_ENV="$prep/cluster" bash scripts/spark_cluster_check.sh
+}
 stage cluster "the README's Spark cluster example (local-cluster executors, packed environment)" \
-  bash scripts/spark_cluster_check.sh
+  cluster_check

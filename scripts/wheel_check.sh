@@ -23,11 +23,16 @@ assert any(n.endswith("kafkalog/_core.pyx") for n in sdist) and \
 print(f"wheel: {len(wheel)} files, compiled module and pyspark_kafkalog, no sources; sdist "
       f"carries the .pyx/.pxd")
 PY
-rm -rf .venv-wheel
-python3 -m venv .venv-wheel
-.venv-wheel/bin/python -m pip install -q --upgrade pip
-.venv-wheel/bin/python -m pip install -q "$wheel" pytest hypothesis kafka-python aiokafka lz4 \
-  zstandard python-snappy
+# `wheel_check.sh prepare` only makes .venv-wheel (scripts/test.sh runs it in the background while
+# pytest runs); a later run with WHEEL_ENV_READY=1 uses that venv instead of making it again.
+if [ "${WHEEL_ENV_READY:-}" != 1 ] || [ "${1:-}" = prepare ]; then
+  rm -rf .venv-wheel
+  python3 -m venv .venv-wheel
+  .venv-wheel/bin/python -m pip install -q --upgrade pip
+  .venv-wheel/bin/python -m pip install -q "$wheel" pytest hypothesis kafka-python aiokafka lz4 \
+    zstandard python-snappy
+fi
+if [ "${1:-}" = prepare ]; then exit 0; fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
