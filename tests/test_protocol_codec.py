@@ -15,7 +15,7 @@ from kafka.protocol import old
 
 from kafkalog.internal.schema import Struct
 
-from kafkalog.errors import ProtocolError, UnsupportedVersionError
+from kafkalog.errors import ProtocolEncodeError, ProtocolError, UnsupportedVersionError
 from kafkalog.protocol import (
     APIS, MESSAGES, api_versions_body, decode_request, decode_response,
     encode_request, encode_response, frame_size,
@@ -91,6 +91,17 @@ def test_unknown_apis_and_versions(api_key, version):
         decode_request(frame)
     assert (e.value.api_key, e.value.api_version, e.value.correlation_id) == \
         (api_key, version, 12)
+
+
+def test_a_body_the_schema_cannot_hold_is_the_encoders_fault():
+    request = decode_request(encode_request(3, 1, 1, "c", {"topics": None})[4:])
+    for bad in ({"brokers": None}, {"controllerId": 2**31}, {"brokers": [{"host": 7}]},
+                {"topics": [{"name": None}]}):
+        with pytest.raises(ProtocolEncodeError) as e:
+            encode_response(request, bad)
+        assert not isinstance(e.value, ProtocolError)
+    with pytest.raises(ProtocolEncodeError, match="no version 13"):
+        encode_request(1, 13, 1, "c", {})
 
 
 def test_frame_size_refuses_before_reading():
