@@ -358,6 +358,12 @@ class UnsupportedVersionError(ProtocolError):
         self.correlation_id = correlation_id
 
 
+class ProtocolEncodeError(KafkaLogError):
+    """A body that its Kafka protocol schema cannot hold (a null where none is allowed, a number
+    out of range, a wrong type): a fault of the code that built it, not of the peer, so not a
+    ``ProtocolError`` (the server logs it as its own fault)."""
+
+
 class NotARegularFileError(KafkaLogError):
     """A file a log needs (a segment, an index, a snapshot, a checkpoint) is not a regular
     file: a FIFO, socket, device or directory of that name. It is never opened (opening a
@@ -518,6 +524,7 @@ __all__ = [
     "InternalRecordError",
     "ProtocolError",
     "UnsupportedVersionError",
+    "ProtocolEncodeError",
     "OffsetsOutOfOrderError",
     "NotARegularFileError",
     "SymlinkOutsideError",

@@ -2,16 +2,22 @@
 byte with kafka-python's own protocol classes (an implementation no one here wrote), the
 headers and the ApiVersions fallback behave as Kafka's broker, and hostile frames (fuzzed,
 mutated, huge counts) only ever raise ProtocolError without allocating what they announce."""
+import importlib
+import io
+import pkgutil
 import random
 import struct
 import tracemalloc
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
+from kafka.protocol import old
 
-from kafkalog.errors import ProtocolError, UnsupportedVersionError
+from kafkalog.internal.schema import Struct
+
+from kafkalog.errors import ProtocolEncodeError, ProtocolError, UnsupportedVersionError
 from kafkalog.protocol import (
-    APIS, api_versions_body, decode_request, decode_response,
+    APIS, MESSAGES, api_versions_body, decode_request, decode_response,
     encode_request, encode_response, frame_size,
 )
 from protocol_bodies import random_body
@@ -20,11 +26,11 @@ VERSIONS = [(key, v) for key, (_, lo, hi) in sorted(APIS.items()) for v in range
 @pytest.mark.parametrize("api_key,version", VERSIONS)
 def test_every_table_round_trips_in_every_version(api_key, version):
     rng = random.Random(api_key * 100 + version)
-    for _ in range(3):
+    for view in (bytes, memoryview, bytearray):     # what a server may hold a frame in
         sent = random_body(rng, api_key, version, "Request")
         frame = encode_request(api_key, version, 42, "client", sent)
         assert frame_size(frame[:4], 1 << 20) == len(frame) - 4
-        request = decode_request(frame[4:])
+        request = decode_request(view(frame)[4:])
         assert (request.api_key, request.api_version, request.correlation_id,
                 request.client_id, request.response_version) == (api_key, version, 42,
                                                                   "client", version)
@@ -85,6 +91,17 @@ def test_unknown_apis_and_versions(api_key, version):
         decode_request(frame)
     assert (e.value.api_key, e.value.api_version, e.value.correlation_id) == \
         (api_key, version, 12)
+
+
+def test_a_body_the_schema_cannot_hold_is_the_encoders_fault():
+    request = decode_request(encode_request(3, 1, 1, "c", {"topics": None})[4:])
+    for bad in ({"brokers": None}, {"controllerId": 2**31}, {"brokers": [{"host": 7}]},
+                {"topics": [{"name": None}]}):
+        with pytest.raises(ProtocolEncodeError) as e:
+            encode_response(request, bad)
+        assert not isinstance(e.value, ProtocolError)
+    with pytest.raises(ProtocolEncodeError, match="no version 13"):
+        encode_request(1, 13, 1, "c", {})
 
 
 def test_frame_size_refuses_before_reading():
@@ -157,6 +174,81 @@ def test_golden_bytes_against_kafka_python_flexible_messages():
     assert bytes(p.records) == batches
     # and theirs, re-encoded, is the same frame
     assert bytes(theirs.encode(header=True, framed=True)) == raw
+
+
+def _bodies(seed):
+    """(api key, version, kind, message, random body, its bytes) of every table and version."""
+    rng = random.Random(seed)
+    for key, version in VERSIONS:
+        for kind in ("Request", "Response"):
+            message = MESSAGES[APIS[key][0] + kind]
+            sent = random_body(rng, key, version, kind)
+            if (key, kind) == (18, "Response"):
+                sent["errorCode"] = 0   # kafka-python reads an ApiVersions error as v0's
+            raw = b"".join(bytes(c) for c in message.write(sent, version).chunks())
+            yield key, version, kind, message, sent, raw
+
+
+def _in_order(s, values, version, flexible, top=True):
+    """A body as kafka-python's hand-written structs hold it: the version's regular fields in
+    order, a struct of one field as that field's value."""
+    out = []
+    for f in s.layout(version, flexible)[0]:
+        v = values[f.name]
+        if isinstance(f.type, Struct) and v is not None:
+            v = [_in_order(f.type, x, version, flexible, False) for x in v] if f.array else \
+                _in_order(f.type, v, version, flexible, False)
+        out.append(v)
+    return out[0] if len(out) == 1 and not top else out
+
+
+def _theirs(v):
+    if isinstance(v, set):              # their BitField: an int32 of bits
+        n = sum(1 << b for b in v)
+        return n - (1 << 32) if n >= 1 << 31 else n
+    if isinstance(v, (list, tuple)):    # without their tagged-field dicts
+        return [_theirs(x) for x in v if not isinstance(x, dict)]
+    return v
+
+
+def test_kafka_python_structs_read_what_the_tables_write():
+    # kafka.protocol.old: hand-written structs of many APIs and versions (170 of ours)
+    from kafka.protocol.old import api
+    classes = {}
+    for module in pkgutil.iter_modules(old.__path__):
+        for c in vars(importlib.import_module(f"kafka.protocol.old.{module.name}")).values():
+            if isinstance(c, type) and issubclass(c, (api.Request, api.Response)) and \
+                    isinstance(getattr(c, "API_KEY", None), int):
+                classes[c.API_KEY, c.API_VERSION, issubclass(c, api.Request)] = c
+    compared = 0
+    for key, version, kind, message, sent, raw in _bodies(5):
+        theirs = classes.get((key, version, kind == "Request"))
+        if theirs is None:
+            continue
+        buf = io.BytesIO(raw)
+        got = theirs.SCHEMA.decode(buf)
+        assert buf.tell() == len(raw), (theirs, raw)
+        want = _in_order(message.struct, sent, version, version in message.flexible)
+        assert _theirs(got) == want, theirs
+        compared += 1
+    assert compared == 170
+
+
+def test_kafka_python_messages_read_what_the_tables_write():
+    # kafka.protocol's JSON-driven messages, every API, version, request and response: read
+    # and written again by kafka-python, the bytes are the same
+    import kafka.protocol.admin
+    import kafka.protocol.consumer
+    import kafka.protocol.metadata
+    import kafka.protocol.producer
+    modules = (kafka.protocol.admin, kafka.protocol.consumer, kafka.protocol.metadata,
+               kafka.protocol.producer)
+    for key, version, kind, _, _, raw in _bodies(6):
+        name = APIS[key][0] + kind
+        theirs = next(getattr(m, name) for m in modules if hasattr(m, name))
+        got = theirs.decode(raw, version=version)
+        got._header = None              # a decoded message has none; encode looks for one
+        assert bytes(got.encode(version=version)) == raw, (name, version)
 
 
 # ---------------------------------------------------------------------------------------------

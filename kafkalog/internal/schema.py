@@ -438,8 +438,7 @@ class Writer:
         elif type_ == "bool":
             self.buf.append(1 if v else 0)
         elif type_ == "uuid":
-            raw = v.bytes
-            self.buf += raw
+            self.buf += v.bytes
         elif type_ == "string":
             raw = v.encode("utf-8")
             self.length(len(raw), flexible, "int16")
@@ -449,7 +448,7 @@ class Writer:
             self.length(len(v), flexible, "int32")
             self.buf += v
         else:
-            # stored batches stay the caller's object: a memoryview or a file region
+            # stored batches stay the caller's object: a memoryview or a file slice
             self.length(len(v), flexible, "int32")
             self.parts.append(self.buf)
             self.buf = bytearray()

@@ -25,8 +25,8 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from kafkalog.errors import ProtocolError, UnsupportedVersionError
-from kafkalog.internal.schema import Reader, Writer
+from kafkalog.errors import ProtocolEncodeError, ProtocolError, UnsupportedVersionError
+from kafkalog.internal.schema import Message, Reader, Writer
 from kafkalog.protocol.messages import APIS, MESSAGES
 
 _SIZE = struct.Struct(">i")
@@ -99,7 +99,7 @@ def decode_request(frame: bytes | memoryview) -> Request:
     try:
         client_id = reader.string(False) or ""
         # an unknown ApiVersions version's header: v2 from the first flexible version on
-        if version >= 0 and version in message.flexible:
+        if version in message.flexible:
             _skip_tagged(reader)
     except (ValueError, struct.error, UnicodeDecodeError) as e:
         raise ProtocolError(f"{name} v{version}: the request header cannot be read: {e}"
@@ -114,7 +114,8 @@ def encode_response(request: Request, body: dict[str, Any]) -> list[Any]:
     """The response to ``request`` with ``body`` (native values; a field left out takes its
     default) as chunks to write in order: the first holds the size prefix and the header,
     ``records`` values over a few KB are chunks of their own, as given (bytes, memoryview,
-    or a file slice the server sends with ``sendfile``). Raises ProtocolError for a body the schema cannot hold."""
+    or a file slice the server sends with ``sendfile``). Raises ProtocolEncodeError for a
+    body the schema cannot hold."""
     version = request.response_version
     message = MESSAGES[request.name + "Response"]
     writer = Writer()
@@ -122,8 +123,15 @@ def encode_response(request: Request, body: dict[str, Any]) -> list[Any]:
     writer.buf += _SIZE.pack(request.correlation_id)
     if version in message.flexible and request.api_key != API_VERSIONS:
         writer.uvarint(0)           # header v1: no tagged fields
-    message.write(body, version, writer)
+    _write(message, body, version, writer)
     return _sized(writer)
+
+
+def _write(message: Message, body: dict[str, Any], version: int, writer: Writer) -> None:
+    try:
+        message.write(body, version, writer)
+    except ProtocolError as e:
+        raise ProtocolEncodeError(str(e)) from None
 
 
 def _sized(writer: Writer) -> list[Any]:
@@ -135,7 +143,7 @@ def _sized(writer: Writer) -> list[Any]:
 def encode_request(api_key: int, version: int, correlation_id: int, client_id: str | None,
                    body: dict[str, Any]) -> bytes:
     """A client's request frame, size prefix included (for tests and tools; the server only
-    decodes requests)."""
+    decodes requests). Raises ProtocolEncodeError for a body the schema cannot hold."""
     name = APIS[api_key][0]
     message = MESSAGES[name + "Request"]
     writer = Writer()
@@ -147,7 +155,7 @@ def encode_request(api_key: int, version: int, correlation_id: int, client_id: s
         writer.scalar("string", client_id, False)
     if version in message.flexible:
         writer.uvarint(0)
-    message.write(body, version, writer)
+    _write(message, body, version, writer)
     return b"".join(_sized(writer))
 
 
