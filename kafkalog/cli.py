@@ -1,5 +1,5 @@
 """``kafkalog`` command line: ``dump``, ``verify``, ``recover``, ``salvage`` and the answers about
-Kafka's internal topics (``offsets``, ``groups``, ``transactions``, ``metadata``)."""
+Kafka's internal topics (``offsets``, ``groups``, ``transactions``, ``metadata``), and ``serve``."""
 import argparse
 import contextlib
 import json
@@ -56,8 +56,8 @@ def _progress_bar(args):
     """A bar on stderr of the bytes of log the command gets through: with ``--progress``, or
     when stderr is a terminal (for ``dump``, one that is not also its output). Lines printed
     meanwhile on a terminal go above the bar."""
-    if not (args.progress or (sys.stderr.isatty() and not (args.command == "dump"
-                                                           and sys.stdout.isatty()))):
+    if args.command == "serve" or not (args.progress or (
+            sys.stderr.isatty() and not (args.command == "dump" and sys.stdout.isatty()))):
         yield
         return
     from tqdm import tqdm
@@ -346,6 +346,11 @@ def _internal(args):
     return status
 
 
+def _serve(args):
+    from kafkalog.serve.command import run
+    return run(args, args.keys)
+
+
 def _non_negative(text):
     value = int(text)
     if value < 0:
@@ -505,6 +510,14 @@ def build_parser():
         answer.add_argument("paths", nargs="+", metavar="PATH",
                             help=f"a {what} partition directory or a log dir holding one")
         answer.set_defaults(func=_internal)
+    serve = sub.add_parser("serve", help="a read-only Kafka endpoint: any Kafka client "
+                                         "consumes the partitions under the paths")
+    from kafkalog.serve.command import add_arguments
+    add_arguments(serve)
+    _add_rsm_key(serve)
+    serve.add_argument("paths", nargs="+", metavar="PATH",
+                       help="partition directory, log dir, fsspec URL or tiered-storage prefix")
+    serve.set_defaults(func=_serve)
     return parser
 
 

@@ -334,6 +334,36 @@ class InternalRecordError(CorruptRecordError):
     or bytes that do not follow the schema."""
 
 
+class ProtocolError(KafkaLogError):
+    """A Kafka protocol frame that cannot be decoded (``kafkalog serve``): a length, count or
+    varint that runs past the frame, bytes left over, a null where the schema allows none, an
+    unknown API key. Kafka's broker answers such a request by closing the connection
+    (``InvalidRequestException``); so does kafkalog's server."""
+
+
+class UnsupportedVersionError(ProtocolError):
+    """A request for an API or version that the server does not support (Kafka's
+    ``UnsupportedVersionException``).
+
+    Attributes
+    ----------
+    api_key, api_version, correlation_id : int
+        From the request's header.
+    """
+
+    def __init__(self, message, api_key, api_version, correlation_id):
+        super().__init__(message)
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+
+
+class ProtocolEncodeError(KafkaLogError):
+    """A body that its Kafka protocol schema cannot hold (a null where none is allowed, a number
+    out of range, a wrong type): a fault of the code that built it, not of the peer, so not a
+    ``ProtocolError`` (the server logs it as its own fault)."""
+
+
 class NotARegularFileError(KafkaLogError):
     """A file a log needs (a segment, an index, a snapshot, a checkpoint) is not a regular
     file: a FIFO, socket, device or directory of that name. It is never opened (opening a
@@ -492,6 +522,9 @@ __all__ = [
     "MissingSparkExtraError",
     "MissingArrowExtraError",
     "InternalRecordError",
+    "ProtocolError",
+    "UnsupportedVersionError",
+    "ProtocolEncodeError",
     "OffsetsOutOfOrderError",
     "NotARegularFileError",
     "SymlinkOutsideError",

@@ -29,6 +29,31 @@ _READ_WHOLE_BYTES = 1 << 20
 _move_to_end = OPEN_SEGMENTS.move_to_end
 
 
+class FileSlice:
+    """``size`` bytes at ``offset`` of an open file, unread: ``fileno()`` and ``offset`` for
+    ``socket.sendfile``, ``len()``, ``bytes()`` to read them. It holds the file's descriptor
+    (a segment evicted or deleted meanwhile is still read as it was) until its log is closed:
+    a send that may outlive the log dups ``fileno()`` first."""
+    __slots__ = ("_desc", "offset", "size")
+
+    def __init__(self, desc: Descriptor, offset: int, size: int) -> None:
+        self._desc = desc
+        self.offset = offset
+        self.size = size
+
+    def fileno(self) -> int:
+        return self._desc.fd
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __bytes__(self) -> bytes:
+        return os.pread(self._desc.fd, self.size, self.offset)
+
+    def __repr__(self) -> str:
+        return f"FileSlice(fd={self._desc.fd}, offset={self.offset}, size={self.size})"
+
+
 class FileRecords:
     """The ``.log`` at ``path`` of segment ``owner``; ``size`` is its bytes (given by a
     directory scan, else read now; a writable file is created when missing)."""
@@ -218,6 +243,11 @@ class FileRecords:
                 position = first + second
             else:
                 return None
+
+    def slice(self, position: int, size: int) -> FileSlice:
+        """``size`` bytes from ``position`` of a local file, not read (Kafka's
+        ``FileRecords.slice``): what a server sends with ``sendfile``."""
+        return FileSlice(self.descriptor(), position, size)
 
     def read_bytes(self, position: int, size: int) -> bytes:
         """``size`` bytes from ``position`` (fewer at the end of the file)."""

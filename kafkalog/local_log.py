@@ -277,10 +277,10 @@ class LocalLog:
 
     # ------------------------------------------------------------------------------ read
     def read(self, start_offset, max_bytes, max_offset, min_one_message=True,
-             include_aborted_txns=False):
+             include_aborted_txns=False, zero_copy=False):
         """Batches from the first holding ``start_offset`` up to ``max_bytes``, nothing at or
         past ``max_offset``: a FetchDataInfo, with the aborted transactions of its range when
-        ``include_aborted_txns`` (read_committed)."""
+        ``include_aborted_txns`` (read_committed); ``zero_copy`` as ``LogSegment.read``."""
         segments = self._segments
         end = self.log_end_metadata
         if start_offset < max_offset:
@@ -295,7 +295,8 @@ class LocalLog:
                     found = segment.translate_offset(max_offset)
                     if found is not None:
                         max_position = found[0]
-                info = segment.read(start_offset, max_bytes, max_position, min_one_message)
+                info = segment.read(start_offset, max_bytes, max_position, min_one_message,
+                                    zero_copy)
                 if info is not None and (info.records or info.first_entry_incomplete):
                     if include_aborted_txns:
                         info.aborted_transactions = self._aborted_transactions(

@@ -428,12 +428,12 @@ class Log:
         raise ValueError(f"isolation must be one of {ISOLATIONS}, not {isolation!r}")
 
     def read(self, start_offset: int, max_bytes: int = 1048576, isolation: str = "log_end",
-             min_one_message: bool = True) -> FetchDataInfo:
+             min_one_message: bool = True, zero_copy: bool = False) -> FetchDataInfo:
         """Batches from the first holding ``start_offset``, up to ``max_bytes``.
 
-        Returns a FetchDataInfo (``records`` = batch bytes; ``aborted_transactions`` for
-        ``isolation="committed"``). Raises OffsetOutOfRangeError for an offset below the log
-        start offset or above the log end offset.
+        Returns a FetchDataInfo (``records`` = batch bytes, or with ``zero_copy`` a local
+        segment's ``FileSlice``; ``aborted_transactions`` for ``isolation="committed"``).
+        Raises OffsetOutOfRangeError below the log start offset or above the log end offset.
         """
         # As Kafka's read (a few microseconds): no context manager, one segment search.
         if self._closed:
@@ -447,7 +447,7 @@ class Log:
                 f"{self._log_start_offset}, log end offset {log_end}")
         try:
             return local.read(start_offset, max_bytes, max_offset, min_one_message,
-                              isolation == "committed")
+                              isolation == "committed", zero_copy)
         except (ValueError, OSError) as e:
             self._raise_if_closed(e)
             raise

@@ -388,43 +388,43 @@ class LogSegment:
         self._final_time_entry = self.max_timestamp_and_offset
 
     def read(self, start_offset: int, max_size: int, max_position: int | None = None,
-             min_one_message: bool = False) -> FetchDataInfo | None:
-        """Read whole batches from the first with last offset >= ``start_offset``.
-
-        Returns a FetchDataInfo, or None when ``start_offset`` is beyond this segment. At most
-        ``max_size`` bytes (or the first batch whole, with ``min_one_message``) and nothing at
-        or past ``max_position``.
-        """
+             min_one_message: bool = False, zero_copy: bool = False) -> FetchDataInfo | None:
+        """A FetchDataInfo of the batches from the first with last offset >= ``start_offset``
+        (None when that is beyond this segment): at most ``max_size`` bytes (the first batch
+        whole, with ``min_one_message``), none at or past ``max_position``; with ``zero_copy``
+        a local segment's records are a ``FileSlice`` of its file (for ``sendfile``)."""
         if max_size < 0:
             raise ValueError(f"invalid max size {max_size} for log read from segment "
                              f"{self.log_path}")
         if max_position is None:
             max_position = self._file.size
-        # One lock, one mapping and one kernel call per read (Kafka's LogSegment.read:
-        # OffsetIndex.lookup + searchForOffsetWithSize + slice); the records are a copy:
-        # nothing holds the mapping.
+        # One lock, one mapping, one kernel call (Kafka's LogSegment.read: OffsetIndex.lookup
+        # + searchForOffsetWithSize + slice); records copied: nothing holds the mapping.
         with self.scan_lock:
             if not self._remote:
-                buf = self._file.buffer()
-                position, _, data, incomplete, lies = segment_read(
-                    self._lazy_offset_index.scan_view(), buf, start_offset, 0, max_size,
-                    max_position, min_one_message)
+                position, size, data, incomplete, lies = segment_read(
+                    self._lazy_offset_index.scan_view(), self._file.buffer(), start_offset, 0,
+                    0 if zero_copy else max_size, max_position, min_one_message and not zero_copy)
                 if lies:
                     self._index_lies(self.offset_index.lookup(start_offset))
                 if position < 0:
                     return None
-                return FetchDataInfo((start_offset, self.base_offset, position),
-                                     data, incomplete)
-            found = self._translate_remote(start_offset, 0)
-            if found is None:
-                return None
-            position, size = found
+                if not zero_copy:
+                    return FetchDataInfo((start_offset, self.base_offset, position),
+                                         data, incomplete)
+            else:
+                found = self._translate_remote(start_offset, 0)
+                if found is None:
+                    return None
+                position, size = found
             metadata = (start_offset, self.base_offset, position)
             adjusted = max(max_size, size) if min_one_message else max_size
             if adjusted == 0:
                 return FetchDataInfo(metadata, b"")
-            data = self.read_bytes(position, max(0, min(max_position - position, adjusted)))
-        return FetchDataInfo(metadata, data, adjusted < size)
+            fetch = max(0, min(max_position - position, adjusted))
+            records = self.read_bytes(position, fetch) if self._remote else \
+                self._file.slice(position, fetch)
+        return FetchDataInfo(metadata, records, adjusted < size)
 
     def fetch_upper_bound_offset(self, start_position: OffsetPosition | int,
                                  fetch_size: int) -> int | None:

@@ -20,6 +20,10 @@ too), the versions it is in, nullability, tagged versions and tag, default. Also
 the record-type ids (``__consumer_offsets`` key versions, metadata ``apiKey``), and messages
 of the internal topics' definition directories that the tables lack.
 
+The protocol tables of ``kafkalog serve`` (``kafkalog.protocol.messages``) are compared the same
+way over the versions its ``APIS`` table supports (a version Kafka does not define is a
+difference; a field only in other versions is left out of both sides), with each API's key.
+
 Prints one line per difference and a summary; exits 1 when there is a difference. A table
 message that no source defines is listed as unchecked; with ``--strict`` that fails too.
 """
@@ -39,6 +43,7 @@ from kafkalog.internal.schema import Field, Struct, Versions, _default  # noqa: 
 from kafkalog.internal.tables import (  # noqa: E402
     GROUP_RECORD_TYPES, MESSAGES, METADATA_RECORD_TYPES, UNSTABLE_MESSAGES,
 )
+from kafkalog.protocol.messages import APIS, MESSAGES as PROTOCOL  # noqa: E402
 
 # Definition directories of the records of the internal topics kafkalog decodes; a message
 # there that the tables lack is a difference. Clients' directory holds requests too, so only
@@ -193,17 +198,30 @@ def _universe(valid: str) -> frozenset[int]:
     return frozenset(range(v.lo, (v.hi if v.hi is not None else v.lo) + 1))
 
 
-def from_json(spec: dict[str, Any], key_like: bool) -> dict[str, Any]:
+def from_json(spec: dict[str, Any], key_like: bool,
+              within: frozenset[int] | None = None) -> dict[str, Any]:
+    """The definition in normal form; ``within``: over those versions only (a field of none
+    of them left out)."""
     universe = _universe(spec["validVersions"])
+    if within is not None:
+        universe &= within
     flexible = _vset(spec.get("flexibleVersions"), universe)
     common = {c["name"]: c for c in spec.get("commonStructs", [])}
     fields = _json_fields(spec["fields"], universe, flexible, common)
+    if within is not None:
+        fields = _present(fields)
     if key_like:
         fields = _single_layout(fields, universe)
         universe = frozenset([0])
     return {"valid": universe, "flexible": flexible, "fields": fields,
             "unstable": bool(spec.get("latestVersionUnstable")),
             "apiKey": spec.get("apiKey"), "validText": spec["validVersions"]}
+
+
+def _present(fields: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    if fields is None:
+        return None
+    return [{**f, "fields": _present(f["fields"])} for f in fields if f["versions"]]
 
 
 def _single_layout(fields: list[dict[str, Any]], universe: frozenset[int]
@@ -241,8 +259,8 @@ def _table_type(f: Field) -> tuple[str, None]:
     return ("[]" if f.array else "") + base, None
 
 
-def from_table(name: str, key_like: bool) -> dict[str, Any]:
-    m = MESSAGES[name]
+def from_table(name: str, key_like: bool, tables: dict[str, Any] = MESSAGES) -> dict[str, Any]:
+    m = tables[name]
     universe = frozenset([0]) if key_like else _universe(_text(m.valid))
     flexible = frozenset(v for v in universe if v in m.flexible)
     return {"valid": universe, "flexible": flexible, "unstable": name in UNSTABLE_MESSAGES,
@@ -367,6 +385,9 @@ def check(sources: list[Source], strict: bool) -> int:
         if name in defs and defs[name][2].get("apiKey") != type_id:
             diffs.append(f"metadata record type {type_id}: {name}'s apiKey is "
                          f"{defs[name][2].get('apiKey')}")
+    p_checked, p_fields = _check_protocol(defs, diffs, unchecked)
+    checked += p_checked
+    fields += p_fields
     # definitions of the internal topics the tables lack
     for name, (src, path, spec) in sorted(defs.items()):
         if path.startswith(_INTERNAL_DIRS) and name not in MESSAGES:
@@ -392,6 +413,33 @@ def check(sources: list[Source], strict: bool) -> int:
     print(f"{checked} messages ({fields} fields) compared, {len(diffs)} "
           f"differences, {len(unchecked)} unchecked")
     return 1 if diffs or (strict and unchecked) else 0
+
+
+def _check_protocol(defs: dict[str, tuple[Source, str, dict[str, Any]]], diffs: list[str],
+                    unchecked: list[str]) -> tuple[int, int]:
+    """The protocol tables over the versions APIS supports; (messages, fields) compared."""
+    checked = fields = 0
+    for key, (api, lo, hi) in sorted(APIS.items()):
+        within = frozenset(range(lo, hi + 1))
+        for name in (api + "Request", api + "Response"):
+            if name not in defs:
+                unchecked.append(name)
+                continue
+            checked += 1
+            spec = defs[name][2]
+            if spec.get("apiKey") != key:
+                diffs.append(f"{name}: api key {key} in APIS, Kafka's {spec.get('apiKey')}")
+            want = from_json(spec, False, within)
+            missing = within - _universe(spec["validVersions"])
+            if missing:
+                diffs.append(f"{name}: APIS supports versions {_fmt(missing)} that Kafka's "
+                             f"definition ({spec['validVersions']}) lacks")
+            if want["unstable"] and hi == max(_universe(spec["validVersions"])):
+                diffs.append(f"{name}: v{hi} is unstable in Kafka's definition")
+            want["unstable"] = False
+            fields += _count(want["fields"])
+            diffs += compare_message(name, want, from_table(name, False, PROTOCOL))
+    return checked, fields
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -38,22 +38,38 @@ Values come back in Kafka's JSON shape (the generated ``JsonConverter``): a dict
 with the field names as written in the table, a Uuid as Kafka prints it (base64url, 22
 characters), bytes as base64, and a field left out when the version does not have it; a
 tagged field appears only when it differs from its default.
+
+The protocol codec (``kafkalog.protocol``) reads ``native`` values instead, as Kafka's
+generated ``*Data`` classes hold them: ``uuid.UUID``, ``bytes``, and every field of the struct,
+those the version lacks with their defaults (a struct the version lacks is None). It also
+writes them (``Message.write``): a field left out of the dict takes its default, a tagged field
+is written only when it differs from its default, and a ``records`` value larger than
+``_INLINE_RECORDS`` stays a chunk of its own (bytes, memoryview, or any object with
+``__len__`` the caller knows how to send), so a Fetch response never copies stored batches.
+
+Lengths and counts are checked against the bytes left before anything is allocated: an
+array's count cannot exceed them (each element takes at least one byte; Kafka's readers refuse
+the same way), nor can a string's or bytes' length.
 """
 from __future__ import annotations
 
 import base64
 import struct
+import uuid
 from typing import Any, Iterable
 
-from kafkalog.errors import InternalRecordError
+from kafkalog.errors import InternalRecordError, KafkaLogError
 
 _PRIMITIVES = {
     # name: (struct format, width)
     "int8": (">b", 1), "int16": (">h", 2), "uint16": (">H", 2), "int32": (">i", 4),
     "uint32": (">I", 4), "int64": (">q", 8), "float64": (">d", 8),
 }
+_PACKERS = {name: struct.Struct(fmt).pack for name, (fmt, _) in _PRIMITIVES.items()}
 _SCALARS = set(_PRIMITIVES) | {"bool", "uuid", "string", "bytes", "records"}
 _ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
+# records up to this size are copied into the surrounding bytes; larger ones stay a chunk
+_INLINE_RECORDS = 4096
 
 
 def uuid_text(raw: bytes) -> str:
@@ -87,7 +103,8 @@ class Field:
     """One field of a struct: ``name``, ``type`` (a scalar name or ``Struct``), ``array``,
     the ``versions`` it is in, its ``tag`` (None for a regular field), ``default`` and the
     versions it is ``nullable`` in (None for none)."""
-    __slots__ = ("name", "type", "array", "versions", "tag", "default", "nullable")
+    __slots__ = ("name", "type", "array", "versions", "tag", "default", "nullable", "native",
+                 "pack")
 
     def __init__(self, name: str, type_: str | Struct, array: bool, versions: Versions,
                  tag: int | None, default: Any, nullable: Versions | None = None) -> None:
@@ -98,16 +115,39 @@ class Field:
         self.versions = versions
         self.tag = tag
         self.default = default
+        # the default as a native value (see the module docstring); a list is copied per use
+        self.native: Any = default
+        if not array and default == _ZERO_UUID and type_ == "uuid":
+            self.native = uuid.UUID(int=0)
+        elif not array and default == "" and type_ in ("bytes", "records"):
+            self.native = b""
+        # a fixed-width number is written in one step (most fields of a Fetch response)
+        self.pack = None if array or not isinstance(type_, str) else _PACKERS.get(type_)
 
 
 class Struct:
     """A message or nested struct: its fields in order, tagged ones also by tag."""
-    __slots__ = ("name", "fields", "tagged")
+    __slots__ = ("name", "fields", "tagged", "layouts")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.fields: list[Field] = []
         self.tagged: dict[int, Field] = {}
+        # (version, flexible) -> (regular fields, tagged fields by tag), built on first use
+        self.layouts: dict[tuple[int, bool], tuple[list[Field], list[Field]]] = {}
+
+    def layout(self, version: int, flexible: bool) -> tuple[list[Field], list[Field]]:
+        """The fields ``version`` has in order: those written in place and, in a flexible
+        version, the tagged ones (by tag)."""
+        key = (version, flexible)
+        out = self.layouts.get(key)
+        if out is None:
+            present = [f for f in self.fields if version in f.versions]
+            regular = [f for f in present if f.tag is None or not flexible]
+            tagged = sorted((f for f in present if f.tag is not None and flexible),
+                            key=lambda f: f.tag)  # type: ignore[arg-type, return-value]
+            out = self.layouts[key] = (regular, tagged)
+        return out
 
     def add(self, field: Field) -> None:
         self.fields.append(field)
@@ -116,35 +156,58 @@ class Struct:
 
 
 class Message:
-    """A top-level message: its ``Struct``, valid and flexible versions."""
-    __slots__ = ("name", "struct", "valid", "flexible")
+    """A top-level message: its ``Struct``, valid and flexible versions, and the error its
+    reader and writer raise."""
+    __slots__ = ("name", "struct", "valid", "flexible", "error")
 
-    def __init__(self, name: str, valid: str, flexible: str, fields: str) -> None:
+    def __init__(self, name: str, valid: str, flexible: str, fields: str,
+                 error: type[KafkaLogError] = InternalRecordError) -> None:
         self.name = name
         self.valid = Versions(valid)
         self.flexible = Versions(flexible)
         self.struct = parse_fields(name, fields)
+        self.error = error
 
-    def read(self, data: bytes, version: int, offset: int = 0, exact: bool = True,
-             check_version: bool = True) -> dict[str, Any]:
-        """The message at ``data[offset:]`` read as ``version``, in Kafka's JSON shape.
+    def read(self, data: bytes | memoryview, version: int, offset: int = 0,
+             exact: bool = True, check_version: bool = True,
+             native: bool = False) -> dict[str, Any]:
+        """The message at ``data[offset:]`` read as ``version``, in Kafka's JSON shape (or
+        ``native``, see the module docstring).
 
         With ``exact``, bytes left over after it are an error (Kafka's deserializers read a
-        record's whole value). Raises InternalRecordError for a version the schema does not
-        have (unless not ``check_version``: a newer version is then read with the fields
-        of the newest one) or bytes that do not follow it.
+        record's whole value). Raises ``self.error`` (InternalRecordError unless the message
+        was made with another) for a version the schema does not have (unless not
+        ``check_version``: a newer version is then read with the fields of the newest one)
+        or bytes that do not follow it.
         """
         if check_version and version not in self.valid:
-            raise InternalRecordError(f"{self.name} has no version {version}")
-        reader = Reader(data, offset)
+            raise self.error(f"{self.name} has no version {version}")
+        reader = Reader(data, offset, native)
         try:
             out = reader.struct(self.struct, version, version in self.flexible)
         except (struct.error, IndexError, UnicodeDecodeError, ValueError) as e:
-            raise InternalRecordError(f"{self.name} v{version} cannot be read: {e}") from None
+            raise self.error(f"{self.name} v{version} cannot be read: {e}") from None
         if exact and reader.pos != len(data):
-            raise InternalRecordError(f"{self.name} v{version}: {len(data) - reader.pos} bytes "
-                                      f"left after the message")
+            raise self.error(f"{self.name} v{version}: {len(data) - reader.pos} bytes "
+                             f"left after the message")
         return out
+
+    def write(self, values: dict[str, Any], version: int, writer: Writer | None = None
+              ) -> Writer:
+        """``values`` (native, see the module docstring) written as ``version`` onto
+        ``writer`` (a new one when None), which is returned: its ``chunks()`` are the bytes.
+
+        Raises ``self.error`` for a version the schema does not have or a value the field
+        cannot hold (a null where it is not nullable, a number out of range, a wrong type).
+        """
+        if version not in self.valid:
+            raise self.error(f"{self.name} has no version {version}")
+        writer = Writer() if writer is None else writer
+        try:
+            writer.struct(self.struct, values, version, version in self.flexible)
+        except (struct.error, TypeError, ValueError, AttributeError, OverflowError) as e:
+            raise self.error(f"{self.name} v{version} cannot be written: {e}") from None
+        return writer
 
 
 def _default(text: str | None, type_: str | Struct, array: bool) -> Any:
@@ -163,7 +226,7 @@ def _default(text: str | None, type_: str | Struct, array: bool) -> Any:
         return text.strip('"')
     if type_ == "float64":
         return float(text)
-    return int(text)
+    return int(text, 0)     # Kafka's definitions write some defaults in hex (0x7fffffff)
 
 
 def parse_fields(name: str, text: str, structs: dict[str, Struct] | None = None) -> Struct:
@@ -217,13 +280,14 @@ def _null(field: Field, nullable: bool) -> None:
 
 class Reader:
     """A cursor over bytes that reads Kafka's types (see the module docstring)."""
-    __slots__ = ("data", "pos")
+    __slots__ = ("data", "pos", "native")
 
-    def __init__(self, data: bytes, pos: int = 0) -> None:
+    def __init__(self, data: bytes | memoryview, pos: int = 0, native: bool = False) -> None:
         self.data = data
         self.pos = pos
+        self.native = native
 
-    def take(self, n: int) -> bytes:
+    def take(self, n: int) -> bytes | memoryview:
         if n < 0 or self.pos + n > len(self.data):
             raise ValueError(f"needs {n} bytes at position {self.pos}, "
                              f"{len(self.data) - self.pos} left")
@@ -254,11 +318,11 @@ class Reader:
 
     def string(self, flexible: bool) -> str | None:
         n = self.length(flexible, "int16")
-        return None if n < 0 else self.take(n).decode("utf-8")
+        return None if n < 0 else str(self.take(n), "utf-8")
 
     def bytes_(self, flexible: bool) -> bytes | None:
         n = self.length(flexible, "int32")
-        return None if n < 0 else self.take(n)
+        return None if n < 0 else bytes(self.take(n))
 
     def scalar(self, type_: str, flexible: bool) -> Any:
         if type_ in _PRIMITIVES:
@@ -266,12 +330,15 @@ class Reader:
         if type_ == "bool":
             return self.take(1)[0] != 0
         if type_ == "uuid":
-            return uuid_text(self.take(16))
+            raw16 = bytes(self.take(16))
+            return uuid.UUID(bytes=raw16) if self.native else uuid_text(raw16)
         if type_ == "string":
             return self.string(flexible)
         # bytes and records: base64, as Kafka's JsonConverter writes them
         raw = self.bytes_(flexible)
-        return None if raw is None else base64.b64encode(raw).decode("ascii")
+        if raw is None or self.native:
+            return raw
+        return base64.b64encode(raw).decode("ascii")
 
     def value(self, field: Field, version: int, flexible: bool, tagged: bool = False) -> Any:
         type_ = field.type
@@ -280,6 +347,9 @@ class Reader:
             n = self.length(flexible, "int32")
             if n < 0:
                 return _null(field, nullable)
+            if n > len(self.data) - self.pos:
+                raise ValueError(f"{field.name}: {n} elements cannot fit in the "
+                                 f"{len(self.data) - self.pos} bytes left")
             if isinstance(type_, Struct):
                 return [self.struct(type_, version, flexible) for _ in range(n)]
             return [self.scalar(type_, flexible) for _ in range(n)]
@@ -294,12 +364,12 @@ class Reader:
 
     def struct(self, s: Struct, version: int, flexible: bool) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for f in s.fields:
-            if version not in f.versions:
-                continue
-            if f.tag is not None and flexible:
-                continue
+        for f in s.layout(version, flexible)[0]:
             out[f.name] = self.value(f, version, flexible)
+        if self.native:
+            for f in s.fields:      # what the version lacks, and tagged fields, as defaults
+                if f.name not in out:
+                    out[f.name] = list(f.native) if f.array and f.native else f.native
         if not flexible:
             return out
         tagged: dict[str, Any] = {}
@@ -314,6 +384,9 @@ class Reader:
             if self.pos != end:
                 raise ValueError(f"tagged field {known.name} (tag {tag}) declares {size} "
                                  f"bytes but holds {size + self.pos - end}")
+        if self.native:
+            out.update(tagged)
+            return out
         if not any(f.tag is not None for f in s.fields):
             return out
         # JSON in declaration order; a tagged field only when it differs from its default
@@ -326,7 +399,125 @@ class Reader:
         return ordered
 
 
-def messages(entries: Iterable[tuple[str, str, str, str]]) -> dict[str, Message]:
-    """``Message`` objects by name from (name, valid versions, flexible versions, fields)."""
-    return {name: Message(name, valid, flexible, fields)
+class Writer:
+    """Writes Kafka's types (see the module docstring) into a list of chunks: bytes, and the
+    large ``records`` values as they were given."""
+    __slots__ = ("buf", "parts")
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+        self.parts: list[Any] = []
+
+    def chunks(self) -> list[Any]:
+        """What was written, in order (bytearrays, and the large records values as given);
+        the writer is empty after."""
+        if self.buf:
+            self.parts.append(self.buf)
+            self.buf = bytearray()
+        out, self.parts = self.parts, []
+        return out
+
+    def uvarint(self, n: int) -> None:
+        if n < 0 or n > 0xFFFFFFFF:
+            raise ValueError(f"{n} does not fit an unsigned varint")
+        while n >= 0x80:
+            self.buf.append((n & 0x7F) | 0x80)
+            n >>= 7
+        self.buf.append(n)
+
+    def length(self, n: int, flexible: bool, width: str) -> None:
+        """A length or count, -1 for null."""
+        if flexible:
+            self.uvarint(n + 1)
+        else:
+            self.buf += _PACKERS[width](n)
+
+    def scalar(self, type_: str, v: Any, flexible: bool) -> None:
+        if type_ in _PACKERS:
+            self.buf += _PACKERS[type_](v)
+        elif type_ == "bool":
+            self.buf.append(1 if v else 0)
+        elif type_ == "uuid":
+            self.buf += v.bytes
+        elif type_ == "string":
+            raw = v.encode("utf-8")
+            self.length(len(raw), flexible, "int16")
+            self.buf += raw
+        elif type_ == "bytes" or (isinstance(v, (bytes, bytearray, memoryview))
+                                  and len(v) <= _INLINE_RECORDS):
+            self.length(len(v), flexible, "int32")
+            self.buf += v
+        else:
+            # stored batches stay the caller's object: a memoryview or a file slice
+            self.length(len(v), flexible, "int32")
+            self.parts.append(self.buf)
+            self.buf = bytearray()
+            self.parts.append(v)
+
+    def value(self, field: Field, v: Any, version: int, flexible: bool,
+              tagged: bool = False) -> None:
+        type_ = field.type
+        if v is None:
+            if field.nullable is None or version not in field.nullable:
+                if field.array or not isinstance(type_, Struct):
+                    raise ValueError(f"non-nullable field {field.name} is null")
+                v = {}      # a struct left out: its defaults, as Kafka's classes hold them
+            elif isinstance(type_, Struct) and not field.array:
+                if tagged:
+                    self.uvarint(0)
+                else:
+                    self.buf.append(0xFF)
+                return
+            else:
+                # a null string's length is an int16, as its length is
+                self.length(-1, flexible, "int16" if type_ == "string" and not field.array
+                            else "int32")
+                return
+        elif isinstance(type_, Struct) and not field.array and field.nullable is not None \
+                and version in field.nullable:
+            if tagged:
+                self.uvarint(1)
+            else:
+                self.buf.append(1)
+        if field.array:
+            self.length(len(v), flexible, "int32")
+            if isinstance(type_, Struct):
+                for item in v:
+                    self.struct(type_, item, version, flexible)
+            else:
+                for item in v:
+                    self.scalar(type_, item, flexible)
+        elif isinstance(type_, Struct):
+            self.struct(type_, v, version, flexible)
+        else:
+            self.scalar(type_, v, flexible)
+
+    def struct(self, s: Struct, values: dict[str, Any], version: int, flexible: bool) -> None:
+        regular, tagged = s.layout(version, flexible)
+        for f in regular:
+            v = values.get(f.name, f.native)
+            if f.pack is not None:
+                self.buf += f.pack(v)
+            else:
+                self.value(f, v, version, flexible)
+        if not flexible:
+            return
+        present = [(f, values[f.name]) for f in tagged
+                   if f.name in values and values[f.name] != f.native]
+        self.uvarint(len(present))
+        for f, v in present:
+            inner = Writer()
+            inner.value(f, v, version, flexible, tagged=True)
+            raw = inner.chunks()
+            data = b"".join(raw)    # tagged fields are small; never records
+            self.uvarint(f.tag)  # type: ignore[arg-type]
+            self.uvarint(len(data))
+            self.buf += data
+
+
+def messages(entries: Iterable[tuple[str, str, str, str]],
+             error: type[KafkaLogError] = InternalRecordError) -> dict[str, Message]:
+    """``Message`` objects by name from (name, valid versions, flexible versions, fields),
+    raising ``error`` for what cannot be read or written."""
+    return {name: Message(name, valid, flexible, fields, error)
             for name, valid, flexible, fields in entries}
