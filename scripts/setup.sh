@@ -15,6 +15,14 @@ PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
+# kcat (Debian's package): a Kafka client of `kafkalog serve` that tests/test_serve.py runs;
+# installed where this runs as root with apt (as CI does), else that test says how to get it.
+# In the background: apt and pip below wait on different things.
+kcat_pid=
+if ! command -v kcat > /dev/null && [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat) \
+    > /tmp/kafkalog-kcat.log 2>&1 & kcat_pid=$!
+fi
 .venv/bin/python -m pip install -q --upgrade pip "setuptools>=77" wheel build
 .venv/bin/python -m pip install -q "Cython>=3,<4" "numpy>=1.23"
 rm -rf dist
@@ -38,3 +46,6 @@ PY
 not in kafkalog.__file__ else 'the compiled kernels did not load from the checkout')"
 (cd / && "$root/.venv/bin/python" -c "import kafkalog, sys; sys.exit(0 if kafkalog.compiled() \
 and '/.venv/' in kafkalog.__file__ else 'the compiled kernels did not load from .venv')")
+if [ -n "$kcat_pid" ]; then
+  wait "$kcat_pid" || { echo "installing kcat failed:"; tail -20 /tmp/kafkalog-kcat.log; exit 1; }
+fi

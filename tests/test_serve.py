@@ -1,5 +1,6 @@
 """``kafkalog serve`` read by Kafka clients no one here wrote (issue 42): librdkafka
-(confluent-kafka), kafka-python, aiokafka and Debian's kcat (skipped when it is not installed).
+(confluent-kafka), kafka-python, aiokafka and Debian's kcat (scripts/setup.sh installs it where
+it runs as root with apt; skipped elsewhere).
 Group consumers and assigned consumers, read_committed over Kafka-written transactions with
 aborts, offsets_for_times, commits then a restart and a resume from the committed offset;
 every record a client receives equals kafkalog's own read of the same partition. The raw
