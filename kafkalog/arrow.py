@@ -27,17 +27,16 @@ from __future__ import annotations
 import datetime
 import json
 import logging
-import os
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 from kafkalog._extras import require_extra
 from kafkalog.errors import (
-    InvalidConfigError, KafkaLogError, LogNotFoundError, MissingArrowExtraError,
+    InvalidConfigError, KafkaLogError, LogNotFoundError, MissingArrowExtraError, closest_name,
 )
 from kafkalog.scan.planner import plan
 from kafkalog.scan.reader import read_tasks
 from kafkalog.scan.schema import arrow_schema
-from kafkalog.spark.options import Options, closest_name
+from kafkalog.spark.options import Options, path_strings
 
 if TYPE_CHECKING:
     import pandas
@@ -66,6 +65,7 @@ OPTION_ALIASES: dict[str, str] = {
     "max_bytes_per_task": "maxBytesPerTask",
     "read_above_high_watermark": "readAboveHighWatermark",
     "rsm_keys": "rsmKeys",
+    "exclude_internal_topics": "kafka.exclude.internal.topics",
 }
 _TIMESTAMP_OPTIONS = {"startingtimestamp", "endingtimestamp"}
 
@@ -228,9 +228,7 @@ def _epoch_millis(value: datetime.datetime, name: str) -> int:
 # -------------------------------------------------------------------------------- planning
 def _plan(paths: Any, opts: Options,
           storage_options: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-    if isinstance(paths, (str, os.PathLike)):
-        paths = [paths]
-    path_list = [os.fspath(p) for p in paths]
+    path_list = path_strings(paths)
     try:
         return plan(path_list, opts, storage_options=storage_options)
     except FileNotFoundError as e:

@@ -38,17 +38,19 @@ class Replica:
     ``Log07`` for a Kafka 0.7 one, whose offsets are byte offsets), opened when first asked
     for and released by ``close`` (planning holds no view of a partition it is done with).
     ``log_end_is_latest``: its high watermark is the log end (``readAboveHighWatermark``);
-    ``location``: the ``storage.Location`` of the path it was found under."""
+    ``location``: the ``storage.Location`` of the path it was found under; ``given``: the
+    path given was this partition directory (not one above it)."""
     # no __dict__: a plan of 100,000 partitions holds 100,000 of them
-    __slots__ = ("path", "order", "entries", "log07", "log_end_is_latest", "_log_dirs",
-                 "location", "_log")
+    __slots__ = ("path", "order", "entries", "log07", "log_end_is_latest", "given",
+                 "_log_dirs", "location", "_log")
 
     def __init__(self, path, order, entries, log_dirs, location, log_end_is_latest=False,
-                 log07=False):
+                 log07=False, given=False):
         self.path = path
         self.order = order
         self.entries = entries
         self.log07 = log07
+        self.given = given
         self.log_end_is_latest = log_end_is_latest
         self._log_dirs = log_dirs
         self.location = location
@@ -138,13 +140,15 @@ def discover(locations, stack, log_end_is_latest=False):
         root = location.root
         listing = partition_listing(root, recursive=True, required=True, log07=True)
         log_dirs = _LogDirs(listing.listed)
+        top = storage.abspath(storage.normalize(root))
+        _say_log_dirs_below(top, listing.partitions)
         for directory, entries in listing.partitions:
             name = os.path.basename(directory)
             # 0.7 logs are read from local dirs only
             log07 = not storage.is_remote(directory) and is_log07_dir(directory, entries)
             key = log07_topic_partition(name) if log07 else topic_partition_or_none(name)
             if key is None:
-                if directory == storage.abspath(storage.normalize(root)):
+                if directory == top:
                     raise PartitionNotFoundError(
                         f"{directory}: holds segments but is not named <topic>-<partition> "
                         "(the topic and partition of its records come from the name): copy "
@@ -152,11 +156,30 @@ def discover(locations, stack, log_end_is_latest=False):
                 log.debug("skipping %s: not named <topic>-<partition>", directory)
                 continue
             replica = Replica(directory, order, entries, log_dirs, location,
-                              log_end_is_latest, log07)
+                              log_end_is_latest, log07, given=directory == top)
             replicas.append(replica)
             found.setdefault(key, []).append(replica)
             order += 1
     return found
+
+
+def _say_log_dirs_below(root, partitions):
+    """Log at INFO what a path above the log dirs holds (the partition directories found below
+    it, by log dir), since all of them are read: a path one level too high reads every broker's
+    and every topic's data at once. Nothing for a log dir or a tiered-storage prefix."""
+    by_log_dir = {}
+    for directory, _ in partitions:
+        parent = os.path.dirname(directory)
+        if directory != root and parent != root and not storage.groups_partitions(parent):
+            by_log_dir.setdefault(parent, []).append(directory)
+    if not by_log_dir:
+        return
+    shown = ", ".join(f"{os.path.relpath(d, root)} ({len(p)})"
+                      for d, p in sorted(by_log_dir.items())[:10])
+    more = ", ..." if len(by_log_dir) > 10 else ""
+    log.info("%s: reading the %d partition directories found in %d log dirs below it: %s%s",
+             storage.shown(root),
+             sum(len(p) for p in by_log_dir.values()), len(by_log_dir), shown, more)
 
 
 def _close_all(replicas):
