@@ -10,18 +10,23 @@ next replica that holds them, and so on down. Each offset is read once.
 Kafka 0.7 partition directories (``.kafka`` files, named ``<topic>-<partition>`` or
 ``<topic>_<partition>``) are found too and read through ``Log07``: their offsets are byte offsets.
 
+Kafka's internal topics (``files.INTERNAL_TOPICS``) found below a path are left out unless
+asked for (``without_internal``), as Spark's Kafka source never shows them; a path above the
+log dirs says at INFO which log dirs it read.
+
 Tiered storage: a prefix of objects written by Aiven's RemoteStorageManager (see
 ``kafkalog.tiered``) is discovered as partition directories like a log dir; given with a
 broker's log dir, it is one more replica of each partition.
 """
 from __future__ import annotations
 
+import collections
 import logging
 import os
 
 from kafkalog import storage
 from kafkalog.errors import PartitionNotFoundError
-from kafkalog.files import log07_topic_partition, topic_partition_or_none
+from kafkalog.files import INTERNAL_TOPICS, log07_topic_partition, topic_partition_or_none
 from kafkalog.log import Log
 from kafkalog.log07 import Log07
 from kafkalog.checkpoint import LogDirCheckpoints
@@ -167,19 +172,33 @@ def _say_log_dirs_below(root, partitions):
     """Log at INFO what a path above the log dirs holds (the partition directories found below
     it, by log dir), since all of them are read: a path one level too high reads every broker's
     and every topic's data at once. Nothing for a log dir or a tiered-storage prefix."""
-    by_log_dir = {}
-    for directory, _ in partitions:
-        parent = os.path.dirname(directory)
-        if directory != root and parent != root and not storage.groups_partitions(parent):
-            by_log_dir.setdefault(parent, []).append(directory)
+    counts = collections.Counter(os.path.dirname(d) for d, _ in partitions if d != root)
+    by_log_dir = sorted((d, n) for d, n in counts.items()
+                        if d != root and not storage.groups_partitions(d))
     if not by_log_dir:
         return
-    shown = ", ".join(f"{os.path.relpath(d, root)} ({len(p)})"
-                      for d, p in sorted(by_log_dir.items())[:10])
+    shown = ", ".join(f"{os.path.relpath(d, root)} ({n})" for d, n in by_log_dir[:10])
     more = ", ..." if len(by_log_dir) > 10 else ""
     log.info("%s: reading the %d partition directories found in %d log dirs below it: %s%s",
-             storage.shown(root),
-             sum(len(p) for p in by_log_dir.values()), len(by_log_dir), shown, more)
+             storage.shown(root), sum(n for _, n in by_log_dir), len(by_log_dir), shown, more)
+
+
+def without_internal(found):
+    """``found`` (``discover`` 's) without the partitions of Kafka's internal topics
+    (``files.INTERNAL_TOPICS``) that no path named (``Replica.given``), as a consumer's
+    pattern subscription leaves them out: logged at INFO, or at WARNING when nothing else is
+    left."""
+    left_out = {k for k, replicas in found.items() if k[0] in INTERNAL_TOPICS and
+                not any(r.given for r in replicas)}
+    if not left_out:
+        return found
+    kept = {k: v for k, v in found.items() if k not in left_out}
+    topics = sorted({k[0] for k in left_out})
+    log.log(logging.WARNING if not kept else logging.INFO,
+            "left out %d partition(s) of Kafka's internal topics (%s), as Spark's Kafka source "
+            "does: to read them, subscribe to them or set kafka.exclude.internal.topics=false "
+            "(in Python exclude_internal_topics=False)", len(left_out), ", ".join(topics))
+    return kept
 
 
 def _close_all(replicas):

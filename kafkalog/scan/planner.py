@@ -39,10 +39,12 @@ import numpy as np
 
 from kafkalog import storage
 from kafkalog.errors import InvalidConfigError, OffsetOutOfRangeError
-from kafkalog.files import INTERNAL_TOPICS, LOG_SUFFIX, looks_like_log_file, parse_file_name
+from kafkalog.files import LOG_SUFFIX, looks_like_log_file, parse_file_name
 from kafkalog.log07 import Segment07
 from kafkalog.log07.format import LOG07_FORMAT
-from kafkalog.scan.discovery import ABOVE_ANY_OFFSET, discover, served_ranges
+from kafkalog.scan.discovery import (
+    ABOVE_ANY_OFFSET, discover, served_ranges, without_internal,
+)
 
 if TYPE_CHECKING:
     from kafkalog._typing import StrPath
@@ -80,7 +82,7 @@ def _select_topics(found, opts):
     pattern subscription leaves them out, or ``kafka.exclude.internal.topics`` is false."""
     if opts.get("subscribe") is None and opts.get("assign") is None and \
             opts.exclude_internal_topics:
-        found = _without_internal(found)
+        found = without_internal(found)
     if opts.get("subscribe") is not None:
         topics = opts.topics()
         return _selected(found, {k: v for k, v in found.items() if k[0] in topics},
@@ -103,22 +105,6 @@ def _select_topics(found, opts):
         return _selected(found, {k: v for k, v in found.items() if k in wanted}, "assign",
                          opts.get("assign"))
     return found
-
-
-def _without_internal(found):
-    """``found`` without the partitions of internal topics (``files.INTERNAL_TOPICS``) that no
-    path named: logged at INFO, or at WARNING when nothing else is left."""
-    left_out = sorted(k for k, replicas in found.items() if k[0] in INTERNAL_TOPICS and
-                      not any(r.given for r in replicas))
-    if not left_out:
-        return found
-    kept = {k: v for k, v in found.items() if k not in set(left_out)}
-    topics = sorted({k[0] for k in left_out})
-    log.log(logging.WARNING if not kept else logging.INFO,
-            "left out %d partition(s) of Kafka's internal topics (%s), as Spark's Kafka source "
-            "does: to read them, subscribe to them or set kafka.exclude.internal.topics=false "
-            "(in Python exclude_internal_topics=False)", len(left_out), ", ".join(topics))
-    return kept
 
 
 def _selected(found, kept, option, value):
