@@ -94,7 +94,8 @@ def record_batch_reader(paths: StrPath | Iterable[StrPath], *,
     paths : str, os.PathLike or an iterable of them
         Partition directories (``<topic>-<partition>``), log dirs, or folders holding them;
         every partition found under them is read (``subscribe``, ``subscribePattern`` or
-        ``assign`` select some). Copies of one partition from several brokers are read once
+        ``assign`` select some) but those of Kafka's internal topics, unless asked for
+        (``exclude_internal_topics=False``, or named). Copies of one partition from several brokers are read once
         (the Spark reader's replica rules).
     storage_options : mapping, optional
         Credentials and settings of the filesystem of URL paths (``s3://bucket/broker-1``,
@@ -126,8 +127,8 @@ def record_batch_reader(paths: StrPath | Iterable[StrPath], *,
     Raises
     ------
     InvalidConfigError
-        An option Spark's Kafka source refuses (also a ``ValueError``), or an unknown column,
-        raised now.
+        An option Spark's Kafka source refuses (also a ``ValueError``), an unknown option
+        (with the closest name), an unknown column, or paths that are no paths, raised now.
     OffsetOutOfRangeError
         ``startingOffsets`` below the log start with ``failOnDataLoss`` (now), or a segment
         deleted (by retention) between planning and reading it (while reading).
