@@ -287,8 +287,9 @@ class NotAPartitionDirectoryError(PartitionNotFoundError, NotADirectoryError):
 
 
 class NotASegmentFileError(KafkaLogError, IsADirectoryError):
-    """A directory given where a segment file is expected. The message names the path and
-    what it holds."""
+    """A directory, or a file that holds no record batches (an index, a producer snapshot, a
+    checkpoint, a text file), given where a segment file is expected. The message names the
+    path and what it is. (An ``IsADirectoryError`` for the directory's sake.)"""
 
 
 class MissingExtraError(KafkaLogError, ImportError):
