@@ -144,8 +144,8 @@ def check_log_dir(path: StrPath, *, read_only: bool) -> None:
         shown = ", ".join(f"{name} ({n})" for name, n in log_dirs[:5]) + \
             (", ..." if len(log_dirs) > 5 else "")
         raise PartitionNotFoundError(
-            f"{storage.shown(path)}: holds no partition directory, but {len(log_dirs)} log "
-            f"dir(s) below it do ({shown}): give the log dirs themselves")
+            f"{storage.shown(path)}: holds no partition directory, but the log dirs below it "
+            f"do: {shown}; give the log dirs themselves")
     if read_only:
         raise PartitionNotFoundError(
             f"{storage.shown(path)}: {_what_is_in(path, entries)}, where a log dir holding "

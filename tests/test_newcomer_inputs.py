@@ -96,14 +96,14 @@ def test_a_path_above_the_log_dirs_says_what_it_read_and_leaves_internal_topics_
         table = read_arrow(above)
     assert topics(table) == ["orders"] and table.num_rows == 10
     said = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
-    assert any("4 partition directories found in 1 log dirs below it: ld (4)" in m
-               for m in said), said
-    assert any("__consumer_offsets, __transaction_state" in m and
+    assert any("is above the log dirs: reading the partition directories below it, by log "
+               "dir: ld (4)" in m for m in said), said
+    assert any("__consumer_offsets (1), __transaction_state (1)" in m and
                "kafka.exclude.internal.topics=false" in m for m in said), said
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="kafkalog"):
         read_arrow(above / "ld")                          # a log dir: nothing to say of it
-    assert not [r for r in caplog.records if "below it" in r.getMessage()]
+    assert not [r for r in caplog.records if "above the log dirs" in r.getMessage()]
 
 
 @pytest.mark.parametrize("options, wanted", [
@@ -125,7 +125,7 @@ def test_a_log_dir_of_internal_topics_only_warns(tmp_path, caplog):
     write(tmp_path / "__consumer_offsets-3")
     with caplog.at_level(logging.WARNING, logger="kafkalog"):
         assert read_arrow(tmp_path).num_rows == 0
-    assert any("internal topics (__consumer_offsets)" in r.getMessage()
+    assert any("internal topics __consumer_offsets (1)" in r.getMessage()
                for r in caplog.records)
 
 
@@ -153,7 +153,7 @@ def test_log_manager_of_a_file_says_it_is_one(tmp_path):
 
 
 def test_log_manager_of_a_path_above_the_log_dirs_says_where_they_are(above, tmp_path):
-    with pytest.raises(PartitionNotFoundError, match=r"log dir\(s\) below it do \(ld \(4\)\)"):
+    with pytest.raises(PartitionNotFoundError, match=r"the log dirs below it do: ld \(4\)"):
         LogManager([above], read_only=True)
     high = tmp_path / "high"
     write(high / "ld" / "t-0")

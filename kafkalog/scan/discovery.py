@@ -179,8 +179,8 @@ def _say_log_dirs_below(root, partitions):
         return
     shown = ", ".join(f"{os.path.relpath(d, root)} ({n})" for d, n in by_log_dir[:10])
     more = ", ..." if len(by_log_dir) > 10 else ""
-    log.info("%s: reading the %d partition directories found in %d log dirs below it: %s%s",
-             storage.shown(root), sum(n for _, n in by_log_dir), len(by_log_dir), shown, more)
+    log.info("%s is above the log dirs: reading the partition directories below it, by log "
+             "dir: %s%s", storage.shown(root), shown, more)
 
 
 def without_internal(found):
@@ -193,11 +193,12 @@ def without_internal(found):
     if not left_out:
         return found
     kept = {k: v for k, v in found.items() if k not in left_out}
-    topics = sorted({k[0] for k in left_out})
+    topics = collections.Counter(k[0] for k in left_out)
     log.log(logging.WARNING if not kept else logging.INFO,
-            "left out %d partition(s) of Kafka's internal topics (%s), as Spark's Kafka source "
+            "left out the partitions of Kafka's internal topics %s, as Spark's Kafka source "
             "does: to read them, subscribe to them or set kafka.exclude.internal.topics=false "
-            "(in Python exclude_internal_topics=False)", len(left_out), ", ".join(topics))
+            "(in Python exclude_internal_topics=False)",
+            ", ".join(f"{t} ({n})" for t, n in sorted(topics.items())))
     return kept
 
 
