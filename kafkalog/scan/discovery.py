@@ -10,9 +10,9 @@ next replica that holds them, and so on down. Each offset is read once.
 Kafka 0.7 partition directories (``.kafka`` files, named ``<topic>-<partition>`` or
 ``<topic>_<partition>``) are found too and read through ``Log07``: their offsets are byte offsets.
 
-Kafka's internal topics (``files.INTERNAL_TOPICS``) found below a path are left out unless
-asked for (``without_internal``), as Spark's Kafka source never shows them; a path above the
-log dirs says at INFO which log dirs it read.
+Kafka's internal topics (``files.INTERNAL_TOPICS``, and KRaft's ``__cluster_metadata``) found
+below a path are left out unless asked for (``without_internal``), as Spark's Kafka source never
+shows them; a path above the log dirs says at INFO which log dirs it read.
 
 Tiered storage: a prefix of objects written by Aiven's RemoteStorageManager (see
 ``kafkalog.tiered``) is discovered as partition directories like a log dir; given with a
@@ -26,7 +26,9 @@ import os
 
 from kafkalog import storage
 from kafkalog.errors import PartitionNotFoundError
-from kafkalog.files import INTERNAL_TOPICS, log07_topic_partition, topic_partition_or_none
+from kafkalog.files import (
+    CLUSTER_METADATA_TOPIC, INTERNAL_TOPICS, log07_topic_partition, topic_partition_or_none,
+)
 from kafkalog.log import Log
 from kafkalog.log07 import Log07
 from kafkalog.checkpoint import LogDirCheckpoints
@@ -185,10 +187,11 @@ def _say_log_dirs_below(root, partitions):
 
 def without_internal(found):
     """``found`` (``discover`` 's) without the partitions of Kafka's internal topics
-    (``files.INTERNAL_TOPICS``) that no path named (``Replica.given``), as a consumer's
-    pattern subscription leaves them out: logged at INFO, or at WARNING when nothing else is
-    left."""
-    left_out = {k for k, replicas in found.items() if k[0] in INTERNAL_TOPICS and
+    (``files.INTERNAL_TOPICS``) and KRaft's metadata log that no path named
+    (``Replica.given``), as a consumer's pattern subscription leaves them out: logged at
+    INFO, or at WARNING when nothing else is left."""
+    left_out = {k for k, replicas in found.items()
+                if (k[0] in INTERNAL_TOPICS or k[0] == CLUSTER_METADATA_TOPIC) and
                 not any(r.given for r in replicas)}
     if not left_out:
         return found
