@@ -27,17 +27,16 @@ from __future__ import annotations
 import datetime
 import json
 import logging
-import os
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 from kafkalog._extras import require_extra
 from kafkalog.errors import (
-    InvalidConfigError, KafkaLogError, LogNotFoundError, MissingArrowExtraError,
+    InvalidConfigError, KafkaLogError, LogNotFoundError, MissingArrowExtraError, closest_name,
 )
 from kafkalog.scan.planner import plan
 from kafkalog.scan.reader import read_tasks
 from kafkalog.scan.schema import arrow_schema
-from kafkalog.spark.options import Options, closest_name
+from kafkalog.spark.options import Options, path_strings
 
 if TYPE_CHECKING:
     import pandas
@@ -66,6 +65,7 @@ OPTION_ALIASES: dict[str, str] = {
     "max_bytes_per_task": "maxBytesPerTask",
     "read_above_high_watermark": "readAboveHighWatermark",
     "rsm_keys": "rsmKeys",
+    "exclude_internal_topics": "kafka.exclude.internal.topics",
 }
 _TIMESTAMP_OPTIONS = {"startingtimestamp", "endingtimestamp"}
 
@@ -94,7 +94,8 @@ def record_batch_reader(paths: StrPath | Iterable[StrPath], *,
     paths : str, os.PathLike or an iterable of them
         Partition directories (``<topic>-<partition>``), log dirs, or folders holding them;
         every partition found under them is read (``subscribe``, ``subscribePattern`` or
-        ``assign`` select some). Copies of one partition from several brokers are read once
+        ``assign`` select some) but those of Kafka's internal topics, unless asked for
+        (``exclude_internal_topics=False``, or named). Copies of one partition from several brokers are read once
         (the Spark reader's replica rules).
     storage_options : mapping, optional
         Credentials and settings of the filesystem of URL paths (``s3://bucket/broker-1``,
@@ -126,8 +127,8 @@ def record_batch_reader(paths: StrPath | Iterable[StrPath], *,
     Raises
     ------
     InvalidConfigError
-        An option Spark's Kafka source refuses (also a ``ValueError``), or an unknown column,
-        raised now.
+        An option Spark's Kafka source refuses (also a ``ValueError``), an unknown option
+        (with the closest name), an unknown column, or paths that are no paths, raised now.
     OffsetOutOfRangeError
         ``startingOffsets`` below the log start with ``failOnDataLoss`` (now), or a segment
         deleted (by retention) between planning and reading it (while reading).
@@ -228,9 +229,7 @@ def _epoch_millis(value: datetime.datetime, name: str) -> int:
 # -------------------------------------------------------------------------------- planning
 def _plan(paths: Any, opts: Options,
           storage_options: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-    if isinstance(paths, (str, os.PathLike)):
-        paths = [paths]
-    path_list = [os.fspath(p) for p in paths]
+    path_list = path_strings(paths)
     try:
         return plan(path_list, opts, storage_options=storage_options)
     except FileNotFoundError as e:

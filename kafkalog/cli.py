@@ -12,7 +12,7 @@ from kafkalog import __version__
 from kafkalog.dump import (
     PAYLOAD_FORMATS, RECORD_MODES, DumpOptions, DumpReport, iter_json, iter_text,
 )
-from kafkalog.errors import KafkaLogError
+from kafkalog.errors import KafkaLogError, with_closest
 
 
 def _dump(args):
@@ -396,7 +396,7 @@ class _Parser(argparse.ArgumentParser):
             command = getattr(self, "commands", {}).get(getattr(parsed, "command", None), self)
             flags = re.findall(r"--[\w-]+", command.format_help())
             self.error("unrecognized arguments: " + " ".join(
-                _with_closest(a.split("=")[0], flags) if a.startswith("--") else a
+                with_closest(a.split("=")[0], flags) if a.startswith("--") else a
                 for a in extras))
         return parsed
 
@@ -405,14 +405,8 @@ class _Parser(argparse.ArgumentParser):
         if choice and "did you mean" not in message:
             names = re.findall(r"'([^']*)'", choice.group(2))
             message = message.replace(f"'{choice.group(1)}'",
-                                      _with_closest(choice.group(1), names, quote="'"), 1)
+                                      with_closest(choice.group(1), names, quote="'"), 1)
         super().error(message)
-
-
-def _with_closest(name, names, quote=""):
-    from kafkalog.spark.options import closest_name
-    close = closest_name(name, names)
-    return f"{quote}{name}{quote}" + (f" (did you mean {close}?)" if close else "")
 
 
 def build_parser():

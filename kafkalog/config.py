@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import javaproperties
 
-from kafkalog.errors import InvalidConfigError
+from kafkalog.errors import InvalidConfigError, with_closest
 
 if TYPE_CHECKING:
     import random
@@ -256,8 +256,9 @@ class LogConfig:
         merged.update({k.replace("_", "."): v for k, v in overrides.items()})
         unknown = sorted(str(k) for k in set(merged) - set(_SETTINGS))
         if unknown:
-            raise InvalidConfigError(f"unknown log config {', '.join(unknown)}; known: "
-                                     f"{', '.join(sorted(_SETTINGS))}")
+            raise InvalidConfigError(
+                f"unknown log config {', '.join(with_closest(k, _SETTINGS) for k in unknown)} "
+                f"(LogConfig.NAMES lists the {len(_SETTINGS)} topic settings)")
         self._values: dict[str, Any] = {}
         for name, (default, check) in _SETTINGS.items():
             self._values[name] = check(name, merged[name]) if name in merged else default

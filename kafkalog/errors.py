@@ -5,6 +5,7 @@ callers can tell "the data is damaged" from "the program is wrong".
 """
 from __future__ import annotations
 
+import difflib
 import errno as _errno
 import os
 from typing import Iterable
@@ -12,6 +13,22 @@ from typing import Iterable
 
 class KafkaLogError(Exception):
     """Base class of every kafkalog error."""
+
+
+def closest_name(name: str, names: Iterable[str]) -> str | None:
+    """The one of ``names`` closest to ``name`` in spelling (case-insensitive: PySpark gives a
+    data source its options lower-cased), or None when none is close: the answer to a typo in
+    an option, a setting or a command-line flag."""
+    by_lower = {n.lower(): n for n in names}
+    close = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=0.75)
+    return by_lower[close[0]] if close else None
+
+
+def with_closest(name: str, names: Iterable[str], quote: str = "") -> str:
+    """``name`` (in ``quote`` s), followed by ``(did you mean X?)`` when ``closest_name`` finds
+    one: how every misspelt name is answered."""
+    close = closest_name(name, names)
+    return f"{quote}{name}{quote}" + (f" (did you mean {close}?)" if close else "")
 
 
 class CorruptRecordError(KafkaLogError):
@@ -270,8 +287,9 @@ class NotAPartitionDirectoryError(PartitionNotFoundError, NotADirectoryError):
 
 
 class NotASegmentFileError(KafkaLogError, IsADirectoryError):
-    """A directory given where a segment file is expected. The message names the path and
-    what it holds."""
+    """A directory, or a file that holds no record batches (an index, a producer snapshot, a
+    checkpoint, a text file), given where a segment file is expected. The message names the
+    path and what it is. (An ``IsADirectoryError`` for the directory's sake.)"""
 
 
 class MissingExtraError(KafkaLogError, ImportError):

@@ -47,6 +47,14 @@ CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 PARTITION_METADATA = "partition.metadata"
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 
+# Kafka's internal topics (``Topic.isInternal``; Metadata's ``isInternal``): a consumer's
+# pattern subscription leaves them out (``exclude.internal.topics``), so Spark's Kafka source
+# never shows them unless named. Other topics whose names start with ``__``
+# (``__remote_log_metadata``, Connect's, Streams') are ordinary topics to a consumer.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+# KRaft's metadata log: a partition directory, but no topic a client sees at all.
+CLUSTER_METADATA_TOPIC = "__cluster_metadata"
+
 DELETE_DIR_SUFFIX = "-delete"
 FUTURE_DIR_SUFFIX = "-future"
 STRAY_DIR_SUFFIX = "-stray"

@@ -16,6 +16,7 @@ tables (``fetched_tables``) or Record objects (``fetched_records``).
 """
 import numpy as np
 
+from kafkalog.errors import InvalidConfigError, with_closest
 from kafkalog.files import LOG_SUFFIX, file_path
 from kafkalog._kernels import fetch_records
 from kafkalog.records import (
@@ -24,6 +25,14 @@ from kafkalog.records import (
 from kafkalog.segment_walker import walk_segment
 
 ISOLATIONS = ("log_end", "high_watermark", "committed")
+
+
+def unknown_isolation(isolation: object) -> InvalidConfigError:
+    """The error of an ``isolation`` that is none of ``ISOLATIONS`` (``Log.read``,
+    ``Log.records``, ``Log.tables``), naming the closest one."""
+    named = with_closest(str(isolation), ISOLATIONS, quote="'")
+    return InvalidConfigError(f"isolation must be log_end, high_watermark or committed, "
+                              f"not {named}")
 
 
 class AbortedTxnFilter:

@@ -22,7 +22,7 @@ from kafkalog.cleaner import (DEFAULT_MAP_MEMORY, CleanerStats, CleaningAbortedE
 from kafkalog.config import LogConfig
 from kafkalog.errors import InvalidOffsetError, KafkaLogError, LogClosedError, OffsetOutOfRangeError
 from kafkalog.files import parse_topic_partition
-from kafkalog.isolation import ISOLATIONS, fetched_records, fetched_tables
+from kafkalog.isolation import ISOLATIONS, fetched_records, fetched_tables, unknown_isolation
 from kafkalog.loader import open_partition, rebuild_producer_state
 from kafkalog.local_log import LocalLog
 from kafkalog.locks import MutationGuard
@@ -425,7 +425,7 @@ class Log:
             return self.high_watermark
         if isolation == "committed":
             return self.last_stable_offset
-        raise ValueError(f"isolation must be one of {ISOLATIONS}, not {isolation!r}")
+        raise unknown_isolation(isolation)
 
     def read(self, start_offset: int, max_bytes: int = 1048576, isolation: str = "log_end",
              min_one_message: bool = True, zero_copy: bool = False) -> FetchDataInfo:

@@ -50,9 +50,10 @@ def partition_dirs(path: StrPath, *, named: bool = False, recursive: bool = Fals
     """The partition directories ``path`` names, in name order: itself when it is one, else
     those below it: directly inside it (a log dir; in a tiered-storage view, inside its topic
     prefixes) or, with ``recursive``, at any depth (folders of log dirs). A partition
-    directory is one holding a ``.log`` segment or, with ``named``, one merely named
-    ``<topic>-<partition>``, or with ``log07`` one holding a Kafka 0.7 ``.kafka`` file (for
-    the readers that handle them: ``is_log07_dir`` tells them apart); nothing below one is
+    directory is one holding a ``.log`` segment or, with ``named``, one named
+    ``<topic>-<partition>`` holding another file of a partition (an index, a snapshot, a
+    checkpoint: what a dump shows), or with ``log07`` one holding a Kafka 0.7 ``.kafka`` file
+    (for the readers that handle them: ``is_log07_dir`` tells them apart); nothing below one is
     looked at. ``path``: a local path or a URL (``file://`` is local).
 
     Raises ``LogNotFoundError`` when ``path`` does not exist, ``NotAPartitionDirectoryError``
@@ -83,30 +84,72 @@ def partition_listing(path: StrPath, *, named: bool = False, recursive: bool = F
     return PartitionListing(found, listed)
 
 
-def check_partition_dir(path: StrPath, *, read_only: bool) -> None:
-    """Raise unless ``path`` may be opened as one partition's log: ``PartitionNotFoundError``
-    when it is a log dir (partition directories below it, a few named) or, ``read_only``, a
-    directory holding no segment; the errors of ``partition_dirs`` when it is missing or a
-    file. The message names the path and what was found there."""
+def check_partition_dir(path: StrPath, *, read_only: bool, log07: bool = False) -> None:
+    """Raise unless ``path`` may be opened as one partition's log (``log07``: a Kafka 0.7
+    one): ``PartitionNotFoundError`` when it is a log dir (partition directories below it, a
+    few named), a partition directory of the other format or, ``read_only``, a directory
+    holding no segment; the errors of ``partition_dirs`` when it is missing or a file. The
+    message names the path and what was found there."""
     path = str(storage.abspath(storage.normalize(os.fspath(path))))
-    found = partition_dirs(path)
-    if found == [path]:
+    listing = partition_listing(path, log07=log07)
+    found = [d for d, _ in listing.partitions]
+    is_07 = is_log07_dir(path, listing.listed[path])
+    if found == [path] and is_07 == log07:
         return
-    if is_log07_dir(path):
+    if is_07 and not log07:
         raise PartitionNotFoundError(
             f"{storage.shown(path)}: a Kafka 0.7 partition directory (.kafka files), where a "
             "Kafka 0.8+ one is expected: open it with Log07")
+    if found == [path]:
+        raise PartitionNotFoundError(
+            f"{storage.shown(path)}: a Kafka 0.8+ partition directory (.log segments), where "
+            "a Kafka 0.7 one (.kafka files) is expected: open it with Log.open")
     if found:
         shown = ", ".join(os.path.basename(d) for d in found[:5]) + \
             (", ..." if len(found) > 5 else "")
         raise PartitionNotFoundError(
             f"{storage.shown(path)}: a log dir holding {len(found)} partition "
             f"director{'y' if len(found) == 1 else 'ies'} ({shown}), where one partition "
-            "directory is expected: open one of them, or the log dir with LogManager")
+            "directory is expected: open one of them" +
+            ("" if log07 else ", or the log dir with LogManager"))
     if read_only:
         raise PartitionNotFoundError(
-            f"{storage.shown(path)}: {_what_is_in(path, storage.list_dir(path))}, where a "
-            "partition directory is expected")
+            f"{storage.shown(path)}: {_what_is_in(path, listing.listed[path])}, where a "
+            f"{'Kafka 0.7 ' if log07 else ''}partition directory is expected")
+
+
+def check_log_dir(path: StrPath, *, read_only: bool) -> None:
+    """Raise unless ``path`` may be opened as a ``LogManager`` 's log dir: ``LogNotFoundError``
+    when it is missing and ``read_only`` (a writable manager creates it),
+    ``NotAPartitionDirectoryError`` for a file; when it holds no partition directory,
+    ``PartitionNotFoundError`` if log dirs are below it (a path too high; Kafka refuses a log
+    dir holding a directory that is not a partition's) or, ``read_only``, in every case
+    (nothing to read; a writable manager's empty log dir is a new broker's, as in Kafka). The
+    message names the path and what was found there."""
+    path = str(storage.abspath(storage.normalize(os.fspath(path))))
+    if not storage.exists(path):
+        if read_only:
+            raise LogNotFoundError(f"{storage.shown(path)}: no such log dir")
+        return
+    _, entries = _entries(path)                     # raises for a file, saying what it is
+    found: list[tuple[str, list[Entry]]] = []
+    _below(path, entries, False, False, found, False, None, {})
+    if found:
+        return
+    # one level down only: a listing per directory, never a walk of a whole tree
+    below = {e.name: len(partition_dirs(os.path.join(path, e.name)))
+             for e in entries if e.is_dir}
+    log_dirs = [(name, n) for name, n in sorted(below.items()) if n]
+    if log_dirs:
+        shown = ", ".join(f"{name} ({n})" for name, n in log_dirs[:5]) + \
+            (", ..." if len(log_dirs) > 5 else "")
+        raise PartitionNotFoundError(
+            f"{storage.shown(path)}: holds no partition directory, but the log dirs below it "
+            f"do: {shown}; give the log dirs themselves")
+    if read_only:
+        raise PartitionNotFoundError(
+            f"{storage.shown(path)}: {_what_is_in(path, entries)}, where a log dir holding "
+            "partition directories is expected")
 
 
 def check_partition_links(directory: StrPath, links: Iterable[str], *, read_only: bool) -> None:
@@ -170,8 +213,16 @@ def _holds_log07(entries):
 
 def _is_partition_dir(path, entries, named, log07=False):
     return any(e.is_file and is_file_of(e.name, LOG_SUFFIX) for e in entries) or \
-        (named and topic_partition_or_none(os.path.basename(path)) is not None) or \
+        (named and topic_partition_or_none(os.path.basename(path)) is not None and
+         any(e.is_file and _is_partition_file(e.name) for e in entries)) or \
         (log07 and _holds_log07(entries))
+
+
+def _is_partition_file(name):
+    """Whether ``name`` is that of a file Kafka writes in a partition directory."""
+    return parse_file_name(name) is not None or name in (LEADER_EPOCH_CHECKPOINT,
+                                                         PARTITION_METADATA) or \
+        parse_kraft_snapshot_name(name) is not None
 
 
 def _below(path, entries, named, recursive, found, log07, tree, listed):

@@ -17,7 +17,7 @@ from kafkalog import checkpoint, storage
 from kafkalog.cleaner import needs_cleaning
 from kafkalog.config import LogConfig
 from kafkalog.errors import (
-    InvalidTopicError, KafkaLogError, LogClosedError, LogDirFailureError, LogNotFoundError,
+    InvalidTopicError, KafkaLogError, LogClosedError, LogDirFailureError,
     TooManyOpenFilesError, io_failure,
 )
 from kafkalog.files import (
@@ -26,7 +26,7 @@ from kafkalog.files import (
 )
 from kafkalog.locks import FileLock
 from kafkalog.log import Log
-from kafkalog.log_dirs import check_log_dir_links
+from kafkalog.log_dirs import check_log_dir, check_log_dir_links
 from kafkalog.scheduler import Scheduler
 
 if TYPE_CHECKING:
@@ -94,12 +94,12 @@ class LogManager:
         try:
             with _dir_io(self.log_dirs, "loading"):
                 for d in self.log_dirs:
+                    if read_only:
+                        storage.refresh(d)
+                    check_log_dir(d, read_only=read_only)
                     if not storage.is_remote(d):
                         check_log_dir_links(d, read_only=read_only)
                     if read_only:
-                        storage.refresh(d)
-                        if not storage.isdir(d):
-                            raise LogNotFoundError(f"{d}: no such log dir")
                         continue
                     os.makedirs(d, exist_ok=True)
                     self._lock_dir(d)

@@ -35,7 +35,7 @@ from kafkalog.errors import (
     CorruptRecordError, KafkaLogError, LogNotFoundError, NotASegmentFileError,
     OffsetsOutOfOrderError, UnknownCodecError,
 )
-from kafkalog.segment_walker import ITERATE, ITERATE_STRICT, walk_segment
+from kafkalog.segment_walker import ITERATE, ITERATE_STRICT, check_is_segment, walk_segment
 from kafkalog.storage_local import cut_under
 
 if TYPE_CHECKING:
@@ -238,6 +238,7 @@ def _walked(buffer_or_path, validate_crc, strict, storage_options, rsm_keys):
     except IsADirectoryError:
         raise NotASegmentFileError(f"{path}: a directory, where a segment file is expected "
                                    "(open a directory with Log.open)") from None
+    check_is_segment(path, buf)
     # A segment's batches start at the base offset its name carries, increase, and end below
     # the next segment's base: that one is looked up (its directory listed) only when a batch
     # is out of order, so that the batch named is the damaged one.

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import os
 import struct
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, NamedTuple
 
@@ -54,7 +55,15 @@ from kafkalog._layout import (
     HEADER_SIZE_UP_TO_MAGIC, LEGACY_OVERHEAD_V0, LOG_OVERHEAD, WALK_END,
     WALK_INVALID, WALK_PARTIAL,
 )
-from kafkalog.errors import CorruptRecordError, KafkaLogError, OffsetsOutOfOrderError
+from kafkalog.errors import (
+    CorruptRecordError, KafkaLogError, NotASegmentFileError, OffsetsOutOfOrderError,
+)
+from kafkalog.files import (
+    CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
+    LOG_SUFFIX, META_PROPERTIES, PARTITION_METADATA, RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT, parse_file_name, parse_kraft_snapshot_name,
+    parse_log07_file_name,
+)
 from kafkalog.storage_local import cut_under
 
 if TYPE_CHECKING:
@@ -172,6 +181,40 @@ class SegmentWalk:
         met (after the caller has used the batches before it)."""
         if self.error is not None:
             raise self.error
+
+
+_OTHER_FILES = (LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, META_PROPERTIES,
+                RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
+                REPLICATION_OFFSET_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT)
+
+
+def check_is_segment(path: StrPath | None, buf: Any) -> None:
+    """Raise ``NotASegmentFileError`` when the file at ``path`` (``buf``: its bytes) is no
+    segment of record batches: a file Kafka names otherwise (an index, a producer snapshot, a
+    checkpoint, a 0.7 segment), or one not named as a segment whose first bytes are no batch
+    header (a text file; Kafka's iterator would stop there and read nothing, silently). A
+    segment named so (``.log``, a KRaft ``.checkpoint``) is left to the walk: its damage is
+    reported as such. Nothing for a buffer (``path`` None)."""
+    if path is None:
+        return
+    name = os.path.basename(os.fspath(path))
+    parsed = parse_file_name(name)
+    if parsed is not None and parsed[1] == LOG_SUFFIX or \
+            parse_kraft_snapshot_name(name) is not None:
+        return
+    magic = bytes(buf[HEADER_SIZE_UP_TO_MAGIC - 1:HEADER_SIZE_UP_TO_MAGIC])
+    if parsed is not None:
+        what = f"a {parsed[1]} file of a partition"
+    elif parse_log07_file_name(name) is not None:
+        what = "a Kafka 0.7 segment (.kafka files are read with Log07)"
+    elif name in _OTHER_FILES:
+        what = f"Kafka's {name} file"
+    elif magic and magic[0] > 2:
+        what = (f"no record batch at position 0 (magic byte {magic[0]} at position "
+                f"{HEADER_SIZE_UP_TO_MAGIC - 1}, where 0, 1 or 2 is expected)")
+    else:
+        return
+    raise NotASegmentFileError(f"{path}: {what}, not a segment (.log) of record batches")
 
 
 def walk_segment(buf: Any, start: int = 0, end: int = -1, *, policy: WalkPolicy = ITERATE,

@@ -132,9 +132,12 @@ def test_partition_dirs_of_a_path(tmp_path):
     (tmp_path / "a-0").mkdir()
     (tmp_path / "a-0" / "00000000000000000000.log").write_bytes(b"")
     (tmp_path / "b-1").mkdir()                       # named like a partition, no segment
+    (tmp_path / "b-1" / "leader-epoch-checkpoint").write_text("0\n0\n")
+    (tmp_path / "c-2").mkdir()                       # named so, holding nothing of one
     (tmp_path / "notes").mkdir()
     assert partition_dirs(tmp_path / "a-0") == [str(tmp_path / "a-0")]
     assert partition_dirs(tmp_path) == [str(tmp_path / "a-0")]
     assert partition_dirs(tmp_path, named=True) == [str(tmp_path / "a-0"), str(tmp_path / "b-1")]
     assert partition_dirs(tmp_path / "b-1", named=True) == [str(tmp_path / "b-1")]
+    assert partition_dirs(tmp_path / "c-2", named=True) == []
     assert partition_dirs(tmp_path / "notes") == []

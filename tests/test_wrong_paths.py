@@ -153,9 +153,13 @@ def test_read_arrow_of_an_empty_directory(tmp_path):
 
 
 def test_log_manager_of_an_empty_log_dir_says_so(tmp_path, caplog):
-    # A new broker's log dir is empty: normal, so INFO rather than a warning.
+    # Read-only, an empty directory has nothing to read: a typed error (issue 41)...
+    with pytest.raises(PartitionNotFoundError) as e:
+        LogManager([tmp_path], read_only=True)
+    names_once(e.value, tmp_path, "an empty directory")
+    # ...writable, it is a new broker's log dir, as in Kafka: INFO rather than a warning.
     with caplog.at_level(logging.INFO, logger="kafkalog"):
-        with LogManager([tmp_path], read_only=True) as manager:
+        with LogManager([tmp_path], background=False) as manager:
             assert manager.logs() == {}
     said = [r for r in caplog.records if r.name.startswith("kafkalog")
             and str(tmp_path) in r.getMessage() and "no partition" in r.getMessage()]

@@ -30,6 +30,7 @@ from kafkalog.errors import (
 )
 from kafkalog.files import log07_file_name, log07_files
 from kafkalog.loader import RecoveryReport
+from kafkalog.log_dirs import check_partition_dir
 from kafkalog.log07.format import (
     Message07, codec_of, encode_message_set, messages_of, walk_all,
 )
@@ -149,7 +150,9 @@ class Log07:
         as ``Log.open`` keeps them).
 
         Raises ``LogNotFoundError`` when ``path`` does not exist,
-        ``NotAPartitionDirectoryError`` when it is not a directory.
+        ``NotAPartitionDirectoryError`` when it is not a directory, ``PartitionNotFoundError``
+        when it is a Kafka 0.8+ partition directory, a log dir or (``read_only``) holds no
+        ``.kafka`` file, naming what was found there.
         """
         if storage.is_remote(storage.normalize(os.fspath(path))):
             raise KafkaLogError(f"{path}: Kafka 0.7 logs are read from local directories only")
@@ -159,6 +162,7 @@ class Log07:
         if not os.path.isdir(path):
             raise NotAPartitionDirectoryError(f"{path}: is a file, not a Kafka 0.7 partition "
                                               "directory")
+        check_partition_dir(path, read_only=read_only, log07=True)
         config = LogConfig.of(config)
         report = RecoveryReport(path)
         try:

@@ -10,18 +10,25 @@ next replica that holds them, and so on down. Each offset is read once.
 Kafka 0.7 partition directories (``.kafka`` files, named ``<topic>-<partition>`` or
 ``<topic>_<partition>``) are found too and read through ``Log07``: their offsets are byte offsets.
 
+Kafka's internal topics (``files.INTERNAL_TOPICS``, and KRaft's ``__cluster_metadata``) found
+below a path are left out unless asked for (``without_internal``), as Spark's Kafka source never
+shows them; a path above the log dirs says at INFO which log dirs it read.
+
 Tiered storage: a prefix of objects written by Aiven's RemoteStorageManager (see
 ``kafkalog.tiered``) is discovered as partition directories like a log dir; given with a
 broker's log dir, it is one more replica of each partition.
 """
 from __future__ import annotations
 
+import collections
 import logging
 import os
 
 from kafkalog import storage
 from kafkalog.errors import PartitionNotFoundError
-from kafkalog.files import log07_topic_partition, topic_partition_or_none
+from kafkalog.files import (
+    CLUSTER_METADATA_TOPIC, INTERNAL_TOPICS, log07_topic_partition, topic_partition_or_none,
+)
 from kafkalog.log import Log
 from kafkalog.log07 import Log07
 from kafkalog.checkpoint import LogDirCheckpoints
@@ -38,17 +45,19 @@ class Replica:
     ``Log07`` for a Kafka 0.7 one, whose offsets are byte offsets), opened when first asked
     for and released by ``close`` (planning holds no view of a partition it is done with).
     ``log_end_is_latest``: its high watermark is the log end (``readAboveHighWatermark``);
-    ``location``: the ``storage.Location`` of the path it was found under."""
+    ``location``: the ``storage.Location`` of the path it was found under; ``given``: the
+    path given was this partition directory (not one above it)."""
     # no __dict__: a plan of 100,000 partitions holds 100,000 of them
-    __slots__ = ("path", "order", "entries", "log07", "log_end_is_latest", "_log_dirs",
-                 "location", "_log")
+    __slots__ = ("path", "order", "entries", "log07", "log_end_is_latest", "given",
+                 "_log_dirs", "location", "_log")
 
     def __init__(self, path, order, entries, log_dirs, location, log_end_is_latest=False,
-                 log07=False):
+                 log07=False, given=False):
         self.path = path
         self.order = order
         self.entries = entries
         self.log07 = log07
+        self.given = given
         self.log_end_is_latest = log_end_is_latest
         self._log_dirs = log_dirs
         self.location = location
@@ -138,13 +147,15 @@ def discover(locations, stack, log_end_is_latest=False):
         root = location.root
         listing = partition_listing(root, recursive=True, required=True, log07=True)
         log_dirs = _LogDirs(listing.listed)
+        top = storage.abspath(storage.normalize(root))
+        _say_log_dirs_below(top, listing.partitions)
         for directory, entries in listing.partitions:
             name = os.path.basename(directory)
             # 0.7 logs are read from local dirs only
             log07 = not storage.is_remote(directory) and is_log07_dir(directory, entries)
             key = log07_topic_partition(name) if log07 else topic_partition_or_none(name)
             if key is None:
-                if directory == storage.abspath(storage.normalize(root)):
+                if directory == top:
                     raise PartitionNotFoundError(
                         f"{directory}: holds segments but is not named <topic>-<partition> "
                         "(the topic and partition of its records come from the name): copy "
@@ -152,11 +163,46 @@ def discover(locations, stack, log_end_is_latest=False):
                 log.debug("skipping %s: not named <topic>-<partition>", directory)
                 continue
             replica = Replica(directory, order, entries, log_dirs, location,
-                              log_end_is_latest, log07)
+                              log_end_is_latest, log07, given=directory == top)
             replicas.append(replica)
             found.setdefault(key, []).append(replica)
             order += 1
     return found
+
+
+def _say_log_dirs_below(root, partitions):
+    """Log at INFO what a path above the log dirs holds (the partition directories found below
+    it, by log dir), since all of them are read: a path one level too high reads every broker's
+    and every topic's data at once. Nothing for a log dir or a tiered-storage prefix."""
+    counts = collections.Counter(os.path.dirname(d) for d, _ in partitions if d != root)
+    by_log_dir = sorted((d, n) for d, n in counts.items()
+                        if d != root and not storage.groups_partitions(d))
+    if not by_log_dir:
+        return
+    shown = ", ".join(f"{os.path.relpath(d, root)} ({n})" for d, n in by_log_dir[:10])
+    more = ", ..." if len(by_log_dir) > 10 else ""
+    log.info("%s is above the log dirs: reading the partition directories below it, by log "
+             "dir: %s%s", storage.shown(root), shown, more)
+
+
+def without_internal(found):
+    """``found`` (``discover`` 's) without the partitions of Kafka's internal topics
+    (``files.INTERNAL_TOPICS``) and KRaft's metadata log that no path named
+    (``Replica.given``), as a consumer's pattern subscription leaves them out: logged at
+    INFO, or at WARNING when nothing else is left."""
+    left_out = {k for k, replicas in found.items()
+                if (k[0] in INTERNAL_TOPICS or k[0] == CLUSTER_METADATA_TOPIC) and
+                not any(r.given for r in replicas)}
+    if not left_out:
+        return found
+    kept = {k: v for k, v in found.items() if k not in left_out}
+    topics = collections.Counter(k[0] for k in left_out)
+    log.log(logging.WARNING if not kept else logging.INFO,
+            "left out the partitions of Kafka's internal topics %s, as Spark's Kafka source "
+            "does: to read them, subscribe to them or set kafka.exclude.internal.topics=false "
+            "(in Python exclude_internal_topics=False)",
+            ", ".join(f"{t} ({n})" for t, n in sorted(topics.items())))
+    return kept
 
 
 def _close_all(replicas):

@@ -42,7 +42,9 @@ from kafkalog.errors import InvalidConfigError, OffsetOutOfRangeError
 from kafkalog.files import LOG_SUFFIX, looks_like_log_file, parse_file_name
 from kafkalog.log07 import Segment07
 from kafkalog.log07.format import LOG07_FORMAT
-from kafkalog.scan.discovery import ABOVE_ANY_OFFSET, discover, served_ranges
+from kafkalog.scan.discovery import (
+    ABOVE_ANY_OFFSET, discover, served_ranges, without_internal,
+)
 
 if TYPE_CHECKING:
     from kafkalog._typing import StrPath
@@ -75,7 +77,12 @@ def _select_topics(found, opts):
     """The partitions ``subscribe``/``subscribePattern``/``assign`` select (all when none is
     given: the paths already choose); ``Options`` checked that at most one is. A selection
     that matches nothing stays empty, as Spark's Kafka source reads an unknown topic, with a
-    WARNING naming what the paths hold."""
+    WARNING naming what the paths hold. Kafka's internal topics are left out unless named
+    (``subscribe``, ``assign``, or a path that is their partition directory), as a consumer's
+    pattern subscription leaves them out, or ``kafka.exclude.internal.topics`` is false."""
+    if opts.get("subscribe") is None and opts.get("assign") is None and \
+            opts.exclude_internal_topics:
+        found = without_internal(found)
     if opts.get("subscribe") is not None:
         topics = opts.topics()
         return _selected(found, {k: v for k, v in found.items() if k[0] in topics},

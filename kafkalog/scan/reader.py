@@ -239,8 +239,22 @@ def _walk_task(task, path, rsm_keys=None):
                         path=path, after=task["segment"] - 1,
                         before=task.get("segment_end"),
                         policy=ITERATE if task["fail_on_data_loss"] else ITERATE_LENIENT)
-    walk.raise_for_outcome()
+    if walk.error is not None:
+        raise _skippable(walk.error)
     return buf, walk.batches
+
+
+# Data loss fails the whole read (every partition of it), as in Spark's Kafka source; the
+# error says which option reads the rest.
+_SKIP_IT = ("; to skip damaged data and read the rest, set failOnDataLoss=false (in Python "
+            "fail_on_data_loss=False)")
+
+
+def _skippable(error):
+    """``error`` of data loss that ``failOnDataLoss=false`` would skip, its message naming that
+    option (its type and attributes kept)."""
+    error.args = (f"{error}{_SKIP_IT}",)
+    return error
 
 
 def _deleted_after_planning(task, error):
@@ -251,7 +265,7 @@ def _deleted_after_planning(task, error):
             f"deleted after planning, offsets [{task['start_offset']}, "
             f"{task['end_offset']}) are no longer in the log")
     if task["fail_on_data_loss"]:
-        raise OffsetOutOfRangeError(lost) from error
+        raise _skippable(OffsetOutOfRangeError(lost)) from error
     log.warning("%s (failOnDataLoss=false: skipped)", lost)
 
 
@@ -300,7 +314,7 @@ def _log07_tables(task):
                 lost = (f"{task['topic']}-{task['partition']}: {path} at position {stop}: "
                         f"{message or 'a message runs past the end of the file'}")
                 if task["fail_on_data_loss"]:
-                    raise CorruptRecordError(lost, stop, path)
+                    raise _skippable(CorruptRecordError(lost, stop, path))
                 log.warning("%s (failOnDataLoss=false: the rest of the file skipped)", lost)
     finally:
         if hasattr(buf, "close"):

@@ -23,8 +23,6 @@ log = logging.getLogger(__name__)
 
 #: the namespace of the topic ids made for partitions whose partition.metadata has none
 _TOPIC_ID_NAMESPACE = uuid.UUID("8d0c5bde-0f0b-4a6e-9d8a-6b61666b6c6f")
-#: Kafka's internal topics (Metadata's isInternal)
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 def _topic_uuid(topic, kafka_id):

@@ -14,7 +14,7 @@ import time
 
 from kafkalog.errors import KafkaLogError, OffsetOutOfRangeError
 from kafkalog.protocol import api_versions_body
-from kafkalog.serve.catalog import INTERNAL_TOPICS
+from kafkalog.files import INTERNAL_TOPICS
 from kafkalog.serve.groups import NONE, UNKNOWN_TOPIC_OR_PARTITION
 
 log = logging.getLogger(__name__)

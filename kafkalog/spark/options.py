@@ -3,7 +3,6 @@ Spark's ``KafkaSourceProvider`` validates a batch read (same cases, same message
 has one). Every failure is an ``InvalidConfigError`` (a ``ValueError``)."""
 from __future__ import annotations
 
-import difflib
 import json
 import logging
 import os
@@ -12,7 +11,7 @@ import urllib.parse
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence, overload
 
 from kafkalog import storage
-from kafkalog.errors import InvalidConfigError
+from kafkalog.errors import InvalidConfigError, closest_name
 
 if TYPE_CHECKING:
     from kafkalog._typing import StrPath
@@ -79,7 +78,67 @@ _REFUSED = {
 _TRIGGER_OPTIONS = {"maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay"}
 # kafka.* settings that change what is read; every other kafka.* setting is about brokers,
 # security or consumer tuning and is ignored (logged at INFO).
-_USED_KAFKA = {"kafka.isolation.level"}
+_USED_KAFKA = {"kafka.isolation.level", "kafka.exclude.internal.topics"}
+# The consumer's settings (Kafka 4's ConsumerConfig, with its SSL and SASL client settings, and
+# auto.include.jmx.reporter of 3.x): Spark's source hands kafka.* to a consumer, which would
+# take them; here no consumer reads them, so any other kafka.* name is a typo and refused.
+_CONSUMER_SETTINGS = frozenset("""
+    allow.auto.create.topics auto.commit.interval.ms auto.include.jmx.reporter
+    auto.offset.reset bootstrap.resolve.timeout.ms bootstrap.servers check.crcs client.dns.lookup
+    client.id client.rack config.providers connections.max.idle.ms default.api.timeout.ms
+    enable.auto.commit enable.metrics.push exclude.internal.topics fetch.max.bytes
+    fetch.max.wait.ms fetch.min.bytes group.id group.instance.id group.protocol
+    group.remote.assignor heartbeat.interval.ms interceptor.classes
+    internal.leave.group.on.close internal.throw.on.fetch.stable.offset.unsupported
+    isolation.level key.deserializer max.partition.fetch.bytes max.poll.interval.ms
+    max.poll.records metadata.max.age.ms metadata.recovery.rebootstrap.trigger.ms
+    metadata.recovery.strategy metric.reporters metrics.num.samples metrics.recording.level
+    metrics.sample.window.ms partition.assignment.strategy receive.buffer.bytes
+    reconnect.backoff.max.ms reconnect.backoff.ms request.timeout.ms retry.backoff.max.ms
+    retry.backoff.ms security.protocol security.providers send.buffer.bytes
+    session.timeout.ms socket.connection.setup.timeout.max.ms
+    socket.connection.setup.timeout.ms value.deserializer
+    ssl.cipher.suites ssl.enabled.protocols ssl.endpoint.identification.algorithm
+    ssl.engine.factory.class ssl.key.password ssl.keymanager.algorithm
+    ssl.keystore.certificate.chain ssl.keystore.key ssl.keystore.location ssl.keystore.password
+    ssl.keystore.type ssl.protocol ssl.provider ssl.secure.random.implementation
+    ssl.trustmanager.algorithm ssl.truststore.certificates ssl.truststore.location
+    ssl.truststore.password ssl.truststore.type
+    sasl.client.callback.handler.class sasl.jaas.config sasl.kerberos.kinit.cmd
+    sasl.kerberos.min.time.before.relogin sasl.kerberos.service.name
+    sasl.kerberos.ticket.renew.jitter sasl.kerberos.ticket.renew.window.factor
+    sasl.login.callback.handler.class sasl.login.class sasl.login.connect.timeout.ms
+    sasl.login.read.timeout.ms sasl.login.refresh.buffer.seconds
+    sasl.login.refresh.min.period.seconds sasl.login.refresh.window.factor
+    sasl.login.refresh.window.jitter sasl.login.retry.backoff.max.ms
+    sasl.login.retry.backoff.ms sasl.mechanism sasl.oauthbearer.assertion.algorithm
+    sasl.oauthbearer.assertion.claim.aud sasl.oauthbearer.assertion.claim.exp.seconds
+    sasl.oauthbearer.assertion.claim.iss sasl.oauthbearer.assertion.claim.jti.include
+    sasl.oauthbearer.assertion.claim.nbf.seconds sasl.oauthbearer.assertion.claim.sub
+    sasl.oauthbearer.assertion.file sasl.oauthbearer.assertion.private.key.file
+    sasl.oauthbearer.assertion.private.key.passphrase sasl.oauthbearer.assertion.template.file
+    sasl.oauthbearer.client.credentials.client.id
+    sasl.oauthbearer.client.credentials.client.secret sasl.oauthbearer.clock.skew.seconds
+    sasl.oauthbearer.expected.audience sasl.oauthbearer.expected.issuer
+    sasl.oauthbearer.header.urlencode sasl.oauthbearer.jwks.endpoint.refresh.ms
+    sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms
+    sasl.oauthbearer.jwks.endpoint.retry.backoff.ms sasl.oauthbearer.jwks.endpoint.url
+    sasl.oauthbearer.jwt.retriever.class sasl.oauthbearer.jwt.validator.class
+    sasl.oauthbearer.scope sasl.oauthbearer.scope.claim.name sasl.oauthbearer.sub.claim.name
+    sasl.oauthbearer.token.endpoint.url
+""".split())
+# Families of client settings named by a prefix (a config provider's, the metrics context's).
+_CONSUMER_PREFIXES = ("config.providers.", "metrics.context.")
+_KAFKA_SPELLED = tuple(f"kafka.{name}" for name in sorted(_CONSUMER_SETTINGS))
+
+
+def _known(key: str) -> bool:
+    """Whether lower-case option name ``key`` is one a reader knows."""
+    if key.startswith("kafka."):
+        setting = key[len("kafka."):]
+        return setting in _CONSUMER_SETTINGS or setting.startswith(_CONSUMER_PREFIXES)
+    return key in _OPTION_NAMES or key in _IGNORED or key in _CATALOG or \
+        key.startswith("option.")
 
 
 class Options:
@@ -102,8 +161,7 @@ class Options:
         self._raw = {str(k).lower(): v for k, v in options.items() if v is not None}
         self.streaming = streaming
         unknown = sorted(str(k) for k in options if options[k] is not None and
-                         str(k).lower() not in _OPTION_NAMES | _IGNORED.keys() | _CATALOG and
-                         not str(k).lower().startswith(("kafka.", "option.")))
+                         not _known(str(k).lower()))
         if unknown:
             raise InvalidConfigError("unknown option(s) " + ", ".join(
                 _suggest(k) for k in unknown))
@@ -230,7 +288,8 @@ class Options:
         try:
             return int(str(v).strip())
         except ValueError:
-            raise InvalidConfigError(f"Expected a single long value, got {str(v).strip()}") \
+            raise InvalidConfigError(f"option {name}: Expected a single long value, got "
+                                     f"{str(v).strip()} (milliseconds since the epoch)") \
                 from None
 
     def json(self, name: str) -> Any:
@@ -274,6 +333,13 @@ class Options:
     @property
     def include_headers(self) -> bool:
         return self.flag("includeHeaders", False)
+
+    @property
+    def exclude_internal_topics(self) -> bool:
+        """The consumer's ``kafka.exclude.internal.topics`` (default true): Kafka's internal
+        topics are left out of what the paths hold unless named (``subscribe``, ``assign``,
+        or a path that is their partition directory)."""
+        return self.flag("kafka.exclude.internal.topics", True)
 
     @property
     def read_above_high_watermark(self) -> bool:
@@ -337,19 +403,13 @@ class Options:
         return level == "read_committed"
 
 
-def closest_name(name: str, names: Iterable[str]) -> str | None:
-    """The one of ``names`` closest to ``name`` in spelling (case-insensitive: PySpark gives a
-    data source its options lower-cased), or None when none is close: the answer to a typo in
-    an option of Spark, of the Arrow readers or of the command line."""
-    by_lower = {n.lower(): n for n in names}
-    close = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=0.75)
-    return by_lower[close[0]] if close else None
-
-
 def _suggest(name: str) -> str:
-    """``name``, with the option it is closest to (in its spelling), if one is close."""
-    close = closest_name(name, _SPELLED)
-    return f"{name} (did you mean {close}?)" if close else name
+    """``name``, with the option it is closest to (in its spelling), if one is close; a
+    ``kafka.*`` name that is no consumer setting says so."""
+    close = closest_name(name, _SPELLED + _KAFKA_SPELLED)
+    if close:
+        return f"{name} (did you mean {close}?)"
+    return f"{name} (no Kafka consumer setting)" if name.lower().startswith("kafka.") else name
 
 
 # Table options a catalog table cannot carry to its reader (see catalog_table_options).
@@ -383,13 +443,23 @@ def catalog_table_options(options: Mapping[str, Any]) -> dict[str, Any] | None:
     return kept
 
 
+def path_strings(paths: StrPath | Iterable[StrPath]) -> list[str]:
+    """``paths`` (a path or an iterable of paths: ``str`` or ``os.PathLike``) as strings;
+    ``InvalidConfigError`` naming what was given for anything else."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    try:
+        return [os.fspath(p) for p in paths]
+    except TypeError:
+        raise InvalidConfigError(f"paths must be a path (str or os.PathLike) or a list of "
+                                 f"them, not {paths!r}") from None
+
+
 def paths_list(paths: StrPath | Iterable[StrPath]) -> list[str]:
     """Local paths made absolute (executors may start elsewhere), ``file:`` URIs (what Spark's
     catalog makes of a table's path) as local paths; other URLs as given."""
-    if isinstance(paths, (str, os.PathLike)):
-        paths = [paths]
     out = []
-    for p in (os.fspath(x) for x in paths):
+    for p in path_strings(paths):
         if p.startswith("file:"):
             p = urllib.parse.unquote(urllib.parse.urlsplit(p).path)
         out.append(p if storage.is_remote(p) else os.path.abspath(p))
