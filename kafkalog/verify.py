@@ -22,6 +22,7 @@ import numpy as np
 
 from kafkalog import checkpoint, locks, log_dirs, progress, storage, tiered
 from kafkalog._layout import WALK_CORRUPT, WALK_END, WALK_INVALID
+from kafkalog._text import counted
 from kafkalog.errors import (
     CorruptIndexError, CorruptSnapshotError, KafkaLogError, TieredKeyError, TieredStorageError,
 )
@@ -406,7 +407,7 @@ def _capped(problems):
         else:
             extra[key] = extra.get(key, 0) + 1
     for (code, file), n in extra.items():
-        out.append(problem(code, file, f"{n} more problems like the ones above"))
+        out.append(problem(code, file, f"{counted(n, 'more problem')} like the ones above"))
     return out
 
 
@@ -469,11 +470,11 @@ def _zero_tail(idx):
     if not zeros:
         return []
     if zeros == total:
-        message = f"all {total} entries are zero (left at its preallocated size: not closed " \
-                  f"cleanly)"
+        message = f"all {counted(total, 'entry')} are zero (left at its preallocated size: " \
+                  f"not closed cleanly)"
     else:
-        message = f"{zeros} all-zero entries at the end (left at its preallocated size: not " \
-                  f"closed cleanly)"
+        message = f"{counted(zeros, 'all-zero entry')} at the end (left at its preallocated " \
+                  f"size: not closed cleanly)"
     return [problem("index_zero_tail", idx.path, message, (total - zeros) * idx.entry_size)]
 
 
