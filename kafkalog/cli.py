@@ -345,7 +345,7 @@ def _internal(args):
     if args.json:
         json.dump(out, sys.stdout, ensure_ascii=False)
         sys.stdout.write("\n")
-    else:
+    elif results:           # no table (an empty header) when every path failed: the errors say it
         print("\n".join(lines))
     return status
 

@@ -116,3 +116,12 @@ def test_counts_take_the_singular_for_one(tmp_path, capfd):
     out = capfd.readouterr().out
     assert ", 11 problems" in out and "crc_mismatch: 00000000000000000000.log: 1 more problem " \
         "like the ones above" in out
+
+
+@pytest.mark.parametrize("command", ["offsets", "groups", "transactions", "metadata"])
+def test_an_internal_topic_command_on_a_wrong_directory_prints_only_its_error(command, tmp_path,
+                                                                              capfd):
+    (tmp_path / "demo-0").mkdir()
+    assert main([command, str(tmp_path)]) == 1
+    out, err = capfd.readouterr()
+    assert out == "" and err.startswith(f"kafkalog {command}: {tmp_path}: ")
