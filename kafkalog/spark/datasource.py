@@ -203,8 +203,10 @@ def _datasource_classes() -> type:
             self.paths = paths_list(paths_option(opts))
             self.options = opts
             # the option errors Spark raises up front, and what a batch query ignores (logged
-            # once: the planning of every action and slot reuses this)
-            self.opts = Options(opts)
+            # once: the planning of every action reuses this), unless read() logged them when
+            # it made the DataFrame
+            made_by_read = any(str(k).lower() == PRUNE_OPTION.lower() for k in opts)
+            self.opts = Options(opts, log_ignored=not made_by_read)
             self.columns = columns
             self.not_null = not_null            # the schema's NOT NULL columns
 
@@ -229,7 +231,9 @@ def _datasource_classes() -> type:
             tune_worker_process()
             tasks = getattr(partition, "tasks", None)
             if tasks is None:
-                tasks = _action_plan(self.paths, self.opts, self.options, self.pushdown)[
+                # a slot's plan: the query's notes were logged where it was planned
+                quiet = Options(self.options, log_ignored=False)
+                tasks = _action_plan(self.paths, quiet, self.options, self.pushdown)[
                     index::getattr(partition, "count")]
             for task in tasks:
                 # a tiered task planned in another process: the keys of the query
