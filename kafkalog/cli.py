@@ -9,6 +9,7 @@ import re
 import sys
 
 from kafkalog import __version__
+from kafkalog._text import counted
 from kafkalog.dump import (
     PAYLOAD_FORMATS, RECORD_MODES, DumpOptions, DumpReport, iter_json, iter_text,
 )
@@ -158,11 +159,11 @@ def _verify(args):
         for r in reports:
             batches = sum(s["batches"] for s in r["segments"])
             records = "" if not r["deep"] else \
-                f", {sum(s['records'] or 0 for s in r['segments'])} records"
-            print(f"{'OK  ' if r['ok'] else 'FAIL'} {r['dir']}: {len(r['segments'])} segments, "
-                  f"{batches} batches{records}"
-                  + (f", {len(r['problems'])} problem{'' if len(r['problems']) == 1 else 's'}"
-                     if r["problems"] else "")
+                f", {counted(sum(s['records'] or 0 for s in r['segments']), 'record')}"
+            print(f"{'OK  ' if r['ok'] else 'FAIL'} {r['dir']}: "
+                  f"{counted(len(r['segments']), 'segment')}, {counted(batches, 'batch')}"
+                  f"{records}"
+                  + (f", {counted(len(r['problems']), 'problem')}" if r["problems"] else "")
                   + ("; live: a writer holds it, checked as a snapshot" if r.get("live")
                      else ""))
             for p in r["problems"]:
@@ -204,15 +205,18 @@ def _salvage(args):
             continue
         span = f"offsets {found.first_offset}-{found.last_offset}" \
             if found.first_offset is not None else "no offsets"
-        print(f"{d}: {found.record_count} records in {found.batch_count} intact batches "
-              f"({span}), {len(found.gaps)} gap{'' if len(found.gaps) == 1 else 's'}")
+        print(f"{d}: {counted(found.record_count, 'record')} in "
+              f"{counted(found.batch_count, 'intact batch')} ({span}), "
+              f"{counted(len(found.gaps), 'gap')}")
         for g in found.gaps:
             before = "the start" if g.offset_before is None else f"offset {g.offset_before}"
             after = "the end" if g.offset_after is None else f"offset {g.offset_after}"
-            print(f"  gap {os.path.basename(g.file)} bytes [{g.start}, {g.end}) ({g.bytes} "
-                  f"bytes) between {before} and {after}: {g.code}: {g.message}")
+            print(f"  gap {os.path.basename(g.file)} bytes [{g.start}, {g.end}) "
+                  f"({counted(g.bytes, 'byte')}) between {before} and {after}: {g.code}: "
+                  f"{g.message}")
         if written:
-            print(f"  wrote {written['dir']}: {len(written['segments'])} segments, log start "
+            print(f"  wrote {written['dir']}: {counted(len(written['segments']), 'segment')}, "
+                  f"log start "
                   f"offset {written['log_start_offset']}, log end offset "
                   f"{written['log_end_offset']}")
     if args.json:
@@ -278,7 +282,7 @@ def _recover(args):
     if not lost:
         return status
     records = sum(r["dropped"]["records"] for r in lost)
-    where = f"{len(lost)} partition{'' if len(lost) == 1 else 's'}"
+    where = counted(len(lost), "partition")
     path = args.paths[0] if len(args.paths) == 1 else "PATH"
     if args.keep:
         verb = "would be" if args.dry_run else "were"
@@ -302,7 +306,7 @@ def _print_recovery(result, dry_run):
           f"{result['log_end_offset']}" + ("" if result["actions"] else ", nothing to repair"))
     for a in result["actions"]:
         where = [f"offset {a['offset']}"] if a["offset"] is not None else []
-        where += [f"{a['bytes']} bytes"] if a["bytes"] is not None else []
+        where += [counted(a["bytes"], "byte")] if a["bytes"] is not None else []
         print(f"  {verb}: {a['action'].replace('_', ' ')} {a['file']}"
               + (f" ({', '.join(where)})" if where else "")
               + (f": {a['reason']}" if a["reason"] else ""))
@@ -310,11 +314,11 @@ def _print_recovery(result, dry_run):
     if not d["bytes"]:
         return
     records = "no intact record" if not d["records"] else \
-        f"{d['records']} intact records (offsets {d['first_offset']}-{d['last_offset']})"
-    segments = f"{d['segments']} segment{'' if d['segments'] == 1 else 's'} and " \
-        if d["segments"] else ""
+        f"{counted(d['records'], 'intact record')} (offsets {d['first_offset']}-" \
+        f"{d['last_offset']})"
+    segments = f"{counted(d['segments'], 'segment')} and " if d["segments"] else ""
     print(f"  {'would drop' if dry_run else 'dropped'}: {records}; {segments}"
-          f"{d['bytes']} bytes in all")
+          f"{counted(d['bytes'], 'byte')} in all")
 
 
 def _internal(args):
@@ -341,7 +345,7 @@ def _internal(args):
     if args.json:
         json.dump(out, sys.stdout, ensure_ascii=False)
         sys.stdout.write("\n")
-    else:
+    elif results:           # no table (an empty header) when every path failed: the errors say it
         print("\n".join(lines))
     return status
 

@@ -319,6 +319,24 @@ class MissingSparkExtraError(MissingExtraError):
     module = "kafkalog.spark"
 
 
+class SparkSetupError(KafkaLogError):
+    """Spark's Python workers cannot run kafkalog's data source: the interpreter they run
+    (``PYSPARK_PYTHON``, else ``python3``) cannot import kafkalog or what it needs.
+
+    Attributes
+    ----------
+    python : str
+        The interpreter Spark's workers run.
+    missing : str
+        The module it cannot import.
+    """
+
+    def __init__(self, message, python=None, missing=None):
+        super().__init__(message)
+        self.python = python
+        self.missing = missing
+
+
 class MissingArrowExtraError(MissingExtraError):
     """``kafkalog.read_arrow`` and its kin were called without the ``arrow`` extra (pyarrow,
     pandas)."""
@@ -538,6 +556,7 @@ __all__ = [
     "NotASegmentFileError",
     "MissingExtraError",
     "MissingSparkExtraError",
+    "SparkSetupError",
     "MissingArrowExtraError",
     "InternalRecordError",
     "ProtocolError",

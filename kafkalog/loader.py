@@ -16,6 +16,7 @@ import numpy as np
 
 from kafkalog import checkpoint, progress, storage
 from kafkalog._kernels import walk_batches
+from kafkalog._text import counted
 from kafkalog.errors import (
     CorruptIndexError, IndexOffsetOverflowError, InvalidOffsetError, KafkaLogError,
     LogNotFoundError, NotARegularFileError, io_failure,
@@ -498,7 +499,7 @@ class LogLoader:
                     continue
                 self.report.add("rebuilt_index", path, segment.base_offset, reason=(
                     "it was missing" if was is None else
-                    f"its {was} entries did not match the log; rebuilt with {now}"))
+                    f"its {counted(was, 'entry')} did not match the log; rebuilt with {now}"))
         segment.release_handles()
         return truncated
 

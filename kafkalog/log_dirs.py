@@ -11,6 +11,7 @@ import stat
 from typing import Iterable, NamedTuple
 
 from kafkalog import storage
+from kafkalog._text import counted
 from kafkalog._typing import StrPath
 from kafkalog.checkpoint import LogDirCheckpoints
 from kafkalog.errors import (
@@ -108,8 +109,8 @@ def check_partition_dir(path: StrPath, *, read_only: bool, log07: bool = False) 
         shown = ", ".join(os.path.basename(d) for d in found[:5]) + \
             (", ..." if len(found) > 5 else "")
         raise PartitionNotFoundError(
-            f"{storage.shown(path)}: a log dir holding {len(found)} partition "
-            f"director{'y' if len(found) == 1 else 'ies'} ({shown}), where one partition "
+            f"{storage.shown(path)}: a log dir holding "
+            f"{counted(len(found), 'partition directory')} ({shown}), where one partition "
             "directory is expected: open one of them" +
             ("" if log07 else ", or the log dir with LogManager"))
     if read_only:
@@ -285,5 +286,5 @@ def _what_is_in(path, entries):
         f"; tiered-storage topic prefixes are below it, in {', '.join(below[:3])}"
         f"{', ...' if len(below) > 3 else ''}: give "
         f"{'that path' if len(below) == 1 else 'one of those paths'}")
-    return (f"{len(entries) - dirs} file(s) and {dirs} director{'y' if dirs == 1 else 'ies'} "
+    return (f"{counted(len(entries) - dirs, 'file')} and {counted(dirs, 'directory')} "
             f"holding no .log segment: {shown}{hint}")

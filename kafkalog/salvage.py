@@ -328,7 +328,10 @@ def salvage_segment(path: StrPath, previous_last_offset: int | None = None,
         base_offset = _base_of(path)
     buf = open_buffer(path)
     size = len(buf)
-    batches, damages = scan_segment(buf, after=previous_last_offset, before=next_base_offset)
+    # a segment with a next one cannot end in a torn write: its cut batch is missing data,
+    # as verify and recovery call it
+    batches, damages = scan_segment(buf, last_segment=next_base_offset is None,
+                                    after=previous_last_offset, before=next_base_offset)
     gaps = [(d.start, d.end, d.code, d.message) for d in damages]
     kept, firsts = [], []
     records = 0

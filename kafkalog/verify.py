@@ -22,8 +22,9 @@ import numpy as np
 
 from kafkalog import checkpoint, locks, log_dirs, progress, storage, tiered
 from kafkalog._layout import WALK_CORRUPT, WALK_END, WALK_INVALID
+from kafkalog._text import counted
 from kafkalog.errors import (
-    CorruptIndexError, CorruptSnapshotError, KafkaLogError, TieredStorageError,
+    CorruptIndexError, CorruptSnapshotError, KafkaLogError, TieredKeyError, TieredStorageError,
 )
 from kafkalog.files import (
     INDEX_SUFFIX, LEADER_EPOCH_CHECKPOINT, LOG_SUFFIX, PARTITION_METADATA, TIME_INDEX_SUFFIX,
@@ -83,7 +84,10 @@ CODES = {
     # tiered storage (objects in Aiven's RemoteStorageManager format)
     "damaged_object": "a tiered-storage object is damaged (a chunk fails authentication or "
                       "decompression, chunk sizes do not add up to the object, an index object "
-                      "is shorter than its manifest says), or its data key cannot be unwrapped",
+                      "is shorter than its manifest says)",
+    "tiered_key_needed": "encrypted tiered-storage segments' data key cannot be unwrapped: no "
+                         "private key given for their key pair, or a different one (reported "
+                         "once per partition and key pair)",
 }
 
 # Problems of one code in one file listed before the rest are only counted.
@@ -125,6 +129,7 @@ class _Carry:
         self.batch_last = None       # last offset of the last intact batch
         self.record_last = None      # offset of the last record decoded
         self.epochs = []             # (file, rows) of the v2 batches, for the epoch check
+        self.keys_needed = set()     # key-pair ids reported as tiered_key_needed
 
 
 def verify_partition(path: StrPath, deep: bool = True,
@@ -160,20 +165,21 @@ def verify_partition(path: StrPath, deep: bool = True,
     local = not storage.is_remote(path)
     held = local and locks.writer_holds(path)
     files_before = _file_states(path) if local else None
+    carry = _Carry()
     try:
         with Log.open(path, read_only=True) as view:
             report["offsets"] = view.offsets()._asdict()
+    except TieredKeyError as e:
+        problems += _key_needed([e], carry)
     except (KafkaLogError, OSError) as e:
         problems.append(problem("cannot_open", path, f"cannot be opened read-only: {e}"))
-    carry = _Carry()
     bases = offsets_of(storage.listdir(path), LOG_SUFFIX)
     for base, before in zip(bases, [*bases[1:], None]):
         seg = _verify_segment(path, base, carry, deep, chunk_bytes, before)
         report["segments"].append(seg)
         progress.advance(seg["size"])
     log_end = report["offsets"]["log_end_offset"] if report["offsets"] else None
-    others = _verify_snapshots(path, log_end) + _verify_leader_epochs(path, log_end,
-                                                                       carry.epochs)
+    others = _verify_snapshots(path, log_end) + _verify_leader_epochs(path, log_end, carry)
     others += _verify_checkpoints(path)
     report["live"] = live = held or (local and _file_states(path) != files_before)
     for seg in report["segments"]:
@@ -194,6 +200,20 @@ def _file_states(path):
                       for st in (e.stat(follow_symlinks=False),))
     except OSError:
         return None
+
+
+def _key_needed(errors, carry):
+    """One ``tiered_key_needed`` problem per key pair the ``errors`` (of ``check_segment`` or
+    the open) name that is not reported yet: every segment under that key fails the same way,
+    and the cure (the key) is one."""
+    out = []
+    for e in errors:
+        if isinstance(e, TieredKeyError) and e.key_id not in carry.keys_needed:
+            carry.keys_needed.add(e.key_id)
+            # the message without the object's name, which the problem's file is
+            message = str(e).removeprefix(f"{e.object}: ")
+            out.append(problem("tiered_key_needed", e.object or "", message))
+    return out
 
 
 def _writer_state(p, last, seg):
@@ -222,8 +242,9 @@ def _verify_segment(directory, base, carry, deep, chunk_bytes, before):
     if tiered.is_view(log_path):
         damaged = tiered.check_segment(log_path)
         if damaged:
-            return _unreadable(log_path, [problem("damaged_object", e.object or log_path, str(e))
-                                          for e in damaged])
+            return _unreadable(log_path, _key_needed(damaged, carry) + [
+                problem("damaged_object", e.object or log_path, str(e))
+                for e in damaged if not isinstance(e, TieredKeyError)])
     try:
         buf = open_buffer(log_path)
     except OSError as e:
@@ -386,7 +407,7 @@ def _capped(problems):
         else:
             extra[key] = extra.get(key, 0) + 1
     for (code, file), n in extra.items():
-        out.append(problem(code, file, f"{n} more problems like the ones above"))
+        out.append(problem(code, file, f"{counted(n, 'more problem')} like the ones above"))
     return out
 
 
@@ -449,11 +470,11 @@ def _zero_tail(idx):
     if not zeros:
         return []
     if zeros == total:
-        message = f"all {total} entries are zero (left at its preallocated size: not closed " \
-                  f"cleanly)"
+        message = f"all {counted(total, 'entry')} are zero (left at its preallocated size: " \
+                  f"not closed cleanly)"
     else:
-        message = f"{zeros} all-zero entries at the end (left at its preallocated size: not " \
-                  f"closed cleanly)"
+        message = f"{counted(zeros, 'all-zero entry')} at the end (left at its preallocated " \
+                  f"size: not closed cleanly)"
     return [problem("index_zero_tail", idx.path, message, (total - zeros) * idx.entry_size)]
 
 
@@ -553,12 +574,14 @@ def _verify_snapshots(path, log_end):
     return out
 
 
-def _verify_leader_epochs(path, log_end, batch_epochs):
+def _verify_leader_epochs(path, log_end, carry):
     epochs = os.path.join(path, LEADER_EPOCH_CHECKPOINT)
     if not storage.exists(epochs):
         return []
     try:
         entries = checkpoint.read_leader_epoch_checkpoint(epochs)
+    except TieredKeyError as e:          # (a tiered view's checkpoint comes from a manifest)
+        return _key_needed([e], carry)
     except (KafkaLogError, OSError, ValueError) as e:
         return [problem("corrupt_checkpoint", epochs, str(e))]
     out = []
@@ -576,7 +599,7 @@ def _verify_leader_epochs(path, log_end, batch_epochs):
         return out
     known_epochs = np.array([e for e, _ in entries], dtype=np.int64)
     known_starts = np.array([s for _, s in entries], dtype=np.int64)
-    for file, rows in batch_epochs:
+    for file, rows in carry.epochs:
         use = (rows["partition_leader_epoch"] >= 0) & (rows["base_offset"] >= known_starts[0])
         rows = rows[use]
         if not len(rows):

@@ -92,3 +92,36 @@ def test_the_library_reports_progress_and_never_prints(fixture_copy, capfd):
             work()
         assert sum(seen) == _log_bytes(d) and len(seen) > 1
     assert capfd.readouterr() == ("", "")
+
+
+def test_counts_take_the_singular_for_one(tmp_path, capfd):
+    """Every count the commands print comes from one helper: "1 segment", "1 more problem"."""
+    from kafkalog import Log, Record, iter_batches
+    from kafkalog._text import counted
+    assert [counted(1, "intact batch"), counted(2, "intact batch"), counted(0, "entry"),
+            counted(3, "partition directory")] == \
+        ["1 intact batch", "2 intact batches", "0 entries", "3 partition directories"]
+    part = tmp_path / "t-0"
+    with Log.open(part) as log:
+        for _ in range(22):
+            log.append([Record(value=b"x" * 20)])
+    assert main(["verify", str(part)]) == 0
+    assert "1 segment, 22 batches, 22 records\n" in capfd.readouterr().out
+    segment = part / "00000000000000000000.log"
+    data = bytearray(segment.read_bytes())
+    for batch in list(iter_batches(segment))[1::2]:      # 11 CRC failures between intact batches
+        data[batch.position + batch.size_in_bytes - 1] ^= 0xFF
+    segment.write_bytes(data)
+    assert main(["verify", str(part)]) == 1
+    out = capfd.readouterr().out
+    assert ", 11 problems" in out and "crc_mismatch: 00000000000000000000.log: 1 more problem " \
+        "like the ones above" in out
+
+
+@pytest.mark.parametrize("command", ["offsets", "groups", "transactions", "metadata"])
+def test_an_internal_topic_command_on_a_wrong_directory_prints_only_its_error(command, tmp_path,
+                                                                              capfd):
+    (tmp_path / "demo-0").mkdir()
+    assert main([command, str(tmp_path)]) == 1
+    out, err = capfd.readouterr()
+    assert out == "" and err.startswith(f"kafkalog {command}: {tmp_path}: ")

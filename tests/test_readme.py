@@ -59,6 +59,10 @@ def test_readme_is_for_users_first():
     first = blocks("bash")[0].splitlines()
     assert [line.split("#")[0].strip() for line in first] == \
         ["bash scripts/demo.sh", "bash scripts/test.sh"]
+    # the first needs the clone alone: the Kafka-written fixtures are the test command's
+    demo = (REPO / "scripts" / "demo.sh").read_text().splitlines()
+    assert not [line for line in demo if "shared" in line and not line.startswith("#")]
+    assert ".venv/bin/python -m kafkalog.demo sample-data" in demo
     ci = (REPO / ".ci" / "run").read_text()
     assert "bash scripts/test.sh" in ci
     # the Log.open example shows every keyword Log.open takes

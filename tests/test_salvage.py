@@ -21,7 +21,7 @@ from kafkalog.verify import verify_partition
 
 from conftest import FIXTURES, KERNELS, expected
 from test_kernels import PAD, both, sample_batches
-from test_recover import INTERVAL, index_files, kafka_indexed
+from test_recover import INTERVAL, index_files, kafka_indexed, torn_backup
 
 LOG0 = "00000000000000000000.log"
 
@@ -237,6 +237,16 @@ def test_salvage_of_the_damaged_fixtures(name, code, lost):
     [gap] = found.gaps
     assert gap.code == code and gap.offset_after is None
     assert gap.offset_before == max(got)
+
+
+def test_salvage_verify_and_recovery_call_a_short_middle_segment_the_same(fixture_copy):
+    """A middle segment cut mid-batch is missing data for all three (not "a torn write",
+    which only the last segment can end in)."""
+    d, _, torn, _ = torn_backup(fixture_copy)
+    [gap] = [g for g in salvage_partition(d).gaps if g.file.endswith(torn.name)]
+    problems = verify_partition(d)["problems"]
+    assert gap.code == "missing_data" and "(a torn write)" not in gap.message
+    assert "missing_data" in {p["code"] for p in problems if p["file"].endswith(torn.name)}
 
 
 def test_salvage_skips_a_stale_copy_of_an_earlier_batch(fixture_copy):

@@ -66,7 +66,7 @@ def test_a_directory_holding_no_partition_says_what_it_holds(tmp_path):
     (other / "sub").mkdir(parents=True)
     (other / "README").write_text("x")
     with pytest.raises(PartitionNotFoundError,
-                       match=r"1 file\(s\) and 1 directory holding no .log segment: "
+                       match=r"1 file and 1 directory holding no .log segment: "
                              "README, sub/"):
         kafkalog.read_arrow(other)
     (tmp_path / "t-3").mkdir()

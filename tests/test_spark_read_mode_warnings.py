@@ -122,3 +122,28 @@ def test_spark_streaming_query_logs_no_batch_warning(spark, logdir, tmp_path):
         assert len(_batch(_worker_warnings(spark))) > before
     finally:
         spark.conf.set(key, old)
+
+
+def test_a_selection_matching_nothing_is_warned_once_per_dataframe(logdir, warnings):
+    """PySpark asks for the schema, the partitions and each slot's read in processes of their
+    own: the warning comes from one of them (the reader's, for ``format("kafkalog")``), or
+    from none where ``ks.read`` logged it in the driver when it made the DataFrame."""
+    from kafkalog.scan import planner
+    from kafkalog.spark.options import PRUNE_OPTION
+
+    def steps(options):
+        source = data_source_class()({"path": str(logdir), "subscribe": "nosuch", **options})
+        out = []
+        for step in ("schema", "partitions", "read"):
+            planner._warn_once.cache_clear()          # as if in a process of its own
+            if step == "schema":
+                schema = source.schema()
+            elif step == "partitions":
+                reader = source.reader(schema)
+                partitions = reader.partitions()
+            else:
+                assert sum(b.num_rows for p in partitions for b in reader.read(p)) == 0
+            out.append(sum("matches no partition" in m for m in warnings()))
+        return out
+    assert steps({}) == [0, 1, 0]
+    assert steps({PRUNE_OPTION: "true"}) == [0, 0, 0]

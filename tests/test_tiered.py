@@ -233,6 +233,15 @@ def test_a_missing_key_names_the_key_id_and_the_object():
     assert "key1" in str(e.value)
 
 
+def test_verify_without_the_key_is_one_problem_naming_it():
+    """Every segment fails for want of one key: one problem per partition, not one per
+    segment (and its checkpoint) as damage."""
+    report = verify_partition(prefix("c-zstd-aes-64kib", "multiseg"))
+    [p] = report["problems"]
+    assert p["code"] == "tiered_key_needed" and "'key1'" in p["message"]
+    assert "--rsm-key key1=PATH" in p["message"] and p["file"].endswith(".rsm-manifest")
+
+
 def test_a_wrong_key_is_refused():
     from cryptography.hazmat.primitives.asymmetric import rsa
     other = rsa.generate_private_key(public_exponent=65537, key_size=2048)

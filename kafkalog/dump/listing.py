@@ -7,6 +7,7 @@ import os
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from kafkalog import storage
+from kafkalog._text import counted
 from kafkalog.files import (
     INDEX_SUFFIX, LEADER_EPOCH_CHECKPOINT, LOG07_SUFFIX, LOG_SUFFIX, SNAPSHOT_SUFFIX,
     TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, file_path, offsets_of, topic_partition_or_none,
@@ -223,8 +224,8 @@ def _index_text(path, read, first, second):
         yield f"Dumping {path}\nFound an unreadable index {name}: {read['error']}\n"
         return
     head, a, b, _ = read
-    yield (f"Dumping {path} ({head['entries_count']} entries, {head['zero_tail_entries']} in an "
-           f"all-zero tail)\n")
+    yield (f"Dumping {path} ({counted(head['entries_count'], 'entry')}, "
+           f"{head['zero_tail_entries']} in an all-zero tail)\n")
     for start in range(0, len(a), INDEX_CHUNK):
         yield _lines([f"{first}: {x} {second}: {y}" for x, y in
                       zip(a[start:start + INDEX_CHUNK].tolist(),

@@ -86,7 +86,7 @@ def _select_topics(found, opts):
     if opts.get("subscribe") is not None:
         topics = opts.topics()
         return _selected(found, {k: v for k, v in found.items() if k[0] in topics},
-                         "subscribe", opts.get("subscribe"))
+                         "subscribe", opts.get("subscribe"), opts)
     pattern = opts.get("subscribePattern")
     if pattern is not None:
         try:
@@ -94,7 +94,7 @@ def _select_topics(found, opts):
         except re.error as e:
             raise InvalidConfigError(f"subscribePattern {pattern!r}: {e}") from None
         return _selected(found, {k: v for k, v in found.items() if regex.fullmatch(k[0])},
-                         "subscribePattern", pattern)
+                         "subscribePattern", pattern, opts)
     assign = opts.json("assign")
     if assign is not None:
         try:
@@ -103,12 +103,13 @@ def _select_topics(found, opts):
             raise InvalidConfigError(f"Expected e.g. {{\"topicA\":[0,1]}}, got "
                                      f"{opts.get('assign')}") from None
         return _selected(found, {k: v for k, v in found.items() if k in wanted}, "assign",
-                         opts.get("assign"))
+                         opts.get("assign"), opts)
     return found
 
 
-def _selected(found, kept, option, value):
-    if not kept:
+def _selected(found, kept, option, value, opts):
+    # (a Spark query's Options log its notes in one process of the several that plan it)
+    if not kept and opts.logs_notes:
         shown = ", ".join(_tp(k) for k in sorted(found)[:10]) + \
             (", ..." if len(found) > 10 else "")
         _warn_once(f"{option} {value!r} matches no partition: the paths hold "

@@ -57,6 +57,9 @@ from kafkalog.spark.planning import (
 from kafkalog.spark.schema import (
     declared_not_null, kafka_schema, not_null_columns, projected_columns, table_options,
 )
+from kafkalog.spark.environment import (
+    check_workers, is_connect, lookup_finds_kafkalog, warn_not_found_by_lookup,
+)
 from kafkalog.spark.worker import tune_worker_process
 
 if TYPE_CHECKING:
@@ -121,7 +124,8 @@ def read(spark: SparkSession, paths: StrPath | Iterable[StrPath], **options: Any
 
     Turns on ``spark.sql.python.filterPushdown.enabled`` for the session, so filters on
     topic, partition, offset and timestamp prune what is read, and registers the data source
-    with the session when it was not found by PySpark.
+    with the session when it was not found by PySpark (see ``register``). Raises
+    ``SparkSetupError`` when Spark's Python workers cannot import kafkalog.
 
     Paths may be fsspec URLs (``s3://bucket/broker-1``, ``s3a://...``) with the
     ``storageOptions`` option (a JSON object of fsspec's options, or a dict); without it the
@@ -132,10 +136,12 @@ def read(spark: SparkSession, paths: StrPath | Iterable[StrPath], **options: Any
     # them too, inside Spark's), and the options a batch query ignores, logged once.
     opts = Options(options)
     path_list = paths_list(paths)
+    if spark not in _REGISTERED and _register(spark):
+        warn_not_found_by_lookup()
     # One listing of the paths (their errors raised here); past the threshold a Spark job
     # plans them now and the DataFrame keeps that plan. A Connect client may run elsewhere
     # than the server's planning worker, which reads the plan's file: not there.
-    groups = None if _is_connect(spark) else directory_groups(path_list, opts)
+    groups = None if is_connect(spark) else directory_groups(path_list, opts)
     if groups is not None and len(groups) > parallel_threshold(opts):
         try:
             tasks = spark_plan(spark, groups, {**options, "paths": path_list},
@@ -156,9 +162,6 @@ def read(spark: SparkSession, paths: StrPath | Iterable[StrPath], **options: Any
     else:
         partition_offsets(path_list, opts)
     spark.conf.set(PUSHDOWN_SETTING, "true")
-    if spark not in _REGISTERED:
-        register(spark)
-        _REGISTERED.add(spark)
     reader = spark.read.format("kafkalog").option(PRUNE_OPTION, "true")
     for name, value in options.items():
         reader = reader.option(name, _option_text(name, value))
@@ -166,11 +169,6 @@ def read(spark: SparkSession, paths: StrPath | Iterable[StrPath], **options: Any
     # PySpark plans every scan with its own filters (see the module's docstring).
     return reader.option("paths", json.dumps(path_list)).load() \
         .where("offset IS NOT NULL")
-
-
-def _is_connect(spark: SparkSession) -> bool:
-    """Whether ``spark`` is a Spark Connect client's session."""
-    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def _datasource_classes() -> type:
@@ -203,8 +201,10 @@ def _datasource_classes() -> type:
             self.paths = paths_list(paths_option(opts))
             self.options = opts
             # the option errors Spark raises up front, and what a batch query ignores (logged
-            # once: the planning of every action and slot reuses this)
-            self.opts = Options(opts)
+            # once: the planning of every action reuses this), unless read() logged them when
+            # it made the DataFrame
+            made_by_read = any(str(k).lower() == PRUNE_OPTION.lower() for k in opts)
+            self.opts = Options(opts, log_ignored=not made_by_read)
             self.columns = columns
             self.not_null = not_null            # the schema's NOT NULL columns
 
@@ -229,7 +229,9 @@ def _datasource_classes() -> type:
             tune_worker_process()
             tasks = getattr(partition, "tasks", None)
             if tasks is None:
-                tasks = _action_plan(self.paths, self.opts, self.options, self.pushdown)[
+                # a slot's plan: the query's notes were logged where it was planned
+                quiet = Options(self.options, log_ignored=False)
+                tasks = _action_plan(self.paths, quiet, self.options, self.pushdown)[
                     index::getattr(partition, "count")]
             for task in tasks:
                 # a tiered task planned in another process: the keys of the query
@@ -355,6 +357,22 @@ def data_source_class() -> type:
 
 
 def register(spark: SparkSession) -> None:
-    """Register the ``kafkalog`` data source with a SparkSession (PySpark 4 finds it without
-    this when kafkalog is installed: the ``pyspark_kafkalog`` module exposes it)."""
-    spark.dataSource.register(data_source_class())
+    """Register the ``kafkalog`` data source with a SparkSession where PySpark does not find
+    it by itself (it does when kafkalog is installed: the ``pyspark_kafkalog`` module exposes
+    it; an editable install needs ``--config-settings editable_mode=compat`` for that).
+
+    Raises ``SparkSetupError`` when Spark's Python workers run an interpreter that cannot
+    import kafkalog (``PYSPARK_PYTHON`` unset and no virtual environment activated: the
+    system's ``python3``); see :mod:`kafkalog.spark.environment`."""
+    _register(spark)
+
+
+def _register(spark: SparkSession) -> bool:
+    """``register``; whether PySpark had not found the data source by itself."""
+    found = check_workers(spark)
+    # registering over the source PySpark found makes Spark warn that it replaced it
+    missed = not lookup_finds_kafkalog(spark, found)
+    if missed:
+        spark.dataSource.register(data_source_class())
+    _REGISTERED.add(spark)
+    return missed

@@ -153,7 +153,8 @@ class Options:
     ``log_ignored``: log the options the read mode ignores (``log_ignored_options``), as
     Spark's source does when it is created for a batch or a streaming query. False where the
     mode is not known yet (a data source's ``schema()``, asked for both) or where the same
-    options were logged already (each re-planning of one query).
+    options were logged already (each re-planning of one query). The planner's warning of a
+    selection that matches no partition follows it (``logs_notes``): one per DataFrame.
     """
 
     def __init__(self, options: Mapping[str, Any], streaming: bool = False, *,
@@ -166,6 +167,7 @@ class Options:
             raise InvalidConfigError("unknown option(s) " + ", ".join(
                 _suggest(k) for k in unknown))
         self._validate()
+        self.logs_notes = log_ignored
         if log_ignored:
             self.log_ignored_options()
 
