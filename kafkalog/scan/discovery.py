@@ -25,14 +25,18 @@ import logging
 import os
 
 from kafkalog import storage
+from kafkalog.config import LogConfig
 from kafkalog.errors import PartitionNotFoundError
 from kafkalog.files import (
-    CLUSTER_METADATA_TOPIC, INTERNAL_TOPICS, log07_topic_partition, topic_partition_or_none,
+    CLUSTER_METADATA_TOPIC, INDEX_SUFFIX, INTERNAL_TOPICS, LOG_SUFFIX, log07_topic_partition,
+    looks_like_log_file, parse_file_name, topic_partition_or_none,
 )
 from kafkalog.log import Log
 from kafkalog.log07 import Log07
 from kafkalog.checkpoint import LogDirCheckpoints
 from kafkalog.log_dirs import is_log07_dir, partition_listing
+from kafkalog.log_segments import LogSegments
+from kafkalog.segment import LogSegment
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +97,47 @@ class Replica:
         only those its listing holds)."""
         return self._log_dirs.of(os.path.dirname(self.path)).for_partition(key)
 
+    def listed_segments(self):
+        """[(base offset, size)] of its segments as listed, in offset order; None when the
+        listing alone cannot tell them (a 0.7 log, a view, no segment, a segment without its
+        offset index, or files a loader must resolve: ``.swap``/``.cleaned``/``.deleted``,
+        an unparsable name)."""
+        if self.log07 or storage.is_view(self.path):
+            return None
+        segments, indexed = [], set()
+        for e in self.entries:
+            parsed = parse_file_name(e.name)
+            if parsed is None:
+                if looks_like_log_file(e.name):
+                    return None
+                continue
+            if parsed[2]:
+                return None
+            if parsed[1] == LOG_SUFFIX:
+                if not e.is_file:
+                    return None
+                segments.append((parsed[0], e.size))
+            elif parsed[1] == INDEX_SUFFIX:
+                indexed.add(parsed[0])
+        if not segments or any(base not in indexed for base, _ in segments):
+            return None
+        segments.sort()
+        return segments
+
+    def listed_log(self):
+        """A ``ListedLog`` of this remote replica (its offsets from the listing and the log
+        dir's checkpoints, no request made), or None where the engine must load it (a local
+        path, or ``listed_segments`` None)."""
+        if not storage.is_remote(self.path):
+            return None
+        segments = self.listed_segments()
+        if segments is None:
+            return None
+        saved = self.checkpoints(topic_partition_or_none(os.path.basename(self.path)))
+        high_watermark = None if self.log_end_is_latest else saved.high_watermark
+        return ListedLog(self.path, self.location, segments, saved.log_start_offset or 0,
+                         high_watermark)
+
     @property
     def log_start_offset(self):
         return self.log.log_start_offset
@@ -105,6 +150,46 @@ class Replica:
         if self._log is not None:
             log_, self._log = self._log, None
             log_.close()
+
+
+class ListedLog:
+    """The read-only view a bounded plan needs of a remote partition, made from discovery's
+    listing and its log dir's checkpoints instead of loading it (``Log.open`` lists the
+    directory again and reads leader epochs, producer snapshots and the active segment's
+    tail): its segments (``LogSegments`` of the listed sizes; a segment's index and bytes are
+    fetched only when a bound asks them), log start offset and high watermark.
+
+    As the listing plan of a default read, a checkpointed high watermark is taken as is (above
+    the log end it bounds nothing: a read stops at the bytes' end); without one, the log end
+    is read when first asked for (the active segment's index and the bytes past its last
+    entry). Used like a ``Replica`` (``path``, ``location``, ``log``, ``log_start_offset``,
+    ``close``)."""
+    __slots__ = ("path", "location", "segments", "log_start_offset", "_high_watermark")
+
+    def __init__(self, path, location, segments, log_start_offset, high_watermark=None):
+        self.path = path
+        self.location = location
+        config = LogConfig()
+        self.segments = LogSegments(LogSegment(path, base, config, read_only=True, size=size)
+                                    for base, size in segments)
+        self.log_start_offset = max(log_start_offset, segments[0][0])
+        self._high_watermark = None if high_watermark is None else \
+            max(high_watermark, self.log_start_offset)
+
+    @property
+    def log(self):
+        return self
+
+    @property
+    def high_watermark(self):
+        if self._high_watermark is None:
+            self._high_watermark = max(self.segments.active.read_next_offset(),
+                                       self.log_start_offset)
+        return self._high_watermark
+
+    def close(self):
+        for segment in self.segments:
+            segment.close()
 
 
 def _known(offset):
