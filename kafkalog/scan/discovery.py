@@ -23,6 +23,7 @@ from __future__ import annotations
 import collections
 import logging
 import os
+import threading
 
 from kafkalog import storage
 from kafkalog.config import LogConfig
@@ -203,13 +204,18 @@ class _LogDirs:
     def __init__(self, listed):
         self._listed = listed
         self._read = {}
+        # partitions planned at once ask together: the first reads, the others wait
+        self._lock = threading.Lock()
 
     def of(self, log_dir):
         saved = self._read.get(log_dir)
         if saved is None:
-            entries = self._listed.get(log_dir)
-            saved = self._read[log_dir] = LogDirCheckpoints(
-                log_dir, None if entries is None else [e.name for e in entries])
+            with self._lock:
+                saved = self._read.get(log_dir)
+                if saved is None:
+                    entries = self._listed.get(log_dir)
+                    saved = self._read[log_dir] = LogDirCheckpoints(
+                        log_dir, None if entries is None else [e.name for e in entries])
         return saved
 
 
