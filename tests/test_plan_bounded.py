@@ -3,7 +3,6 @@ listing with, per bound, its segment's offset index and the bytes it points to (
 a load of the partition; the rows are those the engine's plan of the local copy reads.
 Timestamps and read_committed still load the partition: their tests pin today's cost."""
 import json
-import os
 import shutil
 
 import pytest
