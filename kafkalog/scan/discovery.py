@@ -233,7 +233,7 @@ def discover(locations, stack, log_end_is_latest=False):
     found = {}
     order = 0
     replicas = []
-    stack.callback(_close_all, replicas)
+    stack.callback(close_all, replicas)
     for location in locations:
         root = location.root
         listing = partition_listing(root, recursive=True, required=True, log07=True)
@@ -296,7 +296,8 @@ def without_internal(found):
     return kept
 
 
-def _close_all(replicas):
+def close_all(replicas):
+    """Close each replica's view (a ``Replica``'s loaded log, a ``ListedLog``'s segments)."""
     for r in replicas:
         r.close()
 

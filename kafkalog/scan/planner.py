@@ -1,10 +1,10 @@
 """Planning on the driver: which partitions, which offsets, which byte ranges.
 
-Every log fact comes from the engine's read-only view of each partition directory
-(``Log.open(path, read_only=True)``): log start and end offsets, last stable offset, aborted
-transactions, offsets for timestamps, segment list and offset index entries. The planner only
-plans: a partition's offset range is split into tasks at offset-index entries (batch starts),
-so every batch belongs to exactly one task.
+Log facts (log start and end offsets, last stable offset, aborted transactions, offsets for
+timestamps, segments, index entries) come from the engine's read-only view of a partition
+(``Log.open``), or for a default or offset-bounded read of a remote one from discovery's
+listing (``ListedLog``). Tasks are cut at offset-index entries (batch starts): every batch
+belongs to exactly one task.
 
 Partitions and their replicas are found by ``kafkalog.scan.discovery``; the filters pushed
 from a query are a ``kafkalog.scan.pushdown.Pushdown``; the tasks are read by
@@ -17,13 +17,10 @@ option wins over a by-timestamp JSON, which wins over ``startingOffsets``/``endi
 ``minPartitions`` divides partitions' offset ranges as ``KafkaOffsetRangeCalculator`` does, cut
 where a batch starts.
 
-Paths may be fsspec URLs (``s3://bucket/broker-1``, ``s3a://``, ``gs://``, ...; see
-``kafkalog.storage``): partitions are discovered by listing the prefix, each one opened with
-``Log.open(url, read_only=True, storage_options=...)``. The storage options (the
-``storage_options`` argument, else the ``storageOptions`` option; None: the filesystem's
-defaults, i.e. the environment of the process that reads) travel with each remote task as
-``storage_options`` so an executor reads with them; a task's ``segment_size`` is the ``.log``'s
-size when planned (a remote read fetches only the blocks of the task's byte range).
+Paths may be fsspec URLs (``s3://bucket/broker-1``, ``s3a://``, ``gs://``; see
+``kafkalog.storage``). The storage options (the argument, else the ``storageOptions`` option;
+None: the environment of the process that reads) travel with each remote task; its
+``segment_size`` is the ``.log``'s size when planned (a read fetches only its byte range).
 """
 from __future__ import annotations
 
@@ -42,7 +39,7 @@ from kafkalog.errors import InvalidConfigError, OffsetOutOfRangeError
 from kafkalog.log07 import Segment07
 from kafkalog.log07.format import LOG07_FORMAT
 from kafkalog.scan.discovery import (
-    ABOVE_ANY_OFFSET, discover, served_ranges, without_internal,
+    ABOVE_ANY_OFFSET, close_all, discover, served_ranges, without_internal,
 )
 
 if TYPE_CHECKING:
@@ -285,9 +282,8 @@ def _plan_tasks(locations, opts, start, end, keys, pushdown=None):
 
 
 def _each_partition(plan_one, keys, found, ask_store=True):
-    """{key: plan_one(key)} for ``keys`` of the partitions ``found``: when that asks a store
-    (``ask_store``) for remote partitions, ``REMOTE_PARTITIONS_AT_ONCE`` of them at once,
-    their requests in flight together."""
+    """{key: plan_one(key)} for ``keys`` of the partitions ``found``, remote ones that ask a
+    store (``ask_store``) ``REMOTE_PARTITIONS_AT_ONCE`` at once, their requests in flight."""
     if ask_store and len(keys) > 1 and \
             any(storage.is_remote(r.path) for key in keys for r in found[key]):
         import concurrent.futures
@@ -313,16 +309,14 @@ def _gc_paused():
 
 
 def _planned_replicas(replicas, request, pushdown=None):
-    """The replicas a partition is planned from, the preferred first. A single remote one is
-    its ``ListedLog`` (no load: a request per bound, not six per partition) where offsets
-    bound the read; timestamps, read_committed (last stable offset, aborted transactions)
-    and ``minPartitions`` (which walks batches after planning) ask the loaded log."""
+    """The replicas a partition is planned from, the preferred first; a single remote one as
+    its ``ListedLog`` where offsets bound the read (timestamps, read_committed's last stable
+    offset and aborted transactions, and ``minPartitions``' batch walk ask the loaded log)."""
     if len(replicas) > 1:
         return sorted(replicas, key=lambda r: r.preference(), reverse=True)
-    limits = [request["start"], request.get("end")]
-    if request["committed"] or request.get("min_partitions") or \
-            any(lim is not None and lim.kind in ("timestamp", "timestamps") for lim in limits) \
-            or (pushdown is not None and pushdown.ts_lo is not None):
+    kinds = {getattr(request["start"], "kind", None), getattr(request.get("end"), "kind", None)}
+    if request["committed"] or request.get("min_partitions") or {"timestamp", "timestamps"} \
+            & kinds or (pushdown is not None and pushdown.ts_lo is not None):
         return replicas
     listed = replicas[0].listed_log()
     return replicas if listed is None else [listed]
@@ -484,11 +478,8 @@ def _resolve_end(key, limit, latest, ranges):
 
 
 def _latest(primary, committed):
-    """Spark's ``latest`` of a partition, as a call made once when a bound asks it (an
-    explicit end does not: a ``ListedLog`` without a checkpointed high watermark reads its
-    log end for it): what a consumer could see, the high watermark (a broker's
-    replication-offset-checkpoint, else the log end), the last stable offset for
-    read_committed; the log end with readAboveHighWatermark."""
+    """Spark's ``latest`` (the high watermark, the last stable offset for read_committed) as
+    a call made once, when a bound asks it (a ``ListedLog`` may read its log end for it)."""
     @functools.lru_cache(maxsize=None)
     def latest():
         return primary.last_stable_offset if committed else primary.high_watermark
@@ -553,8 +544,7 @@ def _index_entries(segment):
 
 def _byte_range(segment, lo, hi, next_base):
     """(start, end) positions in a segment of the batches holding offsets [lo, hi) (hi None:
-    to its end); the next segment's base offset ``next_base`` (None for the last) bounds its
-    offsets, so only a bound inside it asks its index and the bytes the index points to."""
+    to its end); only a bound below ``next_base`` (the next segment's) asks the index."""
     if isinstance(segment, Segment07):
         # a 0.7 offset is its entry's position: the entries starting in [lo, hi)
         return segment.entry_start(max(lo, segment.base_offset)), \
@@ -572,15 +562,13 @@ def _byte_range(segment, lo, hi, next_base):
 
 
 def _segment_tasks(key, replica, lo, hi, aborted, request, to_latest=False):
-    """Tasks covering offsets [lo, hi) of one replica. A task's offset index entries (where
-    ``_split`` may cut it) are read only when it may be cut: longer than ``max_bytes``, or
-    ``max_records`` given."""
+    """Tasks covering offsets [lo, hi) of one replica; their index entries (where ``_split``
+    cuts) read only for a task it may cut."""
     tasks = []
     segments = replica.log.segments
     for segment in segments.range(lo, hi):
         next_base = getattr(segments.higher(segment.base_offset), "base_offset", None)
-        # a read to the latest offset reads the bytes to the end, the reader drops what lies
-        # above it: the last segment's end needs no index lookup
+        # to latest: the bytes to the end (the reader drops what lies above), no index lookup
         start_pos, end_pos = _byte_range(segment, lo, None if to_latest else hi, next_base)
         if start_pos >= end_pos:
             continue
@@ -589,26 +577,21 @@ def _segment_tasks(key, replica, lo, hi, aborted, request, to_latest=False):
             inside = (positions > start_pos) & (positions < end_pos)
             offsets, positions = offsets[inside], positions[inside]
         else:
-            offsets = positions = _NO_ENTRIES
+            offsets = positions = np.empty(0, np.int64)
         task = {
             "topic": key[0], "partition": key[1], "dir": replica.path,
             "segment": segment.base_offset, "start_pos": start_pos, "end_pos": end_pos,
             "start_offset": lo, "end_offset": hi, "aborted": aborted, "_segment": segment,
             # its batches' offsets lie below the next segment's base (the walk checks)
-            "segment_end": next_base,
-            "segment_size": segment.size,
+            "segment_end": next_base, "segment_size": segment.size,
             "storage_options": replica.location.task_options(replica.path),
-            "split_positions": positions,
-            "split_offsets": offsets,
+            "split_positions": positions, "split_offsets": offsets,
         }
         if isinstance(segment, Segment07):
             # read by the 0.7 walk; a shorter name than 20 digits is possible
             task.update(format=LOG07_FORMAT, file=os.path.basename(segment.path))
         tasks.append(task)
     return tasks
-
-
-_NO_ENTRIES = np.empty(0, np.int64)
 
 
 def _split(task, target_bytes, max_records):
@@ -638,10 +621,10 @@ def partition_offsets(paths: StrPath | Iterable[StrPath], options: Options,
                       resolve_start: bool = False,
                       storage_options: Mapping[str, Any] | None = None
                       ) -> dict[tuple[str, int], tuple[int, int, int | None]]:
-    """{(topic, partition): (earliest, latest, start)} for the partitions the options select,
-    from the logs as they are now: earliest is the log start offset (over replicas), latest
-    what a consumer may read (high watermark, last stable offset for read_committed, log end
-    with ``readAboveHighWatermark``). ``start`` is the starting offset Spark's Kafka source
+    """{(topic, partition): (earliest, latest, start)} for the partitions the options select
+    (asked ``REMOTE_PARTITIONS_AT_ONCE`` at once): earliest is the log start offset (over
+    replicas), latest what a consumer may read (high watermark, last stable offset for
+    read_committed, log end with ``readAboveHighWatermark``). ``start`` is the starting offset Spark's Kafka source
     resolves for a new streaming query (``startingTimestamp``, then
     ``startingOffsetsByTimestamp``, then ``startingOffsets``, default latest) when
     ``resolve_start``, else None. ``storage_options`` as ``plan`` takes them."""
@@ -671,8 +654,7 @@ def partition_offsets(paths: StrPath | Iterable[StrPath], options: Options,
                         first = _resolve_start(key, start, earliest, latest, ranges, request)
                 return earliest, latest(), first
             finally:
-                for r in replicas:      # no view kept per partition asked
-                    r.close()
+                close_all(replicas)    # no view kept per partition asked
         return _each_partition(offsets_of, sorted(found), found)
 
 
@@ -692,7 +674,6 @@ def plan_ranges(paths: StrPath | Iterable[StrPath], options: Options,
                        _Limit("offsets", {k: v[0] for k, v in wanted.items()}),
                        _Limit("offsets", {k: v[1] for k, v in wanted.items()}),
                        lambda found: [k for k in sorted(wanted) if k in found])
-
 
 
 def _first_offset_at_or_after(ranges, timestamp):
