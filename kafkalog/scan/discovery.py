@@ -44,23 +44,53 @@ log = logging.getLogger(__name__)
 ABOVE_ANY_OFFSET = 2 ** 63 - 1   # a high watermark the engine clamps to the log end
 
 
+def listed_segments(path, entries, log07=False):
+    """((base offset, size), ...) of the segments of partition directory ``path`` as its
+    listing ``entries`` show them, in offset order; None when the listing alone cannot tell
+    them (a 0.7 log, a view, no segment, a segment without its offset index, or files a
+    loader must resolve: ``.swap``/``.cleaned``/``.deleted``, an unparsable name). Plain
+    tuples of ints: the cyclic GC stops tracking them, a plan of 100,000 partitions holds
+    one each."""
+    if log07 or storage.is_view(path):
+        return None
+    segments, indexed = [], set()
+    for e in entries:
+        parsed = parse_file_name(e.name)
+        if parsed is None:
+            if looks_like_log_file(e.name):
+                return None
+            continue
+        if parsed[2]:
+            return None
+        if parsed[1] == LOG_SUFFIX:
+            if not e.is_file:
+                return None
+            segments.append((parsed[0], e.size))
+        elif parsed[1] == INDEX_SUFFIX:
+            indexed.add(parsed[0])
+    if not segments or any(base not in indexed for base, _ in segments):
+        return None
+    return tuple(sorted(segments))
+
+
 class Replica:
-    """One copy of a topic-partition, as listed: its directory ``path`` and ``entries`` (names
-    and sizes, from discovery's listing), and the engine's read-only view of it (``log``: a
+    """One copy of a topic-partition, as listed: its directory ``path`` and
+    ``listed_segments`` (from discovery's listing, ``listed_segments``), and the engine's
+    read-only view of it (``log``: a
     ``Log07`` for a Kafka 0.7 one, whose offsets are byte offsets), opened when first asked
     for and released by ``close`` (planning holds no view of a partition it is done with).
     ``log_end_is_latest``: its high watermark is the log end (``readAboveHighWatermark``);
     ``location``: the ``storage.Location`` of the path it was found under; ``given``: the
     path given was this partition directory (not one above it)."""
     # no __dict__: a plan of 100,000 partitions holds 100,000 of them
-    __slots__ = ("path", "order", "entries", "log07", "log_end_is_latest", "given",
+    __slots__ = ("path", "order", "listed_segments", "log07", "log_end_is_latest", "given",
                  "_log_dirs", "location", "_log")
 
-    def __init__(self, path, order, entries, log_dirs, location, log_end_is_latest=False,
+    def __init__(self, path, order, segments, log_dirs, location, log_end_is_latest=False,
                  log07=False, given=False):
         self.path = path
         self.order = order
-        self.entries = entries
+        self.listed_segments = segments
         self.log07 = log07
         self.given = given
         self.log_end_is_latest = log_end_is_latest
@@ -98,40 +128,13 @@ class Replica:
         only those its listing holds)."""
         return self._log_dirs.of(os.path.dirname(self.path)).for_partition(key)
 
-    def listed_segments(self):
-        """[(base offset, size)] of its segments as listed, in offset order; None when the
-        listing alone cannot tell them (a 0.7 log, a view, no segment, a segment without its
-        offset index, or files a loader must resolve: ``.swap``/``.cleaned``/``.deleted``,
-        an unparsable name)."""
-        if self.log07 or storage.is_view(self.path):
-            return None
-        segments, indexed = [], set()
-        for e in self.entries:
-            parsed = parse_file_name(e.name)
-            if parsed is None:
-                if looks_like_log_file(e.name):
-                    return None
-                continue
-            if parsed[2]:
-                return None
-            if parsed[1] == LOG_SUFFIX:
-                if not e.is_file:
-                    return None
-                segments.append((parsed[0], e.size))
-            elif parsed[1] == INDEX_SUFFIX:
-                indexed.add(parsed[0])
-        if not segments or any(base not in indexed for base, _ in segments):
-            return None
-        segments.sort()
-        return segments
-
     def listed_log(self):
         """A ``ListedLog`` of this remote replica (its offsets from the listing and the log
         dir's checkpoints, no request made), or None where the engine must load it (a local
-        path, or ``listed_segments`` None)."""
+        path, or no ``listed_segments``)."""
         if not storage.is_remote(self.path):
             return None
-        segments = self.listed_segments()
+        segments = self.listed_segments
         if segments is None:
             return None
         saved = self.checkpoints(topic_partition_or_none(os.path.basename(self.path)))
@@ -201,8 +204,11 @@ def _known(offset):
 class _LogDirs:
     """The checkpoints of the log dirs holding the partitions found, read once each."""
 
-    def __init__(self, listed):
-        self._listed = listed
+    def __init__(self, listing):
+        # the names in the partitions' parents (not the whole listing: a plan outlives it)
+        parents = {os.path.dirname(d) for d, _ in listing.partitions}
+        self._names = {d: [e.name for e in listing.listed[d]] for d in parents
+                       if d in listing.listed}
         self._read = {}
         # partitions planned at once ask together: the first reads, the others wait
         self._lock = threading.Lock()
@@ -213,9 +219,8 @@ class _LogDirs:
             with self._lock:
                 saved = self._read.get(log_dir)
                 if saved is None:
-                    entries = self._listed.get(log_dir)
-                    saved = self._read[log_dir] = LogDirCheckpoints(
-                        log_dir, None if entries is None else [e.name for e in entries])
+                    saved = self._read[log_dir] = LogDirCheckpoints(log_dir,
+                                                                    self._names.get(log_dir))
         return saved
 
 
@@ -237,7 +242,7 @@ def discover(locations, stack, log_end_is_latest=False):
     for location in locations:
         root = location.root
         listing = partition_listing(root, recursive=True, required=True, log07=True)
-        log_dirs = _LogDirs(listing.listed)
+        log_dirs = _LogDirs(listing)
         top = storage.abspath(storage.normalize(root))
         _say_log_dirs_below(top, listing.partitions)
         for directory, entries in listing.partitions:
@@ -253,8 +258,9 @@ def discover(locations, stack, log_end_is_latest=False):
                         "or link it under such a name")
                 log.debug("skipping %s: not named <topic>-<partition>", directory)
                 continue
-            replica = Replica(directory, order, entries, log_dirs, location,
-                              log_end_is_latest, log07, given=directory == top)
+            replica = Replica(directory, order, listed_segments(directory, entries, log07),
+                              log_dirs, location, log_end_is_latest, log07,
+                              given=directory == top)
             replicas.append(replica)
             found.setdefault(key, []).append(replica)
             order += 1

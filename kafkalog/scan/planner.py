@@ -331,11 +331,11 @@ def _listed_tasks(key, replicas, max_bytes):
     bytes outside [start_offset, end_offset), as it does for any task.
 
     None when the listing cannot tell (the engine plans then): several replicas, a segment to
-    split (above ``max_bytes``: cut at index entries), or ``Replica.listed_segments`` None."""
+    split (above ``max_bytes``: cut at index entries), or no ``Replica.listed_segments``."""
     if len(replicas) > 1:
         return None
     replica = replicas[0]
-    segments = replica.listed_segments()
+    segments = replica.listed_segments
     if segments is None or any(size > max_bytes for _, size in segments):
         return None
     saved = replica.checkpoints(key)
