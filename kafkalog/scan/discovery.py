@@ -191,6 +191,11 @@ class ListedLog:
                                        self.log_start_offset)
         return self._high_watermark
 
+    def ends_above(self, offset):
+        """Whether its high watermark is known to lie above ``offset`` without a read: it is
+        the log end (no checkpoint) and ``offset`` lies below the last segment."""
+        return self._high_watermark is None and offset < self.segments.active.base_offset
+
     def close(self):
         for segment in self.segments:
             segment.close()
@@ -306,6 +311,15 @@ def close_all(replicas):
     """Close each replica's view (a ``Replica``'s loaded log, a ``ListedLog``'s segments)."""
     for r in replicas:
         r.close()
+
+
+def preferred(replicas, listed=False):
+    """``replicas`` of a partition, the preferred first (see the module's docstring); with
+    ``listed``, a single remote one as its ``ListedLog`` where the listing can tell."""
+    if len(replicas) > 1:
+        return sorted(replicas, key=lambda r: r.preference(), reverse=True)
+    view = replicas[0].listed_log() if listed else None
+    return replicas if view is None else [view]
 
 
 def served_ranges(replicas):

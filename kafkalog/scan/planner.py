@@ -39,7 +39,8 @@ from kafkalog.errors import InvalidConfigError, OffsetOutOfRangeError
 from kafkalog.log07 import Segment07
 from kafkalog.log07.format import LOG07_FORMAT
 from kafkalog.scan.discovery import (
-    ABOVE_ANY_OFFSET, close_all, discover, served_ranges, without_internal,
+    ABOVE_ANY_OFFSET, ListedLog, close_all, discover, preferred, served_ranges,
+    without_internal,
 )
 
 if TYPE_CHECKING:
@@ -238,10 +239,9 @@ def _plan_tasks(locations, opts, start, end, keys, pushdown=None):
     if max_bytes <= 0:
         raise InvalidConfigError("maxBytesPerTask must be positive")
     min_partitions = opts.integer("minPartitions")
-    request = {"start": start, "end": end, "strategy": opts.timestamp_strategy,
-               "fail_on_data_loss": opts.flag("failOnDataLoss", True),
-               "committed": opts.read_committed, "max_bytes": max_bytes,
-               "max_records": max_records, "min_partitions": min_partitions}
+    request = {"start": start, "end": end, "strategy": opts.timestamp_strategy, "max_bytes":
+               max_bytes, "fail_on_data_loss": opts.flag("failOnDataLoss", True), "committed":
+               opts.read_committed, "max_records": max_records, "min_partitions": min_partitions}
     # a default read (earliest to latest, nothing bounding it) is planned from the listing
     listed_only = start.kind == "earliest" and end.kind == "latest" and pushdown is None \
         and not request["committed"] and not min_partitions and max_records is None
@@ -309,17 +309,13 @@ def _gc_paused():
 
 
 def _planned_replicas(replicas, request, pushdown=None):
-    """The replicas a partition is planned from, the preferred first; a single remote one as
-    its ``ListedLog`` where offsets bound the read (timestamps, read_committed's last stable
-    offset and aborted transactions, and ``minPartitions``' batch walk ask the loaded log)."""
-    if len(replicas) > 1:
-        return sorted(replicas, key=lambda r: r.preference(), reverse=True)
+    """``preferred`` replicas; a ``ListedLog`` where offsets bound the read (timestamps,
+    read_committed's last stable offset and aborted transactions, and ``minPartitions``'
+    batch walk ask the loaded log)."""
     kinds = {getattr(request["start"], "kind", None), getattr(request.get("end"), "kind", None)}
-    if request["committed"] or request.get("min_partitions") or {"timestamp", "timestamps"} \
-            & kinds or (pushdown is not None and pushdown.ts_lo is not None):
-        return replicas
-    listed = replicas[0].listed_log()
-    return replicas if listed is None else [listed]
+    return preferred(replicas, listed=not (
+        request["committed"] or request.get("min_partitions") or
+        {"timestamp", "timestamps"} & kinds or getattr(pushdown, "ts_lo", None) is not None))
 
 
 def _listed_tasks(key, replicas, max_bytes):
@@ -492,22 +488,26 @@ def _plan_partition(key, replicas, request, pushdown=None):
     earliest = ranges[0][1]
     latest = _latest(primary, request["committed"])
     start = _resolve_start(key, request["start"], earliest, latest, ranges, request)
-    end = _resolve_end(key, request["end"], latest, ranges)
-    if start > end:
+    to_latest = request["end"].kind == "latest"
+    if to_latest and pushdown is None and isinstance(primary, ListedLog) and \
+            primary.ends_above(start):
+        end = None                       # the log end, not read: the reader stops there
+    else:
+        end = _resolve_end(key, request["end"], latest, ranges)
+    if end is not None and start > end:
         raise InvalidConfigError(
             f"The resolved start offset {start} is greater than the resolved end offset {end} "
             f"for topic {key[0]} partition {key[1]}.")
     if request["committed"]:
         end = min(end, latest())
-    to_latest = request["end"].kind == "latest"
     spans = [(start, end)] if pushdown is None else _pushed_spans(key, pushdown, start, end,
                                                                   ranges)
     tasks = []
     for span_lo, span_hi in spans:
         for replica, lo, hi in ranges:
             lo = max(lo, span_lo)
-            hi = span_hi if hi is None else min(hi, span_hi)
-            if lo >= hi:
+            hi = span_hi if hi is None else hi if span_hi is None else min(hi, span_hi)
+            if hi is not None and lo >= hi:
                 continue
             aborted = [tuple(a) for a in replica.log.aborted_transactions(lo, hi)] \
                 if request["committed"] else []
