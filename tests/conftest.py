@@ -374,6 +374,15 @@ def s3(tmp_path_factory):
 
 
 @pytest.fixture
+def fresh_storage():
+    """kafkalog's storage state (filesystems, options, cached buffers) reset around a test."""
+    from kafkalog import storage
+    storage.reset()
+    yield
+    storage.reset()
+
+
+@pytest.fixture
 def s3_calls(monkeypatch):
     """The S3 API calls s3fs makes, by operation: {operation: count}."""
     s3fs = pytest.importorskip("s3fs")

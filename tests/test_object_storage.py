@@ -27,14 +27,9 @@ from kafkalog.log import Log  # noqa: E402
 from kafkalog.records import iter_batches  # noqa: E402
 from kafkalog.verify import verify_partition  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("fresh_storage")  # conftest
+
 KAFKA_DIRS = [p.name for p in fixture_dirs(FIXTURES)]
-
-
-@pytest.fixture(autouse=True)
-def _fresh_storage():
-    storage.reset()
-    yield
-    storage.reset()
 
 
 def _open(url, s3):

@@ -10,11 +10,12 @@ import pytest
 from conftest import FIXTURES
 
 import kafkalog.spark as ks  # noqa: E402
-from kafkalog import storage  # noqa: E402
 from kafkalog.checkpoint import write_offset_checkpoint  # noqa: E402
 from kafkalog.scan.planner import partition_offsets  # noqa: E402
 from kafkalog.scan.reader import read_task  # noqa: E402
 from kafkalog.spark.options import Options  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("fresh_storage")  # conftest
 
 P = 2
 MULTI = FIXTURES / "multiseg-0"         # segments of 2,000 records: those from 22000 on
@@ -48,13 +49,6 @@ def dirs(s3, tmp_path_factory):
             "txn": _log_dir(base / "txn", TXN)}
     return {name: (local, s3.upload(local, f"plan-bounded/{name}"))
             for name, local in made.items()}
-
-
-@pytest.fixture(autouse=True)
-def _fresh_storage():
-    storage.reset()
-    yield
-    storage.reset()
 
 
 def _each(offset):

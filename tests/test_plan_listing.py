@@ -22,14 +22,9 @@ from kafkalog.errors import TooManyMappingsError, TooManyOpenFilesError  # noqa:
 from kafkalog.scan import discovery  # noqa: E402
 from kafkalog.scan.reader import read_task  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("fresh_storage")  # conftest
+
 SOURCE = FIXTURES / "plain-0"            # one segment of 3,000 records
-
-
-@pytest.fixture(autouse=True)
-def _fresh_storage():
-    storage.reset()
-    yield
-    storage.reset()
 
 
 def _copies(root, n, first=0):
