@@ -12,7 +12,7 @@ Prints, per P: requests per partition, planning seconds (``kafkalog.spark.plan``
 process), ``read_arrow`` seconds and requests (the ``offset`` column only: decoding is not what
 is measured). Usage::
 
-    python bench/plan_scale.py --local 1000,10000,100000 --s3 100,500,1000,10000
+    python bench/plan_scale.py --local 1000,10000,100000 --s3 100,500,1000,10000 [--bounded]
 """
 from __future__ import annotations
 
@@ -126,6 +126,29 @@ def row(where, p, result):
           f"{read_total} ({_fmt(read_requests)}) |", flush=True)
 
 
+def bounded_rows(url, p, options, take):
+    """Requests and seconds of planning the S3 partitions bounded by offsets (from the middle
+    of each, to its middle) and of a stream's latest offsets (``partition_offsets``)."""
+    from kafkalog.scan.planner import partition_offsets
+    from kafkalog.spark.options import Options
+    middle = json.dumps({TOPIC: {str(i): RECORDS // 2 for i in range(p)}})
+    for what, call in (
+            ("startingOffsets", lambda: kafkalog.spark.plan(
+                url, {"startingOffsets": middle}, storage_options=options)),
+            ("endingOffsets", lambda: kafkalog.spark.plan(
+                url, {"endingOffsets": middle}, storage_options=options)),
+            ("stream offsets", lambda: partition_offsets(url, Options({}),
+                                                         storage_options=options))):
+        storage.reset()
+        take()
+        t0 = time.perf_counter()
+        call()
+        seconds = time.perf_counter() - t0
+        counts = take()
+        print(f"| S3 {what} | {p:,} | - | {seconds:.2f} s | "
+              f"{sum(counts.values()) / p:.2f} ({_fmt(counts)}) | - | - |", flush=True)
+
+
 def sizes(text):
     return [int(x) for x in text.split(",") if x.strip()] if text else []
 
@@ -140,6 +163,8 @@ def main():
     parser.add_argument("--local-read-max", type=int, default=10000,
                         help="read_arrow locally only up to this many partitions")
     parser.add_argument("--cache", default=os.path.join("/tmp", "kafkalog-plan-scale"))
+    parser.add_argument("--bounded", action="store_true",
+                        help="on S3 also plan offset-bounded reads and a stream's offsets")
     parser.add_argument("--serve-proxy", metavar="HOST:PORT",
                         help="(internal) run the latency proxy in front of HOST:PORT")
     args = parser.parse_args()
@@ -203,6 +228,8 @@ def s3_rows(args):
             client.create_bucket(Bucket=bucket)
             url = s3_copies(client, bucket, p)
             row(f"S3 +{args.latency_ms:g} ms", p, measure(url, p, options, take))
+            if args.bounded:
+                bounded_rows(url, p, options, take)
     finally:
         for proc in (proxy, moto):
             if proc is not None:
