@@ -20,16 +20,18 @@ pytestmark = pytest.mark.usefixtures("fresh_storage")  # conftest
 P = 2
 MULTI = FIXTURES / "multiseg-0"         # segments of 2,000 records: those from 22000 on
 FIRST = 22000
-TXN = FIXTURES / "txn-0"                # transactions, some aborted
+TXN = FIXTURES / "txn-0"                # transactions, some aborted: segments below 196
+TXN_END = 196
 
 
 def _log_dir(root, source, high_watermark=None):
     """A log dir of ``P`` copies ``t-<i>`` of ``source`` (of multiseg-0 its last four
-    segments: fewer objects to upload); with a high watermark checkpoint."""
+    segments, of txn-0 its first three: fewer objects to upload); with a high watermark
+    checkpoint."""
     def kept(directory, names):
-        if directory != str(MULTI):
-            return []
-        return [n for n in names if n[:20].isdigit() and int(n[:20]) < FIRST]
+        if directory == str(MULTI):
+            return [n for n in names if n[:20].isdigit() and int(n[:20]) < FIRST]
+        return [n for n in names if n[:20].isdigit() and int(n[:20]) >= TXN_END]
     for i in range(P):
         shutil.copytree(source, root / f"t-{i}", ignore=kept)
     if high_watermark is not None:
