@@ -1,10 +1,9 @@
 """Planning on the driver: which partitions, which offsets, which byte ranges.
 
-Log facts (log start and end offsets, last stable offset, aborted transactions, offsets for
-timestamps, segments, index entries) come from the engine's read-only view of a partition
-(``Log.open``), or for a default or offset-bounded read of a remote one from discovery's
-listing (``ListedLog``). Tasks are cut at offset-index entries (batch starts): every batch
-belongs to exactly one task.
+Log facts (log start and end, last stable offset, aborted transactions, offsets for times,
+segments, index entries) come from the engine's view of a partition (``Log.open``), or for a
+default or offset-bounded read of a remote one from discovery's listing (``ListedLog``). Tasks
+are cut at offset-index entries (batch starts): every batch belongs to exactly one task.
 
 Partitions and their replicas are found by ``kafkalog.scan.discovery``; the filters pushed
 from a query are a ``kafkalog.scan.pushdown.Pushdown``; the tasks are read by
@@ -17,10 +16,9 @@ option wins over a by-timestamp JSON, which wins over ``startingOffsets``/``endi
 ``minPartitions`` divides partitions' offset ranges as ``KafkaOffsetRangeCalculator`` does, cut
 where a batch starts.
 
-Paths may be fsspec URLs (``s3://bucket/broker-1``, ``s3a://``, ``gs://``; see
-``kafkalog.storage``). The storage options (the argument, else the ``storageOptions`` option;
-None: the environment of the process that reads) travel with each remote task; its
-``segment_size`` is the ``.log``'s size when planned (a read fetches only its byte range).
+Paths may be fsspec URLs (``s3://bucket/broker-1``, ``gs://``; see ``kafkalog.storage``);
+their storage options travel with each remote task; its ``segment_size`` is the ``.log``'s
+size when planned (a read fetches only its byte range).
 """
 from __future__ import annotations
 
@@ -38,10 +36,8 @@ from kafkalog import storage
 from kafkalog.errors import InvalidConfigError, OffsetOutOfRangeError
 from kafkalog.log07 import Segment07
 from kafkalog.log07.format import LOG07_FORMAT
-from kafkalog.scan.discovery import (
-    ABOVE_ANY_OFFSET, ListedLog, close_all, discover, preferred, served_ranges,
-    without_internal,
-)
+from kafkalog.scan.discovery import (ABOVE_ANY_OFFSET, ListedLog, close_all, discover,
+                                     preferred, served_ranges, without_internal)
 
 if TYPE_CHECKING:
     from kafkalog._typing import StrPath
@@ -282,8 +278,7 @@ def _plan_tasks(locations, opts, start, end, keys, pushdown=None):
 
 
 def _each_partition(plan_one, keys, found, ask_store=True):
-    """{key: plan_one(key)} for ``keys`` of the partitions ``found``, remote ones that ask a
-    store (``ask_store``) ``REMOTE_PARTITIONS_AT_ONCE`` at once, their requests in flight."""
+    """{key: plan_one(key)}; remote ones ``REMOTE_PARTITIONS_AT_ONCE`` at once (``ask_store``)."""
     if ask_store and len(keys) > 1 and \
             any(storage.is_remote(r.path) for key in keys for r in found[key]):
         import concurrent.futures
@@ -309,9 +304,8 @@ def _gc_paused():
 
 
 def _planned_replicas(replicas, request, pushdown=None):
-    """``preferred`` replicas; a ``ListedLog`` where offsets bound the read (timestamps,
-    read_committed's last stable offset and aborted transactions, and ``minPartitions``'
-    batch walk ask the loaded log)."""
+    """``preferred`` replicas, a ``ListedLog`` where offsets bound the read (timestamps,
+    read_committed and ``minPartitions``' batch walk ask the loaded log)."""
     kinds = {getattr(request["start"], "kind", None), getattr(request.get("end"), "kind", None)}
     return preferred(replicas, listed=not (
         request["committed"] or request.get("min_partitions") or
@@ -474,8 +468,7 @@ def _resolve_end(key, limit, latest, ranges):
 
 
 def _latest(primary, committed):
-    """Spark's ``latest`` (the high watermark, the last stable offset for read_committed) as
-    a call made once, when a bound asks it (a ``ListedLog`` may read its log end for it)."""
+    """Spark's ``latest`` (high watermark; last stable offset) as a call made once, if asked."""
     @functools.lru_cache(maxsize=None)
     def latest():
         return primary.last_stable_offset if committed else primary.high_watermark
@@ -562,8 +555,7 @@ def _byte_range(segment, lo, hi, next_base):
 
 
 def _segment_tasks(key, replica, lo, hi, aborted, request, to_latest=False):
-    """Tasks covering offsets [lo, hi) of one replica; their index entries (where ``_split``
-    cuts) read only for a task it may cut."""
+    """Tasks covering offsets [lo, hi) of one replica (index entries only where cut)."""
     tasks = []
     segments = replica.log.segments
     for segment in segments.range(lo, hi):
@@ -624,9 +616,9 @@ def partition_offsets(paths: StrPath | Iterable[StrPath], options: Options,
     """{(topic, partition): (earliest, latest, start)} for the partitions the options select
     (asked ``REMOTE_PARTITIONS_AT_ONCE`` at once): earliest is the log start offset (over
     replicas), latest what a consumer may read (high watermark, last stable offset for
-    read_committed, log end with ``readAboveHighWatermark``). ``start`` is the starting offset Spark's Kafka source
-    resolves for a new streaming query (``startingTimestamp``, then
-    ``startingOffsetsByTimestamp``, then ``startingOffsets``, default latest) when
+    read_committed, log end with ``readAboveHighWatermark``). ``start``: the starting offset
+    Spark's Kafka source resolves for a new streaming query (``startingTimestamp``, then
+    ``startingOffsetsByTimestamp``, ``startingOffsets``, default latest) when
     ``resolve_start``, else None. ``storage_options`` as ``plan`` takes them."""
     start = _limit(options, "startingTimestamp", "startingOffsetsByTimestamp",
                    "startingOffsets", "latest") if resolve_start else None
