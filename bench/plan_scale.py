@@ -12,22 +12,19 @@ Prints, per P: requests per partition, planning seconds (``kafkalog.spark.plan``
 process), ``read_arrow`` seconds and requests (the ``offset`` column only: decoding is not what
 is measured). Usage::
 
-    python bench/plan_scale.py --local 1000,10000,100000 --s3 100,500,1000,10000
+    python bench/plan_scale.py --local 1000,10000,100000 --s3 100,500,1000,10000 [--bounded]
 """
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
 import gc
-import http.client
-import http.server
 import json
 import os
 import shutil
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 
@@ -37,12 +34,13 @@ SOURCE = os.path.join(SHARED, "kafka-written", "plain-0")      # 1 segment, 3,00
 RECORDS = 3000
 TOPIC = "bench"
 LINKS_PER_COPY = 10_000
-COUNTS_PATH = "/__plan_scale_counts__"
 sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
 
 import kafkalog  # noqa: E402
 import kafkalog.spark  # noqa: E402
 from kafkalog import storage  # noqa: E402
+from s3_proxy import COUNTS_PATH, CountingProxy  # noqa: E402  (tests/s3_proxy.py)
 
 
 # ------------------------------------------------------------------------------ local copies
@@ -73,90 +71,6 @@ def local_copies(cache: str, p: int) -> str:
                 shutil.copyfile(os.path.join(source, n), os.path.join(d, n))
     open(done, "w").close()
     return root
-
-
-# ------------------------------------------------------------------------------ latency proxy
-class Proxy:
-    """An HTTP proxy in front of ``upstream`` (host, port) that sleeps ``latency`` seconds
-    before forwarding each request (concurrent requests wait concurrently, as a store's do)
-    and counts them by kind."""
-
-    def __init__(self, upstream: tuple[str, int], latency: float) -> None:
-        self.counts: dict[str, int] = {}
-        self.lock = threading.Lock()
-        proxy = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def _forward(self):
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else None
-                if self.path == COUNTS_PATH:          # the benchmark asking, not forwarded
-                    data = json.dumps(proxy.take()).encode()
-                    self.send_response(200)
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                    return
-                proxy.count(self.command, self.path, self.headers)
-                time.sleep(latency)
-                local = proxy.local
-                conn = getattr(local, "conn", None)
-                if conn is None:
-                    conn = local.conn = http.client.HTTPConnection(*upstream, timeout=120)
-                headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
-                headers["Host"] = f"{upstream[0]}:{upstream[1]}"
-                try:
-                    conn.request(self.command, self.path, body=body, headers=headers)
-                    resp = conn.getresponse()
-                except (http.client.HTTPException, OSError):
-                    conn.close()
-                    conn = local.conn = http.client.HTTPConnection(*upstream, timeout=120)
-                    conn.request(self.command, self.path, body=body, headers=headers)
-                    resp = conn.getresponse()
-                data = resp.read()
-                self.send_response_only(resp.status, resp.reason)
-                for k, v in resp.getheaders():
-                    if k.lower() not in ("content-length", "transfer-encoding", "connection"):
-                        self.send_header(k, v)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(data)
-
-            do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _forward
-
-        self.local = threading.local()
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def count(self, method, path, headers):
-        query = path.partition("?")[2]
-        if method == "GET" and ("list-type" in query or "prefix=" in query
-                                or "delimiter" in query):
-            kind = "LIST"
-        elif method == "GET" and headers.get("Range"):
-            kind = "GET range"
-        else:
-            kind = method
-        with self.lock:
-            self.counts[kind] = self.counts.get(kind, 0) + 1
-
-    def take(self) -> dict[str, int]:
-        with self.lock:
-            out, self.counts = self.counts, {}
-        return out
-
-    def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def s3_copies(client, bucket: str, p: int) -> str:
@@ -212,6 +126,29 @@ def row(where, p, result):
           f"{read_total} ({_fmt(read_requests)}) |", flush=True)
 
 
+def bounded_rows(url, p, options, take):
+    """Requests and seconds of planning the S3 partitions bounded by offsets (from the middle
+    of each, to its middle) and of a stream's latest offsets (``partition_offsets``)."""
+    from kafkalog.scan.planner import partition_offsets
+    from kafkalog.spark.options import Options
+    middle = json.dumps({TOPIC: {str(i): RECORDS // 2 for i in range(p)}})
+    for what, call in (
+            ("startingOffsets", lambda: kafkalog.spark.plan(
+                url, {"startingOffsets": middle}, storage_options=options)),
+            ("endingOffsets", lambda: kafkalog.spark.plan(
+                url, {"endingOffsets": middle}, storage_options=options)),
+            ("stream offsets", lambda: partition_offsets(url, Options({}),
+                                                         storage_options=options))):
+        storage.reset()
+        take()
+        t0 = time.perf_counter()
+        call()
+        seconds = time.perf_counter() - t0
+        counts = take()
+        print(f"| S3 {what} | {p:,} | - | {seconds:.2f} s | "
+              f"{sum(counts.values()) / p:.2f} ({_fmt(counts)}) | - | - |", flush=True)
+
+
 def sizes(text):
     return [int(x) for x in text.split(",") if x.strip()] if text else []
 
@@ -226,6 +163,8 @@ def main():
     parser.add_argument("--local-read-max", type=int, default=10000,
                         help="read_arrow locally only up to this many partitions")
     parser.add_argument("--cache", default=os.path.join("/tmp", "kafkalog-plan-scale"))
+    parser.add_argument("--bounded", action="store_true",
+                        help="on S3 also plan offset-bounded reads and a stream's offsets")
     parser.add_argument("--serve-proxy", metavar="HOST:PORT",
                         help="(internal) run the latency proxy in front of HOST:PORT")
     args = parser.parse_args()
@@ -289,6 +228,8 @@ def s3_rows(args):
             client.create_bucket(Bucket=bucket)
             url = s3_copies(client, bucket, p)
             row(f"S3 +{args.latency_ms:g} ms", p, measure(url, p, options, take))
+            if args.bounded:
+                bounded_rows(url, p, options, take)
     finally:
         for proc in (proxy, moto):
             if proc is not None:
@@ -297,8 +238,7 @@ def s3_rows(args):
 
 
 def serve_proxy(upstream, latency_ms):
-    host, _, port = upstream.rpartition(":")
-    proxy = Proxy((host, int(port)), latency_ms / 1000)
+    proxy = CountingProxy(f"http://{upstream}", latency_ms / 1000)
     print(proxy.endpoint, flush=True)
     proxy.thread.join()
 

@@ -1,18 +1,16 @@
 """Kafka data read from object storage (a moto S3 server on 127.0.0.1, spoken to over HTTP by
 s3fs/botocore exactly as AWS would be): every reader returns what it returns for the local copy;
 faults (deleted, truncated objects, wrong credentials, 503s) give typed errors or are retried."""
-import http.client
-import http.server
 import json
 import mmap
 import os
 import shutil
-import threading
 import time
 
 import pytest
 
 from conftest import FIXTURES, LARGE_FIXTURES, fixture_dirs
+from s3_proxy import CountingProxy
 
 pytest.importorskip("s3fs")
 pytest.importorskip("moto.server")
@@ -29,14 +27,9 @@ from kafkalog.log import Log  # noqa: E402
 from kafkalog.records import iter_batches  # noqa: E402
 from kafkalog.verify import verify_partition  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("fresh_storage")  # conftest
+
 KAFKA_DIRS = [p.name for p in fixture_dirs(FIXTURES)]
-
-
-@pytest.fixture(autouse=True)
-def _fresh_storage():
-    storage.reset()
-    yield
-    storage.reset()
 
 
 def _open(url, s3):
@@ -233,81 +226,10 @@ def test_object_truncated_after_open(s3, tmp_path):
             list(remote.records(0, 10))
 
 
-# ---------------------------------------------------------------------------- a counting proxy
-class _Proxy:
-    """An HTTP proxy in front of moto that counts GET requests and the bytes they return and
-    can answer the next ``fail`` ranged GETs with ``503 SlowDown`` (S3's throttling reply)."""
-
-    def __init__(self, upstream):
-        host, port = upstream.split("//", 1)[1].split(":")
-        proxy = self
-        self.gets = self.get_bytes = self.fail = self.failed = 0
-        self.lock = threading.Lock()
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def _forward(self):
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else None
-                if self.command == "GET" and "Range" in self.headers:
-                    with proxy.lock:
-                        throttle = proxy.fail > 0
-                        if throttle:
-                            proxy.fail -= 1
-                            proxy.failed += 1
-                    if throttle:
-                        msg = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown'
-                               b'</Code><Message>Please reduce your request rate.</Message>'
-                               b'</Error>')
-                        self.send_response(503)
-                        self.send_header("Content-Type", "application/xml")
-                        self.send_header("Content-Length", str(len(msg)))
-                        self.end_headers()
-                        self.wfile.write(msg)
-                        return
-                conn = http.client.HTTPConnection(host, int(port))
-                headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
-                headers["Host"] = f"{host}:{port}"
-                conn.request(self.command, self.path, body=body, headers=headers)
-                resp = conn.getresponse()
-                data = resp.read()
-                if self.command == "GET":
-                    with proxy.lock:
-                        proxy.gets += 1
-                        proxy.get_bytes += len(data)
-                self.send_response(resp.status)
-                for k, v in resp.getheaders():
-                    if k.lower() not in ("content-length", "transfer-encoding", "connection"):
-                        self.send_header(k, v)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(data)
-                conn.close()
-
-            do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _forward
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def reset(self):
-        with self.lock:
-            self.gets = self.get_bytes = 0
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
 def proxy(s3):
-    p = _Proxy(s3.endpoint)
+    """A counting proxy in front of moto (``s3_proxy.CountingProxy``)."""
+    p = CountingProxy(s3.endpoint)
     yield p
     p.close()
 

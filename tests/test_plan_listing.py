@@ -22,28 +22,9 @@ from kafkalog.errors import TooManyMappingsError, TooManyOpenFilesError  # noqa:
 from kafkalog.scan import discovery  # noqa: E402
 from kafkalog.scan.reader import read_task  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("fresh_storage")  # conftest
+
 SOURCE = FIXTURES / "plain-0"            # one segment of 3,000 records
-
-
-@pytest.fixture(autouse=True)
-def _fresh_storage():
-    storage.reset()
-    yield
-    storage.reset()
-
-
-@pytest.fixture
-def s3_calls(monkeypatch):
-    """The S3 API calls s3fs makes, by operation."""
-    s3fs = pytest.importorskip("s3fs")
-    counts = {}
-    original = s3fs.S3FileSystem._call_s3
-
-    async def counted(fs, method, *args, **kwargs):
-        counts[method] = counts.get(method, 0) + 1
-        return await original(fs, method, *args, **kwargs)
-    monkeypatch.setattr(s3fs.S3FileSystem, "_call_s3", counted)
-    return counts
 
 
 def _copies(root, n, first=0):

@@ -23,39 +23,74 @@ from __future__ import annotations
 import collections
 import logging
 import os
+import threading
 
 from kafkalog import storage
+from kafkalog.config import LogConfig
 from kafkalog.errors import PartitionNotFoundError
 from kafkalog.files import (
-    CLUSTER_METADATA_TOPIC, INTERNAL_TOPICS, log07_topic_partition, topic_partition_or_none,
+    CLUSTER_METADATA_TOPIC, INDEX_SUFFIX, INTERNAL_TOPICS, LOG_SUFFIX, log07_topic_partition,
+    looks_like_log_file, parse_file_name, topic_partition_or_none,
 )
 from kafkalog.log import Log
 from kafkalog.log07 import Log07
 from kafkalog.checkpoint import LogDirCheckpoints
 from kafkalog.log_dirs import is_log07_dir, partition_listing
+from kafkalog.log_segments import LogSegments
+from kafkalog.segment import LogSegment
 
 log = logging.getLogger(__name__)
 
 ABOVE_ANY_OFFSET = 2 ** 63 - 1   # a high watermark the engine clamps to the log end
 
 
+def listed_segments(path, entries, log07=False):
+    """((base offset, size), ...) of the segments of partition directory ``path`` as its
+    listing ``entries`` show them, in offset order; None when the listing alone cannot tell
+    them (a 0.7 log, a view, no segment, a segment without its offset index, or files a
+    loader must resolve: ``.swap``/``.cleaned``/``.deleted``, an unparsable name). Plain
+    tuples of ints: the cyclic GC stops tracking them, a plan of 100,000 partitions holds
+    one each."""
+    if log07 or storage.is_view(path):
+        return None
+    segments, indexed = [], set()
+    for e in entries:
+        parsed = parse_file_name(e.name)
+        if parsed is None:
+            if looks_like_log_file(e.name):
+                return None
+            continue
+        if parsed[2]:
+            return None
+        if parsed[1] == LOG_SUFFIX:
+            if not e.is_file:
+                return None
+            segments.append((parsed[0], e.size))
+        elif parsed[1] == INDEX_SUFFIX:
+            indexed.add(parsed[0])
+    if not segments or any(base not in indexed for base, _ in segments):
+        return None
+    return tuple(sorted(segments))
+
+
 class Replica:
-    """One copy of a topic-partition, as listed: its directory ``path`` and ``entries`` (names
-    and sizes, from discovery's listing), and the engine's read-only view of it (``log``: a
+    """One copy of a topic-partition, as listed: its directory ``path`` and
+    ``listed_segments`` (from discovery's listing, ``listed_segments``), and the engine's
+    read-only view of it (``log``: a
     ``Log07`` for a Kafka 0.7 one, whose offsets are byte offsets), opened when first asked
     for and released by ``close`` (planning holds no view of a partition it is done with).
     ``log_end_is_latest``: its high watermark is the log end (``readAboveHighWatermark``);
     ``location``: the ``storage.Location`` of the path it was found under; ``given``: the
     path given was this partition directory (not one above it)."""
     # no __dict__: a plan of 100,000 partitions holds 100,000 of them
-    __slots__ = ("path", "order", "entries", "log07", "log_end_is_latest", "given",
+    __slots__ = ("path", "order", "listed_segments", "log07", "log_end_is_latest", "given",
                  "_log_dirs", "location", "_log")
 
-    def __init__(self, path, order, entries, log_dirs, location, log_end_is_latest=False,
+    def __init__(self, path, order, segments, log_dirs, location, log_end_is_latest=False,
                  log07=False, given=False):
         self.path = path
         self.order = order
-        self.entries = entries
+        self.listed_segments = segments
         self.log07 = log07
         self.given = given
         self.log_end_is_latest = log_end_is_latest
@@ -93,6 +128,20 @@ class Replica:
         only those its listing holds)."""
         return self._log_dirs.of(os.path.dirname(self.path)).for_partition(key)
 
+    def listed_log(self):
+        """A ``ListedLog`` of this remote replica (its offsets from the listing and the log
+        dir's checkpoints, no request made), or None where the engine must load it (a local
+        path, or no ``listed_segments``)."""
+        if not storage.is_remote(self.path):
+            return None
+        segments = self.listed_segments
+        if segments is None:
+            return None
+        saved = self.checkpoints(topic_partition_or_none(os.path.basename(self.path)))
+        high_watermark = None if self.log_end_is_latest else saved.high_watermark
+        return ListedLog(self.path, self.location, segments, saved.log_start_offset or 0,
+                         high_watermark)
+
     @property
     def log_start_offset(self):
         return self.log.log_start_offset
@@ -107,6 +156,51 @@ class Replica:
             log_.close()
 
 
+class ListedLog:
+    """The read-only view a bounded plan needs of a remote partition, made from discovery's
+    listing and its log dir's checkpoints instead of loading it (``Log.open`` lists the
+    directory again and reads leader epochs, producer snapshots and the active segment's
+    tail): its segments (``LogSegments`` of the listed sizes; a segment's index and bytes are
+    fetched only when a bound asks them), log start offset and high watermark.
+
+    As the listing plan of a default read, a checkpointed high watermark is taken as is (above
+    the log end it bounds nothing: a read stops at the bytes' end); without one, the log end
+    is read when first asked for (the active segment's index and the bytes past its last
+    entry). Used like a ``Replica`` (``path``, ``location``, ``log``, ``log_start_offset``,
+    ``close``)."""
+    __slots__ = ("path", "location", "segments", "log_start_offset", "_high_watermark")
+
+    def __init__(self, path, location, segments, log_start_offset, high_watermark=None):
+        self.path = path
+        self.location = location
+        config = LogConfig()
+        self.segments = LogSegments(LogSegment(path, base, config, read_only=True, size=size)
+                                    for base, size in segments)
+        self.log_start_offset = max(log_start_offset, segments[0][0])
+        self._high_watermark = None if high_watermark is None else \
+            max(high_watermark, self.log_start_offset)
+
+    @property
+    def log(self):
+        return self
+
+    @property
+    def high_watermark(self):
+        if self._high_watermark is None:
+            self._high_watermark = max(self.segments.active.read_next_offset(),
+                                       self.log_start_offset)
+        return self._high_watermark
+
+    def ends_above(self, offset):
+        """Whether its high watermark is known to lie above ``offset`` without a read: it is
+        the log end (no checkpoint) and ``offset`` lies below the last segment."""
+        return self._high_watermark is None and offset < self.segments.active.base_offset
+
+    def close(self):
+        for segment in self.segments:
+            segment.close()
+
+
 def _known(offset):
     """A checkpointed offset, 0 where none is (what ``Log.open`` reads for a missing one)."""
     return 0 if offset is None else offset
@@ -115,16 +209,23 @@ def _known(offset):
 class _LogDirs:
     """The checkpoints of the log dirs holding the partitions found, read once each."""
 
-    def __init__(self, listed):
-        self._listed = listed
+    def __init__(self, listing):
+        # the names in the partitions' parents (not the whole listing: a plan outlives it)
+        parents = {os.path.dirname(d) for d, _ in listing.partitions}
+        self._names = {d: [e.name for e in listing.listed[d]] for d in parents
+                       if d in listing.listed}
         self._read = {}
+        # partitions planned at once ask together: the first reads, the others wait
+        self._lock = threading.Lock()
 
     def of(self, log_dir):
         saved = self._read.get(log_dir)
         if saved is None:
-            entries = self._listed.get(log_dir)
-            saved = self._read[log_dir] = LogDirCheckpoints(
-                log_dir, None if entries is None else [e.name for e in entries])
+            with self._lock:
+                saved = self._read.get(log_dir)
+                if saved is None:
+                    saved = self._read[log_dir] = LogDirCheckpoints(log_dir,
+                                                                    self._names.get(log_dir))
         return saved
 
 
@@ -142,11 +243,11 @@ def discover(locations, stack, log_end_is_latest=False):
     found = {}
     order = 0
     replicas = []
-    stack.callback(_close_all, replicas)
+    stack.callback(close_all, replicas)
     for location in locations:
         root = location.root
         listing = partition_listing(root, recursive=True, required=True, log07=True)
-        log_dirs = _LogDirs(listing.listed)
+        log_dirs = _LogDirs(listing)
         top = storage.abspath(storage.normalize(root))
         _say_log_dirs_below(top, listing.partitions)
         for directory, entries in listing.partitions:
@@ -162,8 +263,9 @@ def discover(locations, stack, log_end_is_latest=False):
                         "or link it under such a name")
                 log.debug("skipping %s: not named <topic>-<partition>", directory)
                 continue
-            replica = Replica(directory, order, entries, log_dirs, location,
-                              log_end_is_latest, log07, given=directory == top)
+            replica = Replica(directory, order, listed_segments(directory, entries, log07),
+                              log_dirs, location, log_end_is_latest, log07,
+                              given=directory == top)
             replicas.append(replica)
             found.setdefault(key, []).append(replica)
             order += 1
@@ -205,9 +307,19 @@ def without_internal(found):
     return kept
 
 
-def _close_all(replicas):
+def close_all(replicas):
+    """Close each replica's view (a ``Replica``'s loaded log, a ``ListedLog``'s segments)."""
     for r in replicas:
         r.close()
+
+
+def preferred(replicas, listed=False):
+    """``replicas`` of a partition, the preferred first (see the module's docstring); with
+    ``listed``, a single remote one as its ``ListedLog`` where the listing can tell."""
+    if len(replicas) > 1:
+        return sorted(replicas, key=lambda r: r.preference(), reverse=True)
+    view = replicas[0].listed_log() if listed else None
+    return replicas if view is None else [view]
 
 
 def served_ranges(replicas):

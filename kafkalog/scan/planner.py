@@ -1,10 +1,9 @@
 """Planning on the driver: which partitions, which offsets, which byte ranges.
 
-Every log fact comes from the engine's read-only view of each partition directory
-(``Log.open(path, read_only=True)``): log start and end offsets, last stable offset, aborted
-transactions, offsets for timestamps, segment list and offset index entries. The planner only
-plans: a partition's offset range is split into tasks at offset-index entries (batch starts),
-so every batch belongs to exactly one task.
+Log facts (log start and end, last stable offset, aborted transactions, offsets for times,
+segments, index entries) come from the engine's view of a partition (``Log.open``), or for a
+default or offset-bounded read of a remote one from discovery's listing (``ListedLog``). Tasks
+are cut at offset-index entries (batch starts): every batch belongs to exactly one task.
 
 Partitions and their replicas are found by ``kafkalog.scan.discovery``; the filters pushed
 from a query are a ``kafkalog.scan.pushdown.Pushdown``; the tasks are read by
@@ -17,13 +16,9 @@ option wins over a by-timestamp JSON, which wins over ``startingOffsets``/``endi
 ``minPartitions`` divides partitions' offset ranges as ``KafkaOffsetRangeCalculator`` does, cut
 where a batch starts.
 
-Paths may be fsspec URLs (``s3://bucket/broker-1``, ``s3a://``, ``gs://``, ...; see
-``kafkalog.storage``): partitions are discovered by listing the prefix, each one opened with
-``Log.open(url, read_only=True, storage_options=...)``. The storage options (the
-``storage_options`` argument, else the ``storageOptions`` option; None: the filesystem's
-defaults, i.e. the environment of the process that reads) travel with each remote task as
-``storage_options`` so an executor reads with them; a task's ``segment_size`` is the ``.log``'s
-size when planned (a remote read fetches only the blocks of the task's byte range).
+Paths may be fsspec URLs (``s3://bucket/broker-1``, ``gs://``; see ``kafkalog.storage``);
+their storage options travel with each remote task; its ``segment_size`` is the ``.log``'s
+size when planned (a read fetches only its byte range).
 """
 from __future__ import annotations
 
@@ -39,12 +34,10 @@ import numpy as np
 
 from kafkalog import storage
 from kafkalog.errors import InvalidConfigError, OffsetOutOfRangeError
-from kafkalog.files import LOG_SUFFIX, looks_like_log_file, parse_file_name
 from kafkalog.log07 import Segment07
 from kafkalog.log07.format import LOG07_FORMAT
-from kafkalog.scan.discovery import (
-    ABOVE_ANY_OFFSET, discover, served_ranges, without_internal,
-)
+from kafkalog.scan.discovery import (ABOVE_ANY_OFFSET, ListedLog, close_all, discover,
+                                     preferred, served_ranges, without_internal)
 
 if TYPE_CHECKING:
     from kafkalog._typing import StrPath
@@ -237,14 +230,14 @@ def _plan_tasks(locations, opts, start, end, keys, pushdown=None):
     """The tasks reading [start, end) of the partitions ``keys(found)`` picks from those
     found under ``locations``: planned per partition, split (``maxBytesPerTask``,
     ``maxRecordsPerPartition``), cut further for ``minPartitions``."""
-    request = {"start": start, "end": end, "strategy": opts.timestamp_strategy,
-               "fail_on_data_loss": opts.flag("failOnDataLoss", True),
-               "committed": opts.read_committed}
     max_records = opts.integer("maxRecordsPerPartition")
     max_bytes = opts.integer("maxBytesPerTask", DEFAULT_MAX_BYTES_PER_TASK)
     if max_bytes <= 0:
         raise InvalidConfigError("maxBytesPerTask must be positive")
     min_partitions = opts.integer("minPartitions")
+    request = {"start": start, "end": end, "strategy": opts.timestamp_strategy, "max_bytes":
+               max_bytes, "fail_on_data_loss": opts.flag("failOnDataLoss", True), "committed":
+               opts.read_committed, "max_records": max_records, "min_partitions": min_partitions}
     # a default read (earliest to latest, nothing bounding it) is planned from the listing
     listed_only = start.kind == "earliest" and end.kind == "latest" and pushdown is None \
         and not request["committed"] and not min_partitions and max_records is None
@@ -257,8 +250,7 @@ def _plan_tasks(locations, opts, start, end, keys, pushdown=None):
             replicas = found[key]
             tasks = _listed_tasks(key, replicas, max_bytes) if listed_only else None
             if tasks is None:
-                if len(replicas) > 1:
-                    replicas = sorted(replicas, key=lambda r: r.preference(), reverse=True)
+                replicas = _planned_replicas(replicas, request, pushdown)
                 tasks = [piece for t in _plan_partition(key, replicas, request, pushdown)
                          for piece in _split(t, max_bytes, max_records)]
             if not min_partitions:
@@ -267,15 +259,8 @@ def _plan_tasks(locations, opts, start, end, keys, pushdown=None):
                     r.close()
             return tasks
         wanted = keys(found)
-        # partitions the engine opens on a store: their requests in flight together
-        remote = not listed_only and not min_partitions and len(wanted) > 1 and \
-            any(storage.is_remote(r.path) for key in wanted for r in found[key])
-        if remote:
-            import concurrent.futures
-            with concurrent.futures.ThreadPoolExecutor(REMOTE_PARTITIONS_AT_ONCE) as pool:
-                per_partition = dict(zip(wanted, pool.map(plan_one, wanted)))
-        else:
-            per_partition = {key: plan_one(key) for key in wanted}
+        per_partition = _each_partition(plan_one, wanted, found,
+                                        not listed_only and not min_partitions)
         if min_partitions:
             for key, parts in _part_counts(per_partition, min_partitions).items():
                 if parts > len(per_partition[key]):
@@ -290,6 +275,16 @@ def _plan_tasks(locations, opts, start, end, keys, pushdown=None):
         t.pop("_segment", None)
         t.update(common)
     return tasks
+
+
+def _each_partition(plan_one, keys, found, ask_store=True):
+    """{key: plan_one(key)}; remote ones ``REMOTE_PARTITIONS_AT_ONCE`` at once (``ask_store``)."""
+    if ask_store and len(keys) > 1 and \
+            any(storage.is_remote(r.path) for key in keys for r in found[key]):
+        import concurrent.futures
+        with concurrent.futures.ThreadPoolExecutor(REMOTE_PARTITIONS_AT_ONCE) as pool:
+            return dict(zip(keys, pool.map(plan_one, keys)))
+    return {key: plan_one(key) for key in keys}
 
 
 @contextlib.contextmanager
@@ -308,6 +303,15 @@ def _gc_paused():
         gc.enable()
 
 
+def _planned_replicas(replicas, request, pushdown=None):
+    """``preferred`` replicas, a ``ListedLog`` where offsets bound the read (timestamps,
+    read_committed and ``minPartitions``' batch walk ask the loaded log)."""
+    kinds = {getattr(request["start"], "kind", None), getattr(request.get("end"), "kind", None)}
+    return preferred(replicas, listed=not (
+        request["committed"] or request.get("min_partitions") or
+        {"timestamp", "timestamps"} & kinds or getattr(pushdown, "ts_lo", None) is not None))
+
+
 def _listed_tasks(key, replicas, max_bytes):
     """The tasks of a default read (earliest to latest, unbounded) of a partition planned from
     its listing alone: one per segment, its listed size the byte range (the listing is the
@@ -316,28 +320,14 @@ def _listed_tasks(key, replicas, max_bytes):
     up to the log end, ``end_offset`` None). The reader drops the records of a segment's
     bytes outside [start_offset, end_offset), as it does for any task.
 
-    None when the listing cannot tell (the engine plans then): several replicas, a 0.7 log,
-    a view (tiered storage), a segment to split (above ``max_bytes``: cut at index entries),
-    or files a loader must resolve (``.swap``/``.cleaned``/``.deleted``, an unparsable name)."""
-    if len(replicas) > 1 or replicas[0].log07 or storage.is_view(replicas[0].path):
+    None when the listing cannot tell (the engine plans then): several replicas, a segment to
+    split (above ``max_bytes``: cut at index entries), or no ``Replica.listed_segments``."""
+    if len(replicas) > 1:
         return None
     replica = replicas[0]
-    segments = []
-    for e in replica.entries:
-        parsed = parse_file_name(e.name)
-        if parsed is None:
-            if looks_like_log_file(e.name):
-                return None
-            continue
-        if parsed[2]:
-            return None
-        if parsed[1] == LOG_SUFFIX:
-            if not e.is_file or e.size > max_bytes:
-                return None
-            segments.append((parsed[0], e.size))
-    if not segments:
+    segments = replica.listed_segments
+    if segments is None or any(size > max_bytes for _, size in segments):
         return None
-    segments.sort()
     saved = replica.checkpoints(key)
     log_start = max(saved.log_start_offset or 0, segments[0][0])
     # a high watermark above the log end bounds nothing: the reader stops at the bytes' end
@@ -453,11 +443,11 @@ def _resolve_start(key, limit, earliest, latest, ranges, request):
             return earliest
         return start
     ts = limit.value if limit.kind == "timestamp" else limit.value[key]
-    found = _offset_for_timestamp(ranges, ts, latest)
+    found = _offset_for_timestamp(ranges, ts, latest())
     if found is not None:
         return found
     if request["strategy"] == "latest":
-        return latest
+        return latest()
     # Spark's message, and the way out: a partition without a record that late (or without
     # timestamps at all: magic v0) can start at its end instead.
     raise InvalidConfigError(f"No offset matched from request of topic-partition {_tp(key)} "
@@ -468,43 +458,54 @@ def _resolve_start(key, limit, earliest, latest, ranges, request):
 
 def _resolve_end(key, limit, latest, ranges):
     if limit.kind == "latest":
-        return latest
+        return latest()
     if limit.kind == "offsets":
         end = limit.value[key]
-        return latest if end == LATEST else end
+        return latest() if end == LATEST else end
     ts = limit.value if limit.kind == "timestamp" else limit.value[key]
-    found = _offset_for_timestamp(ranges, ts, latest)
-    return latest if found is None else found      # Spark: no match ends at latest
+    found = _offset_for_timestamp(ranges, ts, latest())
+    return latest() if found is None else found      # Spark: no match ends at latest
+
+
+def _latest(primary, committed):
+    """Spark's ``latest`` (high watermark; last stable offset) as a call made once, if asked."""
+    @functools.lru_cache(maxsize=None)
+    def latest():
+        return primary.last_stable_offset if committed else primary.high_watermark
+    return latest
 
 
 def _plan_partition(key, replicas, request, pushdown=None):
     primary = replicas[0].log
     ranges = served_ranges(replicas)
     earliest = ranges[0][1]
-    # Spark's `latest` is what a consumer could see: the high watermark (a broker's
-    # replication-offset-checkpoint, else the log end), the last stable offset for
-    # read_committed; the log end with readAboveHighWatermark.
-    latest = primary.last_stable_offset if request["committed"] else primary.high_watermark
+    latest = _latest(primary, request["committed"])
     start = _resolve_start(key, request["start"], earliest, latest, ranges, request)
-    end = _resolve_end(key, request["end"], latest, ranges)
-    if start > end:
+    to_latest = request["end"].kind == "latest"
+    if to_latest and pushdown is None and isinstance(primary, ListedLog) and \
+            primary.ends_above(start):
+        end = None                       # the log end, not read: the reader stops there
+    else:
+        end = _resolve_end(key, request["end"], latest, ranges)
+    if end is not None and start > end:
         raise InvalidConfigError(
             f"The resolved start offset {start} is greater than the resolved end offset {end} "
             f"for topic {key[0]} partition {key[1]}.")
     if request["committed"]:
-        end = min(end, latest)
+        end = min(end, latest())
     spans = [(start, end)] if pushdown is None else _pushed_spans(key, pushdown, start, end,
                                                                   ranges)
     tasks = []
     for span_lo, span_hi in spans:
         for replica, lo, hi in ranges:
             lo = max(lo, span_lo)
-            hi = span_hi if hi is None else min(hi, span_hi)
-            if lo >= hi:
+            hi = span_hi if hi is None else hi if span_hi is None else min(hi, span_hi)
+            if hi is not None and lo >= hi:
                 continue
             aborted = [tuple(a) for a in replica.log.aborted_transactions(lo, hi)] \
                 if request["committed"] else []
-            tasks.extend(_segment_tasks(key, replica, lo, hi, aborted))
+            tasks.extend(_segment_tasks(key, replica, lo, hi, aborted, request,
+                                        to_latest and hi == end))
     return tasks if len(spans) < 2 else _coalesce(tasks)
 
 
@@ -534,41 +535,49 @@ def _index_entries(segment):
         return np.empty(0, np.int64), np.empty(0, np.int64)
 
 
-def _byte_range(segment, lo, hi):
-    """(start, end) positions in a segment of the batches holding offsets [lo, hi)."""
+def _byte_range(segment, lo, hi, next_base):
+    """(start, end) positions in a segment of the batches holding offsets [lo, hi) (hi None:
+    to its end); only a bound below ``next_base`` (the next segment's) asks the index."""
     if isinstance(segment, Segment07):
         # a 0.7 offset is its entry's position: the entries starting in [lo, hi)
-        return segment.entry_start(max(lo, segment.base_offset)), segment.entry_start(hi)
+        return segment.entry_start(max(lo, segment.base_offset)), \
+            segment.size if hi is None else segment.entry_start(hi)
     start_pos = 0
     if lo > segment.base_offset:
         found = segment.translate_offset(lo)
         start_pos = segment.size if found is None else found[0]
+    if hi is None or (next_base is not None and next_base <= hi):
+        return start_pos, segment.size
     found = segment.translate_offset(hi)
     # the batch holding hi may start below it: it is read whole, its records filtered
     end_pos = segment.size if found is None else found[0] + found[1]
     return start_pos, end_pos
 
 
-def _segment_tasks(key, replica, lo, hi, aborted):
-    """Tasks covering offsets [lo, hi) of one replica."""
+def _segment_tasks(key, replica, lo, hi, aborted, request, to_latest=False):
+    """Tasks covering offsets [lo, hi) of one replica (index entries only where cut)."""
     tasks = []
     segments = replica.log.segments
     for segment in segments.range(lo, hi):
-        start_pos, end_pos = _byte_range(segment, lo, hi)
+        next_base = getattr(segments.higher(segment.base_offset), "base_offset", None)
+        # to latest: the bytes to the end (the reader drops what lies above), no index lookup
+        start_pos, end_pos = _byte_range(segment, lo, None if to_latest else hi, next_base)
         if start_pos >= end_pos:
             continue
-        offsets, positions = _index_entries(segment)
-        inside = (positions > start_pos) & (positions < end_pos)
+        if end_pos - start_pos > request["max_bytes"] or request["max_records"] is not None:
+            offsets, positions = _index_entries(segment)
+            inside = (positions > start_pos) & (positions < end_pos)
+            offsets, positions = offsets[inside], positions[inside]
+        else:
+            offsets = positions = np.empty(0, np.int64)
         task = {
             "topic": key[0], "partition": key[1], "dir": replica.path,
             "segment": segment.base_offset, "start_pos": start_pos, "end_pos": end_pos,
             "start_offset": lo, "end_offset": hi, "aborted": aborted, "_segment": segment,
             # its batches' offsets lie below the next segment's base (the walk checks)
-            "segment_end": getattr(segments.higher(segment.base_offset), "base_offset", None),
-            "segment_size": segment.size,
+            "segment_end": next_base, "segment_size": segment.size,
             "storage_options": replica.location.task_options(replica.path),
-            "split_positions": positions[inside],
-            "split_offsets": offsets[inside],
+            "split_positions": positions, "split_offsets": offsets,
         }
         if isinstance(segment, Segment07):
             # read by the 0.7 walk; a shorter name than 20 digits is possible
@@ -604,40 +613,41 @@ def partition_offsets(paths: StrPath | Iterable[StrPath], options: Options,
                       resolve_start: bool = False,
                       storage_options: Mapping[str, Any] | None = None
                       ) -> dict[tuple[str, int], tuple[int, int, int | None]]:
-    """{(topic, partition): (earliest, latest, start)} for the partitions the options select,
-    from the logs as they are now: earliest is the log start offset (over replicas), latest
-    what a consumer may read (high watermark, last stable offset for read_committed, log end
-    with ``readAboveHighWatermark``). ``start`` is the starting offset Spark's Kafka source
-    resolves for a new streaming query (``startingTimestamp``, then
-    ``startingOffsetsByTimestamp``, then ``startingOffsets``, default latest) when
+    """{(topic, partition): (earliest, latest, start)} for the partitions the options select
+    (asked ``REMOTE_PARTITIONS_AT_ONCE`` at once): earliest is the log start offset (over
+    replicas), latest what a consumer may read (high watermark, last stable offset for
+    read_committed, log end with ``readAboveHighWatermark``). ``start``: the starting offset
+    Spark's Kafka source resolves for a new streaming query (``startingTimestamp``, then
+    ``startingOffsetsByTimestamp``, ``startingOffsets``, default latest) when
     ``resolve_start``, else None. ``storage_options`` as ``plan`` takes them."""
     start = _limit(options, "startingTimestamp", "startingOffsetsByTimestamp",
                    "startingOffsets", "latest") if resolve_start else None
     request = {"start": start, "strategy": options.timestamp_strategy,
                "fail_on_data_loss": options.flag("failOnDataLoss", True),
                "committed": options.read_committed}
-    out = {}
     with contextlib.ExitStack() as stack:
         found = _select_topics(discover(_locations(paths, options, storage_options), stack,
                                         options.read_above_high_watermark), options)
         if start is not None:
             _check_assigned(start, found, "startingOffsets")
-        for key in sorted(found):
-            replicas = sorted(found[key], key=lambda r: r.preference(), reverse=True)
-            ranges = served_ranges(replicas)
-            earliest = ranges[0][1]
-            primary = replicas[0].log
-            latest = primary.last_stable_offset if request["committed"] \
-                else primary.high_watermark
-            first = None
-            if start is not None:
-                if start.kind == "latest" or (start.kind == "offsets"
-                                              and start.value[key] == LATEST):
-                    first = latest
-                else:
-                    first = _resolve_start(key, start, earliest, latest, ranges, request)
-            out[key] = (earliest, latest, first)
-    return out
+
+        def offsets_of(key):
+            replicas = _planned_replicas(found[key], request)
+            try:
+                ranges = served_ranges(replicas)
+                earliest = ranges[0][1]
+                latest = _latest(replicas[0].log, request["committed"])
+                first = None
+                if start is not None:
+                    if start.kind == "latest" or (start.kind == "offsets"
+                                                  and start.value[key] == LATEST):
+                        first = latest()
+                    else:
+                        first = _resolve_start(key, start, earliest, latest, ranges, request)
+                return earliest, latest(), first
+            finally:
+                close_all(replicas)    # no view kept per partition asked
+        return _each_partition(offsets_of, sorted(found), found)
 
 
 def plan_ranges(paths: StrPath | Iterable[StrPath], options: Options,
@@ -656,7 +666,6 @@ def plan_ranges(paths: StrPath | Iterable[StrPath], options: Options,
                        _Limit("offsets", {k: v[0] for k, v in wanted.items()}),
                        _Limit("offsets", {k: v[1] for k, v in wanted.items()}),
                        lambda found: [k for k in sorted(wanted) if k in found])
-
 
 
 def _first_offset_at_or_after(ranges, timestamp):

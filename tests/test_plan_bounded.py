@@ -1,0 +1,115 @@
+"""Bounded reads of a bucket (issue 40): a partition bounded by offsets is planned from the
+listing with, per bound, its segment's offset index and the bytes it points to (two GETs), not
+a load of the partition; the rows are those the engine's plan of the local copy reads.
+Timestamps and read_committed still load the partition: their tests pin today's cost."""
+import json
+import shutil
+
+import pytest
+
+from conftest import FIXTURES
+
+import kafkalog.spark as ks  # noqa: E402
+from kafkalog.checkpoint import write_offset_checkpoint  # noqa: E402
+from kafkalog.scan.planner import partition_offsets  # noqa: E402
+from kafkalog.scan.reader import read_task  # noqa: E402
+from kafkalog.spark.options import Options  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("fresh_storage")  # conftest
+
+P = 2
+MULTI = FIXTURES / "multiseg-0"         # segments of 2,000 records: those from 22000 on
+FIRST = 22000
+TXN = FIXTURES / "txn-0"                # transactions, some aborted: segments below 196
+TXN_END = 196
+
+
+def _log_dir(root, source, high_watermark=None):
+    """A log dir of ``P`` copies ``t-<i>`` of ``source`` (of multiseg-0 its last four
+    segments, of txn-0 its first three: fewer objects to upload); with a high watermark
+    checkpoint."""
+    def kept(directory, names):
+        if directory == str(MULTI):
+            return [n for n in names if n[:20].isdigit() and int(n[:20]) < FIRST]
+        return [n for n in names if n[:20].isdigit() and int(n[:20]) >= TXN_END]
+    for i in range(P):
+        shutil.copytree(source, root / f"t-{i}", ignore=kept)
+    if high_watermark is not None:
+        write_offset_checkpoint(root / "replication-offset-checkpoint",
+                                {("t", i): high_watermark for i in range(P)})
+    return root
+
+
+@pytest.fixture(scope="module")
+def dirs(s3, tmp_path_factory):
+    """{name: (local log dir, its URL)}."""
+    if not (MULTI.is_dir() and TXN.is_dir()):
+        pytest.skip("no multiseg-0/txn-0 fixtures")
+    base = tmp_path_factory.mktemp("bounded")
+    made = {"multi": _log_dir(base / "multi", MULTI),
+            "multi-hw": _log_dir(base / "multi-hw", MULTI, high_watermark=29000),
+            "txn": _log_dir(base / "txn", TXN)}
+    return {name: (local, s3.upload(local, f"plan-bounded/{name}"))
+            for name, local in made.items()}
+
+
+def _each(offset):
+    return json.dumps({"t": {str(i): offset for i in range(P)}})
+
+
+def _rows(tasks):
+    return sorted((t["partition"], o) for t in tasks
+                  for b in read_task(t, ["offset"]) for o in b.column("offset").to_pylist())
+
+
+def _per_partition(s3_calls):
+    """GETs per partition, and the LISTs (the listing's, whatever the partitions)."""
+    return s3_calls.get("get_object", 0) / P, s3_calls.get("list_objects_v2", 0)
+
+
+def _planned(dirs, name, s3, s3_calls, options):
+    """(GETs per partition, LISTs) of planning the bucket's copy, after checking that its
+    tasks read the rows the plan of the local copy reads."""
+    local, url = dirs[name]
+    tasks = ks.plan(url, options, storage_options=s3.options)
+    cost = _per_partition(s3_calls)
+    assert _rows(tasks) == _rows(ks.plan(local, options))
+    return cost
+
+
+@pytest.mark.parametrize("name, options, gets", [
+    # a start inside a closed segment: its index and the bytes it points to
+    ("multi-hw", {"startingOffsets": _each(25000)}, 2),
+    # ... without a checkpointed high watermark too: the read ends at the bytes' end
+    ("multi", {"startingOffsets": _each(25000)}, 2),
+    ("multi", {"endingOffsets": _each(27000)}, 2),
+    ("multi", {"startingOffsets": _each(23000), "endingOffsets": _each(27000)}, 4),
+], ids=["start", "start-no-hw", "end", "start-end"])
+def test_an_offset_bound_costs_an_index_and_its_bytes(dirs, s3, s3_calls, name, options,
+                                                      gets):
+    per_partition, lists = _planned(dirs, name, s3, s3_calls, options)
+    # the checkpoint is one GET for the log dir, not per partition
+    assert per_partition == gets + (1 / P if name == "multi-hw" else 0)
+    assert lists == 2
+
+
+def test_streaming_offsets_need_no_request_per_partition_with_a_high_watermark(dirs, s3,
+                                                                               s3_calls):
+    for name, gets in (("multi-hw", 1 / P), ("multi", 2)):
+        s3_calls.clear()
+        local, url = dirs[name]
+        remote = partition_offsets(url, Options({}), storage_options=s3.options)
+        assert _per_partition(s3_calls) == (gets, 2)
+        assert remote == partition_offsets(local, Options({}))
+
+
+def test_timestamps_and_read_committed_load_the_partition(dirs, s3, s3_calls):
+    """Today's cost (the loaded log: a LIST of the directory, its epochs and snapshot, and
+    the indexes and bytes the bound walks): what a listing plan of them would save."""
+    ts, lists = _planned(dirs, "multi", s3, s3_calls,
+                         {"startingTimestamp": "1700000025000"})
+    assert lists == 2 + P and ts <= 15
+    s3_calls.clear()
+    committed, lists = _planned(dirs, "txn", s3, s3_calls,
+                                {"kafka.isolation.level": "read_committed"})
+    assert lists == 2 + P and committed <= 14
