@@ -373,6 +373,20 @@ def s3(tmp_path_factory):
         server.stop()
 
 
+@pytest.fixture
+def s3_calls(monkeypatch):
+    """The S3 API calls s3fs makes, by operation (``list_objects_v2``: 1,000 keys each)."""
+    s3fs = pytest.importorskip("s3fs")
+    counts = {}
+    original = s3fs.S3FileSystem._call_s3
+
+    async def counted(fs, method, *args, **kwargs):
+        counts[method] = counts.get(method, 0) + 1
+        return await original(fs, method, *args, **kwargs)
+    monkeypatch.setattr(s3fs.S3FileSystem, "_call_s3", counted)
+    return counts
+
+
 @pytest.fixture(scope="session")
 def s3_kafkalog_dir(s3, tmp_path_factory):
     """(local log dir, its URL) of a log dir written by kafkalog, uploaded."""

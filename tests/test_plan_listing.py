@@ -32,20 +32,6 @@ def _fresh_storage():
     storage.reset()
 
 
-@pytest.fixture
-def s3_calls(monkeypatch):
-    """The S3 API calls s3fs makes, by operation."""
-    s3fs = pytest.importorskip("s3fs")
-    counts = {}
-    original = s3fs.S3FileSystem._call_s3
-
-    async def counted(fs, method, *args, **kwargs):
-        counts[method] = counts.get(method, 0) + 1
-        return await original(fs, method, *args, **kwargs)
-    monkeypatch.setattr(s3fs.S3FileSystem, "_call_s3", counted)
-    return counts
-
-
 def _copies(root, n, first=0):
     """``n`` partition directories ``t-<i>`` under ``root``: hard links to a copy of
     ``SOURCE`` beside ``root`` (never to the shared fixture, whose link count is finite)."""
