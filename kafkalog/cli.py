@@ -101,23 +101,6 @@ def _log_bytes(paths):
     return total
 
 
-#: Partitions of a bucket a command works on at once (requests in flight; local partitions,
-#: bound by the CPU, are done one after the other).
-REMOTE_PARTITIONS_AT_ONCE = 16
-
-
-def _each_partition(fn, dirs):
-    """[fn(d) for d in dirs], several at once when they are remote (a store's latency paid
-    once per group, not per request), each in this thread's context (its progress bar)."""
-    from kafkalog import storage
-    if len(dirs) < 2 or not any(storage.is_remote(d) for d in dirs):
-        return [fn(d) for d in dirs]
-    import concurrent.futures
-    import contextvars
-    with concurrent.futures.ThreadPoolExecutor(REMOTE_PARTITIONS_AT_ONCE) as pool:
-        return list(pool.map(lambda d: contextvars.copy_context().run(fn, d), dirs))
-
-
 def _about(path, e):
     """``e``'s message naming ``path`` once: prefixed with it unless it starts with it (as the
     typed errors about a path do)."""
@@ -138,6 +121,7 @@ def _partitions(paths, rsm_keys=None):
 
 
 def _verify(args):
+    from kafkalog.log_dirs import each_partition
     from kafkalog.verify import problem, render_problem, verify_partition
     dirs, errors = _partitions(args.paths, args.keys)
 
@@ -148,7 +132,7 @@ def _verify(args):
             return {"dir": d, "ok": False, "deep": not args.shallow, "live": False,
                     "offsets": None,
                     "segments": [], "problems": [problem("cannot_open", d, str(e))]}
-    reports = _each_partition(verify, dirs)
+    reports = list(each_partition(verify, dirs))
     ok = not errors and all(r["ok"] for r in reports)
     if args.json:
         json.dump({"ok": ok, "errors": errors, "partitions": reports}, sys.stdout)
@@ -172,6 +156,8 @@ def _verify(args):
 
 
 def _salvage(args):
+    from kafkalog import storage
+    from kafkalog.log_dirs import each_partition
     from kafkalog.salvage import salvage_partition, write_partition
     from kafkalog.verify import partition_dirs
     try:
@@ -179,50 +165,60 @@ def _salvage(args):
     except (KafkaLogError, OSError) as e:
         print(f"kafkalog salvage: {e}", file=sys.stderr)
         return 1
-    single = len(dirs) == 1 and os.path.samefile(dirs[0], args.path)
+    single = dirs == [storage.abspath(storage.locate(args.path).root)]
     config = _config(args, "salvage")
     if config is None:
         return 1
-    status, docs = 0, []
-    for d in dirs:
-        out = None
-        if args.out:
-            out = args.out if single else os.path.join(args.out, os.path.basename(d))
+
+    def salvage(d):
         try:
-            # the gaps are printed below, once: not also as WARNINGs
-            with _quiet("kafkalog.salvage"):
-                found = salvage_partition(d)
-                written = write_partition(found, out, config) if out else None
+            return d, salvage_partition(d)
         except (KafkaLogError, OSError) as e:
-            print(f"kafkalog salvage: {_about(d, e)}", file=sys.stderr)
-            status = 1
-            continue
-        doc = {"dir": d, "batches": found.batch_count, "records": found.record_count,
-               "first_offset": found.first_offset, "last_offset": found.last_offset,
-               "gaps": [g._asdict() for g in found.gaps], "written": written}
-        docs.append(doc)
-        if args.json:
-            continue
-        span = f"offsets {found.first_offset}-{found.last_offset}" \
-            if found.first_offset is not None else "no offsets"
-        print(f"{d}: {counted(found.record_count, 'record')} in "
-              f"{counted(found.batch_count, 'intact batch')} ({span}), "
-              f"{counted(len(found.gaps), 'gap')}")
-        for g in found.gaps:
-            before = "the start" if g.offset_before is None else f"offset {g.offset_before}"
-            after = "the end" if g.offset_after is None else f"offset {g.offset_after}"
-            print(f"  gap {os.path.basename(g.file)} bytes [{g.start}, {g.end}) "
-                  f"({counted(g.bytes, 'byte')}) between {before} and {after}: {g.code}: "
-                  f"{g.message}")
-        if written:
-            print(f"  wrote {written['dir']}: {counted(len(written['segments']), 'segment')}, "
-                  f"log start "
-                  f"offset {written['log_start_offset']}, log end offset "
-                  f"{written['log_end_offset']}")
+            return d, e
+    status, docs = 0, []
+    # the gaps are printed below, once: not also as WARNINGs
+    with _quiet("kafkalog.salvage"):
+        # read several at once (a bucket's); written one after the other: the copies share
+        # their log dir's checkpoint files
+        for d, found in each_partition(salvage, dirs):
+            written = None
+            if not isinstance(found, Exception) and args.out:
+                out = args.out if single else os.path.join(args.out, os.path.basename(d))
+                try:
+                    written = write_partition(found, out, config)
+                except (KafkaLogError, OSError) as e:
+                    found = e
+            if isinstance(found, Exception):
+                print(f"kafkalog salvage: {_about(d, found)}", file=sys.stderr)
+                status = 1
+                continue
+            docs.append({"dir": d, "batches": found.batch_count, "records": found.record_count,
+                         "first_offset": found.first_offset, "last_offset": found.last_offset,
+                         "gaps": [g._asdict() for g in found.gaps], "written": written})
+            if not args.json:
+                _print_salvage(d, found, written)
     if args.json:
         json.dump({"partitions": docs}, sys.stdout)
         sys.stdout.write("\n")
     return status
+
+
+def _print_salvage(d, found, written):
+    span = f"offsets {found.first_offset}-{found.last_offset}" \
+        if found.first_offset is not None else "no offsets"
+    print(f"{d}: {counted(found.record_count, 'record')} in "
+          f"{counted(found.batch_count, 'intact batch')} ({span}), "
+          f"{counted(len(found.gaps), 'gap')}")
+    for g in found.gaps:
+        before = "the start" if g.offset_before is None else f"offset {g.offset_before}"
+        after = "the end" if g.offset_after is None else f"offset {g.offset_after}"
+        print(f"  gap {os.path.basename(g.file)} bytes [{g.start}, {g.end}) "
+              f"({counted(g.bytes, 'byte')}) between {before} and {after}: {g.code}: "
+              f"{g.message}")
+    if written:
+        print(f"  wrote {written['dir']}: {counted(len(written['segments']), 'segment')}, "
+              f"log start offset {written['log_start_offset']}, log end offset "
+              f"{written['log_end_offset']}")
 
 
 def _config(args, command):

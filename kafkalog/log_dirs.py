@@ -5,10 +5,11 @@ a partition directory, and the symbolic links a writable open refuses.
 File names come from ``files``, listings from ``storage`` (local, remote or a view)."""
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import stat
-from typing import Iterable, NamedTuple
+from typing import Callable, Iterable, Iterator, NamedTuple, Sequence, TypeVar
 
 from kafkalog import storage
 from kafkalog._text import counted
@@ -26,6 +27,7 @@ from kafkalog.storage_backend import Entry
 from kafkalog.storage_local import file_kind
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 
 def kraft_snapshot_files(directory: StrPath) -> list[tuple[KRaftSnapshotId, str]]:
@@ -36,6 +38,40 @@ def kraft_snapshot_files(directory: StrPath) -> list[tuple[KRaftSnapshotId, str]
         if sid is not None:
             found.append((sid, os.path.join(os.fspath(directory), name)))
     return sorted(found)
+
+
+#: Partitions of a bucket worked on at once by ``each_partition`` (their requests in flight
+#: together; local partitions, bound by the CPU, are done one after the other).
+REMOTE_PARTITIONS_AT_ONCE = 16
+
+
+def each_partition(fn: Callable[[str], _T], dirs: Sequence[str]) -> Iterator[_T]:
+    """``fn(d)`` of each of ``dirs``, in order: for partitions in a bucket, up to
+    ``REMOTE_PARTITIONS_AT_ONCE`` at once and ahead of the one consumed (a store's latency
+    paid once per group, not per request), each run in a copy of the caller's context (its
+    progress bar); an error is raised where its partition comes."""
+    if len(dirs) < 2 or not any(storage.is_remote(d) for d in dirs):
+        for d in dirs:
+            yield fn(d)
+        return
+    import collections
+    import concurrent.futures
+    import contextvars
+    pending: collections.deque[concurrent.futures.Future[_T]] = collections.deque()
+    waiting = iter(dirs)
+    with concurrent.futures.ThreadPoolExecutor(REMOTE_PARTITIONS_AT_ONCE,
+                                               thread_name_prefix="kafkalog-partition") as pool:
+        try:
+            for d in itertools.islice(waiting, REMOTE_PARTITIONS_AT_ONCE):
+                pending.append(pool.submit(contextvars.copy_context().run, fn, d))
+            while pending:
+                result = pending.popleft().result()
+                for d in itertools.islice(waiting, 1):
+                    pending.append(pool.submit(contextvars.copy_context().run, fn, d))
+                yield result
+        finally:
+            for future in pending:        # the consumer stopped early, or one failed
+                future.cancel()
 
 
 class PartitionListing(NamedTuple):

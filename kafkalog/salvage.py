@@ -15,13 +15,12 @@ from __future__ import annotations
 import collections
 import logging
 import os
-import shutil
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, NamedTuple, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
-from kafkalog import checkpoint, codecs, progress
+from kafkalog import checkpoint, codecs, progress, storage
 from kafkalog._kernels import decode_v2_records
 from kafkalog._layout import V2_HEADER_SIZE
 from kafkalog.config import LogConfig
@@ -467,9 +466,10 @@ def _link_gaps(segments):
 def salvage_partition(path: StrPath, chunk_bytes: int = DECODE_CHUNK_BYTES) -> PartitionSalvage:
     """Salvage read of every segment of a partition directory; returns a
     ``PartitionSalvage``. Offsets must increase across segments too: a batch at or below the
-    last offset kept in an earlier segment is skipped as a gap."""
-    path = os.path.abspath(os.fspath(path))
-    if not os.path.isdir(path):
+    last offset kept in an earlier segment is skipped as a gap. ``path`` may be an fsspec URL
+    (``s3://...``; its options as ``storage.locate`` recorded them)."""
+    path = str(storage.abspath(storage.normalize(os.fspath(path))))
+    if not storage.isdir(path):
         raise KafkaLogError(f"{path}: no such directory")
     if is_log07_dir(path):
         raise KafkaLogError(f"{path}: a Kafka 0.7 partition directory (.kafka files): salvage "
@@ -477,7 +477,7 @@ def salvage_partition(path: StrPath, chunk_bytes: int = DECODE_CHUNK_BYTES) -> P
                             "message as 0.7 did")
     segments = []
     last = None
-    bases = offsets_of(os.listdir(path), LOG_SUFFIX)
+    bases = offsets_of(storage.listdir(path), LOG_SUFFIX)
     for base, before in zip(bases, [*bases[1:], None]):
         s = salvage_segment(file_path(path, base, LOG_SUFFIX), last, base, chunk_bytes, before)
         segments.append(s)
@@ -523,8 +523,9 @@ def write_partition(salvage: PartitionSalvage, out: StrPath,
             written += _copy_batches(seg.path, seg.batches[lo:hi], os.path.join(out, name))
             names.append(name)
     metadata = os.path.join(salvage.dir, PARTITION_METADATA)
-    if os.path.exists(metadata):
-        shutil.copyfile(metadata, os.path.join(out, PARTITION_METADATA))
+    if storage.exists(metadata):            # the source may be in a bucket
+        with open(os.path.join(out, PARTITION_METADATA), "wb") as f:
+            f.write(storage.read_file(metadata))
     start = max(first, _source_log_start(salvage.dir) or 0)
     start = min(start, last + 1)
     for g in salvage.gaps:
@@ -585,7 +586,7 @@ def _copy_batches(src, rows, dst):
     starts = np.r_[0, breaks]
     stops = np.r_[breaks, len(rows)]
     total = 0
-    with open(src, "rb") as f, open(dst, "wb") as g:
+    with storage.open_file(src) as f, open(dst, "wb") as g:
         for a, b in zip(starts.tolist(), stops.tolist()):
             pos, end = int(positions[a]), int(ends[b - 1])
             f.seek(pos)

@@ -229,8 +229,9 @@ def list_dir(path: Any) -> list[Entry]:
 def list_tree(path: Any) -> dict[str, list[Entry]] | None:
     """{directory: its entries, by name} for directory ``path`` and every directory below it,
     from one recursive listing of an object store (1,000 keys per request, no request per
-    directory); None for a local path or a view, which are listed a directory at a time
-    (``list_dir``). Raises as ``list_dir`` does for ``path``."""
+    directory; for a tiered-storage view, of the objects it shows); None for a local path,
+    which is listed a directory at a time (``list_dir``). Raises as ``list_dir`` does for
+    ``path``."""
     return _backend(path).list_tree(path)
 
 

@@ -384,7 +384,8 @@ def fresh_storage():
 
 @pytest.fixture
 def s3_calls(monkeypatch):
-    """The S3 API calls s3fs makes, by operation: {operation: count}."""
+    """The S3 API calls s3fs makes, by operation: {operation: count} (``list_objects_v2``: 1,000
+    keys each)."""
     s3fs = pytest.importorskip("s3fs")
     counts = {}
     original = s3fs.S3FileSystem._call_s3

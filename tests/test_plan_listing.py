@@ -157,3 +157,38 @@ def test_cli_verify_of_a_bucket_checks_its_partitions_at_once(s3, s3_calls, tmp_
     assert [p["dir"] for p in doc["partitions"]] == [f"{url}/t-{i}" for i in range(6)]
     assert all(p["ok"] for p in doc["partitions"])
     assert len(set(at_once)) > 1                     # partitions of a bucket verified at once
+
+
+def test_cli_dump_and_salvage_of_a_bucket_work_on_its_partitions_at_once(
+        s3, tmp_path, capfd, monkeypatch):
+    # verify's one mechanism (log_dirs.each_partition): partitions at once, output in order,
+    # the same as the local log dir's
+    from kafkalog import log_dirs
+    from kafkalog.cli import main as cli_main
+    root = _copies(tmp_path / "logs", 4)
+    url = s3.upload(root, "plan-listing/dump")
+    s3.use_environment(monkeypatch)
+    threads = []
+    real = log_dirs.each_partition
+
+    def each_partition(fn, dirs):
+        def noted(d):
+            threads.append(threading.current_thread().name)
+            return fn(d)
+        return real(noted, dirs)
+    monkeypatch.setattr(log_dirs, "each_partition", each_partition)
+    monkeypatch.setattr("kafkalog.dump.partition.each_partition", each_partition)
+    assert cli_main(["dump", "--json", "--records", "digest", str(root)]) == 0
+    local = capfd.readouterr().out.replace(str(root), "ROOT")
+    threads.clear()
+    assert cli_main(["dump", "--json", "--records", "digest", url]) == 0
+    assert capfd.readouterr().out.replace(url, "ROOT") == local
+    assert len(set(threads)) > 1 and len(threads) == 4
+    threads.clear()
+    assert cli_main(["salvage", "--json", "--out", str(tmp_path / "out"), url]) == 0
+    docs = json.loads(capfd.readouterr().out)["partitions"]
+    assert [d["dir"] for d in docs] == [f"{url}/t-{i}" for i in range(4)]
+    assert all(d["records"] == 3000 and not d["gaps"] for d in docs)
+    assert len(set(threads)) > 1
+    copy = kafkalog.read_arrow(str(tmp_path / "out"), columns=["partition", "offset"])
+    assert copy.num_rows == 4 * 3000

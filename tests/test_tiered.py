@@ -29,7 +29,7 @@ from kafkalog.files import LEADER_EPOCH_CHECKPOINT, LOG_SUFFIX, PARTITION_METADA
 from kafkalog.log import Log
 from kafkalog.records import iter_batches
 from kafkalog.tiered import crypto
-from kafkalog.verify import verify_partition
+from kafkalog.verify import partition_dirs as verify_partition_dirs, verify_partition
 
 from conftest import SHARED
 
@@ -506,6 +506,30 @@ def test_a_bucket_read_of_the_last_percent_fetches_one_chunk(s3, s3_tiered):
     first = next(w for w in tiered.work() if w["base_offset"] == 0)
     assert (first["fetched_chunks"], first["chunks"]) == (1, 4)
     assert first["requests"] == 2                    # the .indexes object, then one chunk
+
+
+def test_a_bucket_of_tiered_partitions_is_discovered_from_one_listing(s3, s3_calls, tmp_path):
+    # the partitions' prefixes, manifests and sizes from one recursive listing (1,000 keys a
+    # request): the LIST requests do not grow with the partitions; one GET per manifest
+    # (only two segments' manifests uploaded: what a view's listing reads)
+    manifests = sorted(n for n in os.listdir(prefix("a-plain", "txn"))
+                       if n.endswith(".rsm-manifest"))[:2]
+    lists = []
+    for count in (1, 3):
+        root = tmp_path / f"p{count}"
+        for p in range(count):
+            os.makedirs(root / TOPIC_DIRS["txn"] / str(p))
+            for name in manifests:
+                shutil.copy(os.path.join(prefix("a-plain", "txn"), name),
+                            root / TOPIC_DIRS["txn"] / str(p))
+        url = s3.upload(root, f"tiered-listing/p{count}")
+        storage.reset()
+        s3_calls.clear()
+        dirs = verify_partition_dirs(url, storage_options=s3.options)
+        assert [os.path.basename(d) for d in dirs] == [f"txn-{p}" for p in range(count)]
+        lists.append(s3_calls.pop("list_objects_v2"))
+        assert s3_calls == {"get_object": count * len(manifests)}, s3_calls
+    assert lists[0] == lists[1] <= 2, lists
 
 
 # ---------------------------------------------------------------------------- command line

@@ -5,6 +5,7 @@ are the document ``dump_partition`` returns.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
@@ -20,7 +21,7 @@ from kafkalog.dump import log07
 from kafkalog.records import TimestampType
 from kafkalog.dump.partition import (
     KRAFT_SNAPSHOT, dirs_to_dump, file_kind, file_sizes, index_or_problem, leader_epochs,
-    segments_in_range, snapshot_doc, txn_index,
+    partitions_pieces, segments_in_range, snapshot_doc, txn_index,
 )
 from kafkalog.dump.segments import (
     DumpOptions, DumpReport, INDEX_CHUNK, SegmentScan, b64, batch_dict, decode_internal,
@@ -51,9 +52,8 @@ def iter_json(path: StrPath, options: DumpOptions | None = None,
     report = DumpReport() if report is None else report
     path = storage.locate(os.fspath(path), storage_options, rsm_keys).root
     if storage.isdir(path):
-        for d in dirs_to_dump(path):
-            yield from _partition_json(d, options, report)
-            yield "\n"
+        yield from partitions_pieces(dirs_to_dump(path), lambda d, r: itertools.chain(
+            _partition_json(d, options, r), ("\n",)), report)
         return
     yield from _file_json(path, options, report)
     yield "\n"

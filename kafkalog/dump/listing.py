@@ -17,8 +17,8 @@ from kafkalog.log_dirs import is_log07_dir, kraft_snapshot_files
 from kafkalog.dump import log07
 from kafkalog.control_records import ControlType
 from kafkalog.dump.partition import (
-    KRAFT_SNAPSHOT, dirs_to_dump, file_kind, index_or_problem, leader_epochs, segments_in_range,
-    snapshot_doc, txn_index,
+    KRAFT_SNAPSHOT, dirs_to_dump, file_kind, index_or_problem, leader_epochs,
+    partitions_pieces, segments_in_range, snapshot_doc, txn_index,
 )
 from kafkalog.dump.segments import (
     DumpOptions, DumpReport, INDEX_CHUNK, SegmentScan, b64_list, batch_dict, decode_internal,
@@ -49,8 +49,8 @@ def iter_text(path: StrPath, options: DumpOptions | None = None,
     report = DumpReport() if report is None else report
     path = storage.locate(os.fspath(path), storage_options, rsm_keys).root
     if storage.isdir(path):
-        for d in dirs_to_dump(path):
-            yield from _partition_text(d, options, report)
+        yield from partitions_pieces(dirs_to_dump(path),
+                                     lambda d, r: _partition_text(d, options, r), report)
         return
     yield from _file_text(path, options, report)
 

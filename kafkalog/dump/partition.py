@@ -19,7 +19,7 @@ from kafkalog.files import (
     parse_file_name, parse_kraft_snapshot_name, parse_log07_file_name,
 )
 from kafkalog.index import TXN_ENTRY_DTYPE, TimeIndex, TransactionIndex
-from kafkalog.log_dirs import partition_dirs
+from kafkalog.log_dirs import each_partition, partition_dirs
 from kafkalog.producer_state import read_snapshot
 
 if TYPE_CHECKING:
@@ -178,6 +178,25 @@ def dirs_to_dump(path):
     ``PartitionNotFoundError`` (naming what is there) when it holds none, not even an empty one
     named ``<topic>-<partition>``."""
     return partition_dirs(path, named=True, required=True, log07=True)
+
+
+def partitions_pieces(dirs, one, report):
+    """The pieces of ``one(d, report)`` (a partition's dump) for each of ``dirs``, in order:
+    streamed one partition after the other, or for partitions in a bucket several dumped at
+    once (``log_dirs.each_partition``), each one's text whole and its problems added to
+    ``report`` in order."""
+    if len(dirs) < 2 or not any(storage.is_remote(d) for d in dirs):
+        for d in dirs:
+            yield from one(d, report)
+        return
+    from kafkalog.dump.segments import DumpReport
+
+    def whole(d):
+        own = DumpReport()
+        return "".join(one(d, own)), own.problems
+    for text, problems in each_partition(whole, dirs):
+        report.problems.extend(problems)
+        yield text
 
 
 KRAFT_SNAPSHOT = "kraft-snapshot"

@@ -20,7 +20,7 @@ import re
 import struct
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from kafkalog import storage
 from kafkalog.codecs import ZSTD, decompress
@@ -261,7 +261,12 @@ class Partition:
     view; ``keyring`` is the token of the keyring its encrypted segments are read with (None:
     no keys; looked up when a data key is needed, so keys given to a read task later serve)."""
 
-    def __init__(self, url: str, keyring: str | None = None) -> None:
+    def __init__(self, url: str, keyring: str | None = None,
+                 listed: list[Entry] | None = None,
+                 manifests: Mapping[str, bytes] | None = None) -> None:
+        """``listed``: the prefix's entries when a listing of a prefix above it saw them
+        (None: listed here); ``manifests``: its manifests' bytes by object path, read
+        together with other partitions' (None: read here)."""
         self.url = url
         self.keyring = keyring
         self.real = storage.normalize(url)
@@ -269,16 +274,19 @@ class Partition:
         match = TOPIC_DIR.match(os.path.basename(topic_dir))
         assert match is not None
         self.topic, self.topic_id = match.group(1), match.group(2)
-        try:
-            entries = {e.name: e for e in storage.list_dir(self.real) if e.is_file}
-        except FileNotFoundError:
-            raise LogNotFoundError(f"{self.real}: no such tiered partition prefix") from None
-        stems = sorted(n[:-len(MANIFEST_SUFFIX)] for n in entries
-                       if n.endswith(MANIFEST_SUFFIX) and SEGMENT_OBJECT.match(n))
-        manifests = storage.read_files([os.path.join(self.real, s + MANIFEST_SUFFIX)
-                                        for s in stems])
+        if listed is None:
+            try:
+                listed = storage.list_dir(self.real)
+            except FileNotFoundError:
+                raise LogNotFoundError(f"{self.real}: no such tiered partition prefix") \
+                    from None
+        entries = {e.name: e for e in listed if e.is_file}
+        paths = manifest_paths(self.real, listed)
+        if manifests is None:
+            manifests = dict(zip(paths, storage.read_files(paths)))
         by_base: dict[int, Segment] = {}
-        for stem, manifest in zip(stems, manifests):
+        for path in paths:
+            stem, manifest = os.path.basename(path)[:-len(MANIFEST_SUFFIX)], manifests[path]
             segment = Segment(self, stem, manifest)
             segment.log_object_size = _object_size(entries, stem + LOG_SUFFIX)
             other = by_base.get(segment.base_offset)
@@ -320,6 +328,14 @@ class Partition:
 
     def entries(self) -> list[Entry]:
         return sorted(Entry(n, f.size, True, False) for n, f in self.files.items())
+
+
+def manifest_paths(prefix: str, listed: list[Entry]) -> list[str]:
+    """The manifests' object paths among the entries ``listed`` in partition prefix
+    ``prefix``, oldest segment first."""
+    return [os.path.join(prefix, n) for n in sorted(
+        e.name for e in listed if e.is_file and e.name.endswith(MANIFEST_SUFFIX)
+        and SEGMENT_OBJECT.match(e.name))]
 
 
 def _object_size(entries, name):

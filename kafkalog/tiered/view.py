@@ -31,7 +31,7 @@ from kafkalog.tiered.chunks import ChunkBuffer, LogReader
 from kafkalog.tiered.crypto import forget_keys, keyring
 from kafkalog.tiered.manifest import (
     INDEXES, INDEXES_SUFFIX, MANIFEST_SUFFIX, PARTITION_NAME, SEGMENT_OBJECT, TOPIC_DIR,
-    Partition,
+    Partition, manifest_paths,
 )
 
 log = logging.getLogger("kafkalog.tiered")
@@ -198,6 +198,53 @@ def _partition(place: _Place) -> Partition:
     return found
 
 
+def _tree(path: str) -> dict[str, list[Entry]] | None:
+    """``TieredView.list_tree``: the view of one recursive listing of the real prefix under
+    view directory ``path`` (``storage.list_tree``, 1,000 keys per request), its partitions'
+    manifests read together (concurrent GETs); None where the real storage is listed a
+    directory at a time (local objects), or ``path`` is a partition."""
+    place = _Place(path)
+    if place.partition_url is not None:
+        return None
+    real = storage.normalize(place.real)
+    listed = storage.list_tree(real)
+    if listed is None:
+        return None
+    view_root = path.rstrip("/")
+    tree: dict[str, list[Entry]] = {}
+    partitions: list[tuple[str, str]] = []          # (real prefix, view directory)
+
+    def walk(real_dir, view_dir, topic):
+        # what list_dir shows: directories only, a topic prefix's partitions as <topic>-<p>
+        out = []
+        for e in listed.get(real_dir, ()):
+            if not e.is_dir:
+                continue
+            if topic is not None and PARTITION_NAME.match(e.name):
+                name = f"{topic.group(1)}-{e.name}"
+                partitions.append((f"{real_dir}/{e.name}", f"{view_dir}/{name}"))
+                out.append(e._replace(name=name))
+            else:
+                out.append(e)
+                walk(f"{real_dir}/{e.name}", f"{view_dir}/{e.name}", TOPIC_DIR.match(e.name))
+        tree[view_dir] = sorted(out)
+    walk(real, view_root, TOPIC_DIR.match(os.path.basename(real)))
+    token = place.token
+    with _lock:
+        new = [(url, d) for url, d in partitions if (url, token) not in _partitions]
+    paths = [p for url, _ in new for p in manifest_paths(url, listed.get(url, []))]
+    manifests = dict(zip(paths, storage.read_files(paths)))
+    for url, directory in partitions:
+        with _lock:
+            found = _partitions.get((url, token))
+        if found is None:
+            found = Partition(url, token, listed.get(url, []), manifests)
+            with _lock:
+                found = _partitions.setdefault((url, token), found)
+        tree[directory] = found.entries()
+    return tree
+
+
 def _file(path):
     place = _Place(path)
     if place.partition_url is None:
@@ -257,6 +304,9 @@ class TieredView(StorageBackend):
 
     def groups_partitions(self, path: str) -> bool:
         return is_topic_view(path)
+
+    def list_tree(self, path: str) -> dict[str, list[Entry]] | None:
+        return _tree(path)
 
     def list_dir(self, path: str) -> list[Entry]:
         place = _Place(path)
