@@ -6,7 +6,7 @@ import tempfile
 
 from kafkalog.spark import plan
 
-from .common import write_small_segments
+from .common import linked_partitions, write_small_segments
 
 
 class PlanLocalPartitions:
@@ -20,15 +20,8 @@ class PlanLocalPartitions:
         root = tempfile.mkdtemp(prefix="kafkalog-asv-plan-")
         source = os.path.join(root, "source")
         write_small_segments(source, 1)
-        dirs = {}
-        for p in self.params:
-            log_dir = dirs[p] = os.path.join(root, f"logs-{p}")
-            for i in range(p):
-                d = os.path.join(log_dir, f"t-{i}")
-                os.makedirs(d)
-                for name in os.listdir(source):
-                    os.link(os.path.join(source, name), os.path.join(d, name))
-        return dirs
+        return {p: linked_partitions(source, os.path.join(root, f"logs-{p}"), p)
+                for p in self.params}
 
     def time_plan_default_read(self, dirs, p):
         plan(dirs[p])

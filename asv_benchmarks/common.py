@@ -64,6 +64,17 @@ def write_small_segments(directory, n):
     write_snapshot(os.path.join(directory, f"{n * 10:020d}.snapshot"), [])
 
 
+def linked_partitions(source, log_dir, count):
+    """A log dir ``log_dir`` of ``count`` partitions ``t-0`` ... of topic ``t``, each hard
+    links to the files of partition directory ``source``."""
+    for i in range(count):
+        d = os.path.join(log_dir, f"t-{i}")
+        os.makedirs(d)
+        for name in os.listdir(source):
+            os.link(os.path.join(source, name), os.path.join(d, name))
+    return log_dir
+
+
 def log07_entries(n, payload_bytes, seed=0, codec="none", per_wrapper=1):
     """``n`` Kafka 0.7 entries of random payloads (seeded), as 0.7 wrote them: magic 1
     messages, or wrappers of ``per_wrapper`` messages compressed with ``codec``."""

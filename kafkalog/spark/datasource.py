@@ -2,22 +2,22 @@
 through the ``pyspark_kafkalog`` module, or registered with ``register(spark)``), and
 ``read(spark, paths, **options)``, a convenience over it.
 
-One plan per query (:mod:`kafkalog.spark.planning`): where PySpark asks a reader for its
+One plan per action (:mod:`kafkalog.spark.planning`): where PySpark asks a reader for its
 partitions once per query, the plan made then travels inside them (``PlannedPartition``) and
 the workers only read. That is every scan of ``read``'s DataFrames: each pushes a filter (see
 below), and PySpark plans a scan that pushes filters in its pushdown worker, with a new reader,
 whenever it plans a query (``df.count()`` twice: two plans, each seeing the logs as of its
-action). A scan that pushes nothing (``format("kafkalog")`` alone, a table, a view, filter
-pushdown off) is planned once per DataFrame: PySpark 4.3 keeps its partitions on the
+action); and each SQL query of a ``USING kafkalog`` table, which makes a new relation. A scan
+of a DataFrame that pushes nothing (``format("kafkalog")`` alone, ``spark.table``, a view,
+filter pushdown off) is asked once per DataFrame: PySpark 4.3 keeps its partitions on the
 DataFrame's relation (``PythonDataSourceV2.getOrCreateReadInfo``) and reuses them for every
-later action without running any Python. There the partitions are slots: each slot plans when
-it runs (as Spark's ``KafkaRelation`` plans in ``buildScan``: appended records are read and
-segments deleted by retention are not looked for) and reads every n-th task of that plan; the
-slots of one action that one Python worker runs share the plan the first of them made, other
-workers plan for themselves, so when the logs change while an action runs its slots may see
-different ends. Past ``parallelPlanningThreshold`` partition directories ``read`` plans with a
-Spark job when it makes the DataFrame, which keeps that plan (as Spark's file sources keep the
-listing their ``InMemoryFileIndex`` made). Options are checked when the DataFrame is made.
+later action without running any Python. There the partitions carry shares of the listing
+(``SlotPartition``): each plans its share of the topic-partitions when it runs (as Spark's
+``KafkaRelation`` plans in ``buildScan``: appended records are read and segments deleted by
+retention are not looked for), so every directory is planned once per action, by the task
+reading it. Past ``parallelPlanningThreshold`` partition directories a query's partitions are
+such shares too, of the directories its filters keep: the read's tasks plan in parallel.
+Options are checked when the DataFrame is made.
 
 Filter pushdown (``spark.sql.python.filterPushdown.enabled``): PySpark 4.3 keeps the reader
 planned for the last scan that pushed filters on the DataFrame's relation and reuses it for a
