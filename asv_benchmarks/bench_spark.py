@@ -2,9 +2,8 @@
 where planning is most of the time (issue 40)."""
 import os
 import sys
-import tempfile
 
-from .common import BENCH, linked_partitions, write_small_segments
+from .common import BENCH, linked_log_dirs
 
 
 def session():
@@ -44,11 +43,7 @@ class SparkPlanManyPartitions:
     repeat = 3
 
     def setup_cache(self):
-        root = tempfile.mkdtemp(prefix="kafkalog-asv-spark-plan-")
-        source = os.path.join(root, "source")
-        write_small_segments(source, 1)
-        return {p: linked_partitions(source, os.path.join(root, f"logs-{p}"), p)
-                for p in self.params[0]}
+        return linked_log_dirs("kafkalog-asv-spark-plan-", self.params[0])
 
     def setup(self, dirs, p, reader):
         import kafkalog.spark as ks
