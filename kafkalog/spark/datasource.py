@@ -79,8 +79,9 @@ NARROW_BYTES_PER_TASK = 512 * 1024 * 1024
 
 def _slots(total: int, most: int, opts: Options, columns: list[str] | None = None) -> int:
     """How many Spark tasks read ``total`` log bytes, at most ``most`` (the planned tasks, or
-    segments, they are dealt). One per planned task (a segment, or a part of one) would pay PySpark's cost per task (0.05-0.3 s: a Python worker round trip,
-    Arrow to the JVM) for every segment: the planned tasks are dealt to as many Spark tasks as
+    segments, they are dealt). One per planned task (a segment, or a part of one) would pay
+    PySpark's cost per task (0.05-0.3 s: a Python worker round trip, Arrow to the JVM) for
+    every segment: the planned tasks are dealt to as many Spark tasks as
     read about ``maxBytesPerTask`` each (default 128 MiB, ``NARROW_BYTES_PER_TASK`` when the
     ``columns`` read have no key, value or headers), and at least ``minPartitions`` and one
     per core of the driver's machine, rounded up to a multiple of its cores: 7 equal slots on
