@@ -207,6 +207,8 @@ def test_shares_are_planned_once_each_by_the_task_reading_them(three, monkeypatc
     # a scan pushing nothing (format("kafkalog") alone), and a query past the threshold:
     # every partition directory is planned once, by the partition reading it
     from pyspark.sql.datasource import EqualTo
+    for selection, keys in (({"subscribe": "t"}, 3), ({"subscribePattern": "u.*"}, 0)):
+        assert len(planning.directory_groups([str(three)], Options(selection))) == keys
     planned = []
     plan = planning.plan
 

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Mapping, NamedTuple
 from kafkalog import storage
 from kafkalog.files import LOG07_SUFFIX, LOG_SUFFIX, log07_topic_partition
 from kafkalog.log_dirs import partition_listing
-from kafkalog.scan.planner import plan, plan_ranges
+from kafkalog.scan.planner import plan, plan_ranges, select_topics
 from kafkalog.spark.options import Options
 
 if TYPE_CHECKING:
@@ -88,16 +88,16 @@ class Group(NamedTuple):
 
 def directory_groups(paths: list[str], opts: Options) -> list[Group] | None:
     """The topic-partitions under ``paths`` (one listing of each), in topic-partition order;
-    only the topics of ``subscribe`` when it is given. None where a share of them cannot be
-    planned alone: options that name partitions (``_WHOLE_OPTIONS``, JSON offsets), or
-    directories only this process can open (tiered-storage views).
+    only those ``subscribe`` or ``subscribePattern`` select (``planner.select_topics``: no
+    share holds others, whose task would warn of a selection matching none). None where a
+    share of them cannot be planned alone: options that name partitions (``_WHOLE_OPTIONS``,
+    JSON offsets), or directories only this process can open (tiered-storage views).
 
     Raises the listing's errors (``LogNotFoundError``, ``PartitionNotFoundError``)."""
     if any(opts.get(name) is not None for name in _WHOLE_OPTIONS) or any(
             str(opts.get(name, "")).strip().startswith("{") or isinstance(opts.get(name), dict)
             for name in ("startingOffsets", "endingOffsets")):
         return None
-    topics = opts.topics() if opts.get("subscribe") is not None else None
     groups: dict[tuple[str, int], Group] = {}
     for root in paths:
         root = storage.locate(root, opts.storage_options, opts.rsm_keys).root
@@ -106,7 +106,7 @@ def directory_groups(paths: list[str], opts: Options) -> list[Group] | None:
             if storage.shown(directory) != directory:
                 return None                  # a view registered in this process only
             key = log07_topic_partition(os.path.basename(directory))
-            if key is None or (topics is not None and key[0] not in topics):
+            if key is None:
                 continue
             if key in groups:
                 groups[key].dirs.append(directory)
@@ -114,7 +114,7 @@ def directory_groups(paths: list[str], opts: Options) -> list[Group] | None:
                 files = [e.size for e in entries
                          if e.is_file and e.name.endswith((LOG_SUFFIX, LOG07_SUFFIX))]
                 groups[key] = Group(key, [directory], sum(files), len(files))
-    return [groups[key] for key in sorted(groups)]
+    return [groups[key] for key in sorted(select_topics(groups, opts))]
 
 
 class Share(NamedTuple):
