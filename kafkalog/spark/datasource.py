@@ -136,19 +136,7 @@ def read(spark: SparkSession, paths: StrPath | Iterable[StrPath], **options: Any
     path_list = paths_list(paths)
     if spark not in _REGISTERED and _register(spark):
         warn_not_found_by_lookup()
-    bounded = any(opts.get(name) is not None for name in BOUND_OPTIONS)
-    groups = directory_groups(path_list, opts) if bounded else None
-    if bounded and (groups is None or len(groups) <= parallel_threshold(opts)):
-        # A whole plan, as an action makes it, when options bound the offsets: a start past
-        # the end (Spark's "resolved start offset ... greater than the resolved end
-        # offset") is refused here, not mid-action; past the threshold the listing's errors
-        # are raised here and the tasks planning their shares refuse the rest. Else the
-        # partitions found are enough (the path errors, the warning of a selection matching
-        # none): a plan also finds every task's byte range (10 partitions: 17-24 ms against
-        # 8-11).
-        plan(path_list, opts)
-    elif not bounded:
-        partition_offsets(path_list, opts)
+    _check(path_list, opts, any(opts.get(name) is not None for name in BOUND_OPTIONS))
     spark.conf.set(PUSHDOWN_SETTING, "true")
     reader = spark.read.format("kafkalog").option(PRUNE_OPTION, "true")
     for name, value in options.items():
@@ -157,6 +145,25 @@ def read(spark: SparkSession, paths: StrPath | Iterable[StrPath], **options: Any
     # PySpark plans every scan with its own filters (see the module's docstring).
     return reader.option("paths", json.dumps(path_list)).load() \
         .where("offset IS NOT NULL")
+
+
+def _check(paths: list[str], opts: Options, bounded: bool = False) -> None:
+    """Raise now what a DataFrame of ``paths`` would fail on, with one listing: the path
+    errors, and up to ``parallelPlanningThreshold`` partition directories the partitions'
+    errors (their offsets found) and, when options bound the offsets (``bounded``), a
+    whole plan's, as an action makes it: a start past the end (Spark's "resolved start
+    offset ... greater than the resolved end offset") is refused here, not mid-action (only
+    then: a plan also finds every task's byte range, 10 partitions: 17-24 ms against 8-11). Past
+    the threshold the listing is all: opening every partition here would cost what the
+    tasks planning their shares spend (2,000 partitions: 21 s against 1 s, loaded), and they
+    raise the rest. Logs the warning of a selection matching none."""
+    groups = directory_groups(paths, opts)
+    if groups is not None and len(groups) > parallel_threshold(opts):
+        return
+    if bounded:
+        plan(paths, opts)
+    else:
+        partition_offsets(paths, opts)
 
 
 def _datasource_classes() -> type:
@@ -270,7 +277,7 @@ def _datasource_classes() -> type:
             options = dict(self.options) if table is None else table
             opts = Options(options, log_ignored=False)
             # finds the partitions: a path that holds none, or is not there, fails now
-            partition_offsets(paths_list(paths_option(dict(options))), opts)
+            _check(paths_list(paths_option(dict(options))), opts)
             return kafka_schema(opts.include_headers, table)
 
         def _options(self, schema: Any) -> dict[str, Any]:
