@@ -17,7 +17,7 @@ import pytest
 import kafkalog.spark as ks
 from kafkalog.errors import InvalidConfigError
 from kafkalog.log import Log
-from kafkalog.spark import planning
+from kafkalog.spark import datasource, planning
 from kafkalog.spark.options import PRUNE_OPTION, Options
 
 import test_spark
@@ -41,7 +41,9 @@ def plans(spark, tmp_path_factory):
     environment = spark.sparkContext.environment
     saved = dict(environment)
     environment[planning.COUNT_ENV] = str(name)
-    ks.register(spark)
+    # registered even where PySpark finds it (ks.register would not): the registration
+    # carries the environment
+    spark.dataSource.register(datasource.data_source_class())
 
     def made():
         kinds = collections.Counter(
@@ -55,7 +57,7 @@ def plans(spark, tmp_path_factory):
         del os.environ[planning.COUNT_ENV]
     else:
         os.environ[planning.COUNT_ENV] = saved_env
-    ks.register(spark)
+    spark.dataSource.register(datasource.data_source_class())
 
 
 @pytest.fixture
@@ -175,7 +177,6 @@ def test_shares_deal_whole_groups_by_bytes_and_split_the_big_ones():
 def _reader(path, filters=(), **options):
     """The reader of ``format("kafkalog")`` as PySpark's planning worker gets it; with
     ``PRUNE_OPTION`` (``ks.read``'s) as its pushdown worker does, ``filters`` pushed."""
-    from kafkalog.spark import datasource
     source = datasource.data_source_class()({"path": str(path), **options})
     reader = source.reader(source.schema())
     if options.get(PRUNE_OPTION):
