@@ -1,12 +1,9 @@
 """Discovery and planning of many local partitions (issue 40): a default read of P partition
 directories, each one small segment, planned from one listing (``bench/plan_scale.py`` measures
 more, incl. object storage behind a latency proxy)."""
-import os
-import tempfile
-
 from kafkalog.spark import plan
 
-from .common import write_small_segments
+from .common import linked_log_dirs
 
 
 class PlanLocalPartitions:
@@ -17,18 +14,7 @@ class PlanLocalPartitions:
     timeout = 600
 
     def setup_cache(self):
-        root = tempfile.mkdtemp(prefix="kafkalog-asv-plan-")
-        source = os.path.join(root, "source")
-        write_small_segments(source, 1)
-        dirs = {}
-        for p in self.params:
-            log_dir = dirs[p] = os.path.join(root, f"logs-{p}")
-            for i in range(p):
-                d = os.path.join(log_dir, f"t-{i}")
-                os.makedirs(d)
-                for name in os.listdir(source):
-                    os.link(os.path.join(source, name), os.path.join(d, name))
-        return dirs
+        return linked_log_dirs("kafkalog-asv-plan-", self.params)
 
     def time_plan_default_read(self, dirs, p):
         plan(dirs[p])

@@ -64,6 +64,23 @@ def write_small_segments(directory, n):
     write_snapshot(os.path.join(directory, f"{n * 10:020d}.snapshot"), [])
 
 
+def linked_log_dirs(prefix, counts):
+    """{P: a new log dir of P partitions ``t-0`` ... of topic ``t``} for each P of
+    ``counts``: hard links to the files of one partition of one small segment (10 records)."""
+    root = tempfile.mkdtemp(prefix=prefix)
+    source = os.path.join(root, "source")
+    write_small_segments(source, 1)
+    dirs = {}
+    for count in counts:
+        log_dir = dirs[count] = os.path.join(root, f"logs-{count}")
+        for i in range(count):
+            d = os.path.join(log_dir, f"t-{i}")
+            os.makedirs(d)
+            for name in os.listdir(source):
+                os.link(os.path.join(source, name), os.path.join(d, name))
+    return dirs
+
+
 def log07_entries(n, payload_bytes, seed=0, codec="none", per_wrapper=1):
     """``n`` Kafka 0.7 entries of random payloads (seeded), as 0.7 wrote them: magic 1
     messages, or wrappers of ``per_wrapper`` messages compressed with ``codec``."""

@@ -61,12 +61,13 @@ def test_a_narrow_schema_is_read_by_fewer_tasks(monkeypatch):
     # (PySpark's cost per task would outweigh its rows); maxBytesPerTask given is kept.
     from kafkalog.spark.datasource import _slots
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
-    tasks = [{"start_pos": 0, "end_pos": 90 << 20} for _ in range(10)]     # 900 MiB
-    assert _slots(tasks, Options({})) == 8
-    assert _slots(tasks, Options({}), ["key", "offset"]) == 8
-    assert _slots(tasks, Options({}), ["headers"]) == 8
-    assert _slots(tasks, Options({}), ["partition", "offset", "timestamp"]) == 2
-    assert _slots(tasks, Options({"maxBytesPerTask": str(128 << 20)}), ["offset"]) == 8
+    total, tasks = 900 << 20, 10                # 10 tasks of 90 MiB
+    assert _slots(total, tasks, Options({})) == 8
+    assert _slots(total, tasks, Options({}), ["key", "offset"]) == 8
+    assert _slots(total, tasks, Options({}), ["headers"]) == 8
+    assert _slots(total, tasks, Options({}), ["partition", "offset", "timestamp"]) == 2
+    assert _slots(total, tasks, Options({"maxBytesPerTask": str(128 << 20)}), ["offset"]) == 8
+    assert _slots(total, 3, Options({})) == 3     # no more than there are tasks to deal
 
 
 # ------------------------------------------------------------------------------------ SQL

@@ -1,8 +1,9 @@
-"""One plan per query (``kafkalog.spark.planning``): the plan made when PySpark asks the data
-source for its partitions travels inside them and the workers do not plan again, for the
-DataFrame API, SQL and streaming micro-batches (Spark Connect: test_spark_connect.py); each
-action still reads the logs as of its own start; past ``parallelPlanningThreshold`` partition
-directories ``kafkalog.spark.read`` plans with a Spark job, rows identical to the serial plan.
+"""One plan per action (``kafkalog.spark.planning``): the plan made when PySpark asks the
+data source for its partitions travels inside them and the workers do not plan again, for the
+DataFrame API, SQL and streaming micro-batches (Spark Connect: test_spark_connect.py); where
+PySpark keeps a DataFrame's partitions for every action (a scan pushing no filter), and past
+``parallelPlanningThreshold``, each partition plans its share of the directories when it runs:
+every directory once per action; each action reads the logs as of its own start.
 
 Plans are counted in every process of the session through ``KAFKALOG_COUNT_PLANS``, which
 reaches the Python workers through the data source's registration (PySpark gives a registered
@@ -16,7 +17,7 @@ import pytest
 import kafkalog.spark as ks
 from kafkalog.errors import InvalidConfigError
 from kafkalog.log import Log
-from kafkalog.spark import planning
+from kafkalog.spark import datasource, planning
 from kafkalog.spark.options import PRUNE_OPTION, Options
 
 import test_spark
@@ -40,7 +41,9 @@ def plans(spark, tmp_path_factory):
     environment = spark.sparkContext.environment
     saved = dict(environment)
     environment[planning.COUNT_ENV] = str(name)
-    ks.register(spark)
+    # registered even where PySpark finds it (ks.register would not): the registration
+    # carries the environment
+    spark.dataSource.register(datasource.data_source_class())
 
     def made():
         kinds = collections.Counter(
@@ -54,7 +57,7 @@ def plans(spark, tmp_path_factory):
         del os.environ[planning.COUNT_ENV]
     else:
         os.environ[planning.COUNT_ENV] = saved_env
-    ks.register(spark)
+    spark.dataSource.register(datasource.data_source_class())
 
 
 @pytest.fixture
@@ -87,21 +90,21 @@ def test_a_query_plans_once_and_each_action_sees_the_logs_of_its_start(spark, pl
         spark.catalog.dropTempView("planned_once")
 
 
-def test_a_scan_pushing_nothing_keeps_slots_that_plan_in_the_workers(spark, plans, three):
-    # PySpark keeps such a scan's partitions for every action of the DataFrame: the plan made
-    # with them would be the first action's forever, so its slots plan when they run
+def test_a_scan_pushing_nothing_plans_each_directory_once_per_action(spark, plans, three):
+    # PySpark keeps such a scan's partitions for every action of the DataFrame: they carry
+    # shares of the listing, each planned by the task reading it, once per action
+    shares = len(_reader(three).partitions())
     plans()
     df = spark.read.format("kafkalog").load(str(three))
     assert df.count() == 60
-    made = plans()
-    assert made.get("slots") == 1 and made.get("worker", 0) >= 1 and "query" not in made
+    assert plans() == {"share": shares}
     log = Log.open(three / "t-1")
     try:
         append(log, "t", 1, 3)
     finally:
         log.close()
-    assert df.count() == 63
-    assert "slots" not in plans()                # the same partitions, planned again
+    assert df.count() == 63                      # the same partitions, planned again
+    assert plans() == {"share": shares}
 
 
 def test_a_micro_batch_is_planned_once(spark, plans, tmp_path):
@@ -114,8 +117,7 @@ def test_a_micro_batch_is_planned_once(spark, plans, tmp_path):
     assert set(made) == {"microbatch"} and made["microbatch"] == 2      # 12 + 8 offsets
 
 
-def test_past_the_threshold_a_spark_job_plans(spark, plans, tmp_path):
-    plans()
+def test_past_the_threshold_the_tasks_plan_their_shares(spark, plans, tmp_path):
     root = write_topic(tmp_path / "logs", "t", partitions=5, records=12,
                        config={"segment.bytes": 400})
     write_topic(tmp_path / "logs", "u", partitions=1, records=3)
@@ -124,22 +126,28 @@ def test_past_the_threshold_a_spark_job_plans(spark, plans, tmp_path):
     for p in (1, 3):
         shutil.copytree(root / f"t-{p}", other / f"t-{p}")
     paths = [str(root), str(other)]
-    serial = ks.plan(paths, {})
     groups = planning.directory_groups(paths, Options({}))
-    assert len(groups) == 6 and [len(g) for g in groups] == [1, 2, 1, 2, 1, 1]
-    assert planning.spark_plan(spark, groups, {}, 2) == serial
-    assert plans() == {"share": 4}
+    assert [len(g.dirs) for g in groups] == [1, 2, 1, 2, 1, 1]
+    plans()
     df = ks.read(spark, paths, parallelPlanningThreshold=2)
-    assert plans() == {"share": 4}               # when the DataFrame is made
-    assert rows(df) == rows(ks.read(spark, paths))
-    assert plans() == {"query": 1}               # the serial DataFrame's; none for df
-    with pytest.raises(InvalidConfigError, match="No offset matched"):   # kafkalog's error
-        ks.read(spark, paths, parallelPlanningThreshold=2, startingTimestamp=str(2 ** 50))
-    # subscribe picks the directories before the threshold is compared
-    assert planning.directory_groups(paths, Options({"subscribe": "u"})) == [[str(root / "u-0")]]
+    assert plans() == {}                         # none when the DataFrame is made
+    serial = ks.read(spark, paths)
+    assert rows(df) == rows(serial)
+    made = plans()
+    assert made.pop("query") == 1 and set(made) == {"share"}    # the serial one's; shares
+    log = Log.open(root / "t-4")
+    try:
+        append(log, "t", 4, 2)
+    finally:
+        log.close()
+    assert df.count() == 65                      # each action plans the logs as they are
+    assert plans() == made
+    with pytest.raises(Exception, match="No offset matched"):     # in the tasks
+        ks.read(spark, paths, parallelPlanningThreshold=2,
+                startingTimestamp=str(2 ** 50)).count()
 
 
-def test_what_a_spark_job_does_not_plan():
+def test_what_is_planned_in_one_process():
     opts = Options({"parallelPlanningThreshold": "5"})
     assert planning.parallel_threshold(opts) == 5
     assert planning.parallel_threshold(Options({})) == 32    # Spark's default threshold
@@ -151,33 +159,71 @@ def test_what_a_spark_job_does_not_plan():
         assert planning.directory_groups(["/nonexistent"], Options(options)) is None
 
 
-def test_a_plan_file_that_is_gone_is_a_typed_error(tmp_path):
-    with pytest.raises(InvalidConfigError, match="call kafkalog.spark.read again"):
-        planning.load_plan(str(tmp_path / "gone.json"))
-    (tmp_path / "other.json").write_text('{"a": 1}')
-    with pytest.raises(InvalidConfigError, match="holds no plan"):
-        planning.load_plan(str(tmp_path / "other.json"))
-    tasks = [{"topic": "t", "partition": 0, "start_pos": 0}]
-    assert planning.load_plan(planning.save_plan(tasks)) == tasks
+def test_shares_deal_whole_groups_by_bytes_and_split_the_big_ones():
+    def group(name, size, segments=1):
+        return planning.Group((name, 0), [name], size, segments)
+    got = planning.shares([group("a", 10), group("b", 70, 3), group("c", 20),
+                           group("d", 5), group("e", 100, 2)], 4)
+    # b (70 of 205, a task's share 51) is read by 2 tasks, e by 2 (its segments); the rest
+    # packed whole into what is left, the biggest first
+    assert got == [planning.Share(["b"], 0, 2), planning.Share(["b"], 1, 2),
+                   planning.Share(["e"], 0, 2), planning.Share(["e"], 1, 2),
+                   planning.Share(["c", "a", "d"], 0, 1)]
+    got = planning.shares([group(n, 1) for n in "abcde"], 2)
+    assert sorted(d for s in got for d in s.dirs) == list("abcde") and len(got) == 2
+    assert planning.shares([], 2) == []
+
+
+def _reader(path, filters=(), **options):
+    """The reader of ``format("kafkalog")`` as PySpark's planning worker gets it; with
+    ``PRUNE_OPTION`` (``ks.read``'s) as its pushdown worker does, ``filters`` pushed."""
+    source = datasource.data_source_class()({"path": str(path), **options})
+    reader = source.reader(source.schema())
+    if options.get(PRUNE_OPTION):
+        assert list(reader.pushFilters(list(filters))) == []
+    return reader
+
+
+def _read_all(reader, parts):
+    return sorted((p, o) for part in parts for batch in reader.read(part)
+                  for p, o in zip(batch.column("partition").to_pylist(),
+                                  batch.column("offset").to_pylist()))
 
 
 def test_the_partitions_of_a_query_carry_its_tasks_and_reading_plans_nothing(
         three, monkeypatch):
     # the reader as PySpark's pushdown worker drives it (pushFilters, then partitions), then
     # read() of each partition, as a worker calls it, with planning made to fail
-    from kafkalog.spark import datasource
-    source = datasource.data_source_class()({"path": str(three), PRUNE_OPTION: "true",
-                                             "maxBytesPerTask": "100"})
-    reader = source.reader(source.schema())
-    assert list(reader.pushFilters([])) == []
+    reader = _reader(three, **{PRUNE_OPTION: "true", "maxBytesPerTask": "100"})
     parts = reader.partitions()
     assert [type(p).__name__ for p in parts] == ["PlannedPartition"] * len(parts)
 
     def no_plan(*args, **kwargs):
         raise AssertionError("a worker planned")
     monkeypatch.setattr(planning, "plan", no_plan)
-    monkeypatch.setattr(datasource, "_action_plan", no_plan)
-    got = sorted((p, o) for part in parts for batch in reader.read(part)
-                 for p, o in zip(batch.column("partition").to_pylist(),
-                                 batch.column("offset").to_pylist()))
-    assert got == [(p, o) for p in range(3) for o in range(20)]
+    assert _read_all(reader, parts) == [(p, o) for p in range(3) for o in range(20)]
+
+
+def test_shares_are_planned_once_each_by_the_task_reading_them(three, monkeypatch):
+    # a scan pushing nothing (format("kafkalog") alone), and a query past the threshold:
+    # every partition directory is planned once, by the partition reading it
+    from pyspark.sql.datasource import EqualTo
+    for selection, keys in (({"subscribe": "t"}, 3), ({"subscribePattern": "u.*"}, 0)):
+        assert len(planning.directory_groups([str(three)], Options(selection))) == keys
+    planned = []
+    plan = planning.plan
+
+    def counted(paths, *args):
+        planned.extend(paths)
+        return plan(paths, *args)
+    for options, kept in (({"maxBytesPerTask": "100"}, range(3)),
+                          ({PRUNE_OPTION: "true", "parallelPlanningThreshold": "1",
+                            "filters": [EqualTo(("partition",), 1)]}, [1])):
+        reader = _reader(three, **options)
+        parts = reader.partitions()
+        assert {type(p).__name__ for p in parts} == {"SlotPartition"}
+        monkeypatch.setattr(planning, "plan", counted)
+        planned.clear()
+        assert _read_all(reader, parts) == [(p, o) for p in kept for o in range(20)]
+        assert sorted(planned) == [str(three / f"t-{p}") for p in kept]
+        monkeypatch.setattr(planning, "plan", plan)

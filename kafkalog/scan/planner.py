@@ -66,7 +66,7 @@ def _locations(paths, opts, storage_options):
     return [storage.locate(os.fspath(p), options, opts.rsm_keys) for p in paths]
 
 
-def _select_topics(found, opts):
+def select_topics(found, opts):
     """The partitions ``subscribe``/``subscribePattern``/``assign`` select (all when none is
     given: the paths already choose); ``Options`` checked that at most one is. A selection
     that matches nothing stays empty, as Spark's Kafka source reads an unknown topic, with a
@@ -243,7 +243,7 @@ def _plan_tasks(locations, opts, start, end, keys, pushdown=None):
         and not request["committed"] and not min_partitions and max_records is None
     with contextlib.ExitStack() as stack:
         stack.enter_context(_gc_paused())
-        found = _select_topics(discover(locations, stack, opts.read_above_high_watermark),
+        found = select_topics(discover(locations, stack, opts.read_above_high_watermark),
                                opts)
 
         def plan_one(key):
@@ -626,7 +626,7 @@ def partition_offsets(paths: StrPath | Iterable[StrPath], options: Options,
                "fail_on_data_loss": options.flag("failOnDataLoss", True),
                "committed": options.read_committed}
     with contextlib.ExitStack() as stack:
-        found = _select_topics(discover(_locations(paths, options, storage_options), stack,
+        found = select_topics(discover(_locations(paths, options, storage_options), stack,
                                         options.read_above_high_watermark), options)
         if start is not None:
             _check_assigned(start, found, "startingOffsets")

@@ -3,7 +3,8 @@
 One reader: the Python data source ``spark.read.format("kafkalog")`` (found by PySpark through
 the ``pyspark_kafkalog`` module; ``kafkalog.spark.register(spark)`` where it is not), and
 ``kafkalog.spark.read(spark, paths, **options)``, a convenience over it that turns filter
-pushdown on. Every action plans again, once, and its workers read that plan. Rooms:
+pushdown on. Every action plans again, once: the partitions Spark asks for carry the plan, or
+shares of the listing that the tasks reading them plan. Rooms:
 ``options`` (Spark's Kafka option names), ``schema``, ``datasource`` (batch), ``streaming``
 (the PySpark classes), ``planning`` (where a query's plan is made and how it reaches the
 workers) and ``worker`` (once per Python worker); planning and reading are

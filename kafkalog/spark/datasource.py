@@ -2,22 +2,22 @@
 through the ``pyspark_kafkalog`` module, or registered with ``register(spark)``), and
 ``read(spark, paths, **options)``, a convenience over it.
 
-One plan per query (:mod:`kafkalog.spark.planning`): where PySpark asks a reader for its
+One plan per action (:mod:`kafkalog.spark.planning`): where PySpark asks a reader for its
 partitions once per query, the plan made then travels inside them (``PlannedPartition``) and
 the workers only read. That is every scan of ``read``'s DataFrames: each pushes a filter (see
 below), and PySpark plans a scan that pushes filters in its pushdown worker, with a new reader,
 whenever it plans a query (``df.count()`` twice: two plans, each seeing the logs as of its
-action). A scan that pushes nothing (``format("kafkalog")`` alone, a table, a view, filter
-pushdown off) is planned once per DataFrame: PySpark 4.3 keeps its partitions on the
+action); and each SQL query of a ``USING kafkalog`` table, which makes a new relation. A scan
+of a DataFrame that pushes nothing (``format("kafkalog")`` alone, ``spark.table``, a view,
+filter pushdown off) is asked once per DataFrame: PySpark 4.3 keeps its partitions on the
 DataFrame's relation (``PythonDataSourceV2.getOrCreateReadInfo``) and reuses them for every
-later action without running any Python. There the partitions are slots: each slot plans when
-it runs (as Spark's ``KafkaRelation`` plans in ``buildScan``: appended records are read and
-segments deleted by retention are not looked for) and reads every n-th task of that plan; the
-slots of one action that one Python worker runs share the plan the first of them made, other
-workers plan for themselves, so when the logs change while an action runs its slots may see
-different ends. Past ``parallelPlanningThreshold`` partition directories ``read`` plans with a
-Spark job when it makes the DataFrame, which keeps that plan (as Spark's file sources keep the
-listing their ``InMemoryFileIndex`` made). Options are checked when the DataFrame is made.
+later action without running any Python. There the partitions carry shares of the listing
+(``SlotPartition``): each plans its share of the topic-partitions when it runs (as Spark's
+``KafkaRelation`` plans in ``buildScan``: appended records are read and segments deleted by
+retention are not looked for), so every directory is planned once per action, by the task
+reading it. Past ``parallelPlanningThreshold`` partition directories a query's partitions are
+such shares too, of the directories its filters keep: the read's tasks plan in parallel.
+Options are checked when the DataFrame is made.
 
 Filter pushdown (``spark.sql.python.filterPushdown.enabled``): PySpark 4.3 keeps the reader
 planned for the last scan that pushed filters on the DataFrame's relation and reuses it for a
@@ -48,17 +48,16 @@ from kafkalog.scan.planner import DEFAULT_MAX_BYTES_PER_TASK, partition_offsets,
 from kafkalog.scan.pushdown import Pushdown
 from kafkalog.scan.reader import read_task
 from kafkalog.spark.options import (
-    BOUND_OPTIONS, PLAN_OPTION, PRUNE_OPTION, Options, catalog_table_options, paths_list,
-    paths_option,
+    BOUND_OPTIONS, PRUNE_OPTION, Options, catalog_table_options, paths_list, paths_option,
 )
 from kafkalog.spark.planning import (
-    directory_groups, load_plan, parallel_threshold, query_plan, save_plan, spark_plan,
+    directory_groups, kept, parallel_threshold, query_plan, shares,
 )
 from kafkalog.spark.schema import (
     declared_not_null, kafka_schema, not_null_columns, projected_columns, table_options,
 )
 from kafkalog.spark.environment import (
-    check_workers, is_connect, lookup_finds_kafkalog, warn_not_found_by_lookup,
+    check_workers, lookup_finds_kafkalog, warn_not_found_by_lookup,
 )
 from kafkalog.spark.worker import tune_worker_process
 
@@ -78,25 +77,24 @@ PUSHDOWN_SETTING = "spark.sql.python.filterPushdown.enabled"
 NARROW_BYTES_PER_TASK = 512 * 1024 * 1024
 
 
-def _slots(tasks: list[dict[str, Any]], opts: Options, columns: list[str] | None = None
-           ) -> int:
-    """How many Spark tasks read the planned ``tasks``. One per planned task (a segment, or a
-    part of one) would pay PySpark's cost per task (0.05-0.3 s: a Python worker round trip,
-    Arrow to the JVM) for every segment: the planned tasks are dealt to as many Spark tasks as
+def _slots(total: int, most: int, opts: Options, columns: list[str] | None = None) -> int:
+    """How many Spark tasks read ``total`` log bytes, at most ``most`` (the planned tasks, or
+    segments, they are dealt). One per planned task (a segment, or a part of one) would pay
+    PySpark's cost per task (0.05-0.3 s: a Python worker round trip, Arrow to the JVM) for
+    every segment: the planned tasks are dealt to as many Spark tasks as
     read about ``maxBytesPerTask`` each (default 128 MiB, ``NARROW_BYTES_PER_TASK`` when the
     ``columns`` read have no key, value or headers), and at least ``minPartitions`` and one
     per core of the driver's machine, rounded up to a multiple of its cores: 7 equal slots on
     2 cores take 4 rounds on one core while the other idles through the last (10 copies of
     bench-0: 34 segments read by one core, 26 by the other, instead of 30 each)."""
-    if not tasks:
+    if not most:
         return 1
-    total = sum(t["end_pos"] - t["start_pos"] for t in tasks)
     narrow = columns is not None and not {"key", "value", "headers"} & set(columns)
     max_bytes = opts.integer("maxBytesPerTask", NARROW_BYTES_PER_TASK if narrow
                              else DEFAULT_MAX_BYTES_PER_TASK)
     cores = os.cpu_count() or 1
     wanted = max(-(-total // max_bytes), cores, opts.integer("minPartitions") or 0)
-    return min(len(tasks), -(-wanted // cores) * cores)
+    return min(most, -(-wanted // cores) * cores)
 
 
 def _option_text(name: str, value: Any) -> str:
@@ -138,29 +136,7 @@ def read(spark: SparkSession, paths: StrPath | Iterable[StrPath], **options: Any
     path_list = paths_list(paths)
     if spark not in _REGISTERED and _register(spark):
         warn_not_found_by_lookup()
-    # One listing of the paths (their errors raised here); past the threshold a Spark job
-    # plans them now and the DataFrame keeps that plan. A Connect client may run elsewhere
-    # than the server's planning worker, which reads the plan's file: not there.
-    groups = None if is_connect(spark) else directory_groups(path_list, opts)
-    if groups is not None and len(groups) > parallel_threshold(opts):
-        try:
-            tasks = spark_plan(spark, groups, {**options, "paths": path_list},
-                               spark.sparkContext.defaultParallelism)
-        except Exception:
-            # an option error comes back inside Spark's exception: raised as kafkalog's
-            # by planning here, else Spark's is
-            plan(path_list, opts)
-            raise
-        options[PLAN_OPTION] = save_plan(tasks)
-    elif any(opts.get(name) is not None for name in BOUND_OPTIONS):
-        # A whole plan, as an action makes it, when options bound the offsets: a start past
-        # the end (Spark's "resolved start offset ... greater than the resolved end
-        # offset") is refused here, not mid-action. Else the partitions found are enough
-        # (the path errors, the warning of a selection matching none): a plan also finds
-        # every task's byte range (10 partitions: 17-24 ms against 8-11).
-        plan(path_list, opts)
-    else:
-        partition_offsets(path_list, opts)
+    _check(path_list, opts, any(opts.get(name) is not None for name in BOUND_OPTIONS))
     spark.conf.set(PUSHDOWN_SETTING, "true")
     reader = spark.read.format("kafkalog").option(PRUNE_OPTION, "true")
     for name, value in options.items():
@@ -171,17 +147,39 @@ def read(spark: SparkSession, paths: StrPath | Iterable[StrPath], **options: Any
         .where("offset IS NOT NULL")
 
 
+def _check(paths: list[str], opts: Options, bounded: bool = False) -> None:
+    """Raise now what a DataFrame of ``paths`` would fail on, with one listing: the path
+    errors, and up to ``parallelPlanningThreshold`` partition directories the partitions'
+    errors (their offsets found) and, when options bound the offsets (``bounded``), a
+    whole plan's, as an action makes it: a start past the end (Spark's "resolved start
+    offset ... greater than the resolved end offset") is refused here, not mid-action (only
+    then: a plan also finds every task's byte range, 10 partitions: 17-24 ms against 8-11). Past
+    the threshold the listing is all: opening every partition here would cost what the
+    tasks planning their shares spend (2,000 partitions: 21 s against 1 s, loaded), and they
+    raise the rest. Logs the warning of a selection matching none."""
+    groups = directory_groups(paths, opts)
+    if groups is not None and len(groups) > parallel_threshold(opts):
+        return
+    if bounded:
+        plan(paths, opts)
+    else:
+        partition_offsets(paths, opts)
+
+
 def _datasource_classes() -> type:
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
     class SlotPartition(InputPartition):
-        """Slot ``index`` of ``count``: reads tasks index, index + count, ... of the plan
-        made when it runs."""
+        """Partition ``index`` of a scan planned when it runs: it plans ``dirs`` (None: the
+        query's paths) and reads tasks ``part``, ``part + parts``, ... of that plan."""
 
-        def __init__(self, index: int, count: int) -> None:
+        def __init__(self, index: int, dirs: list[str] | None, part: int, parts: int
+                     ) -> None:
             super().__init__(index)
             self.index = index
-            self.count = count
+            self.dirs = dirs
+            self.part = part
+            self.parts = parts
 
     class PlannedPartition(InputPartition):
         """Part ``index`` of a query's plan: the ``tasks`` it reads."""
@@ -209,18 +207,23 @@ def _datasource_classes() -> type:
             self.not_null = not_null            # the schema's NOT NULL columns
 
         def partitions(self) -> list[InputPartition]:
-            planned = self.opts.get(PLAN_OPTION)
-            if planned is not None:              # made by read() when the DataFrame was
-                tasks = load_plan(planned)
-            elif self.per_query:
+            groups = directory_groups(self.paths, self.opts)
+            if self.per_query and (groups is None
+                                   or len(groups) <= parallel_threshold(self.opts)):
                 tasks = query_plan(self.paths, self.opts, self.pushdown)
-            else:
-                # kept for every action of the DataFrame: slots, the plan remade in read()
-                count = _slots(query_plan(self.paths, self.opts, self.pushdown, "slots"),
-                               self.opts, self.columns)
-                return [SlotPartition(i, count) for i in range(count)]
-            count = _slots(tasks, self.opts, self.columns)
-            return [PlannedPartition(i, tasks[i::count]) for i in range(count)]
+                count = _slots(_bytes(tasks), len(tasks), self.opts, self.columns)
+                return [PlannedPartition(i, tasks[i::count]) for i in range(count)]
+            if groups is None:
+                # kept for every action and unable to plan a share: each Python worker
+                # plans all and reads its slots
+                tasks = query_plan(self.paths, self.opts, self.pushdown, "slots")
+                count = _slots(_bytes(tasks), len(tasks), self.opts, self.columns)
+                return [SlotPartition(i, None, i, count) for i in range(count)]
+            groups = kept(groups, self.pushdown)
+            count = _slots(sum(g.size for g in groups), sum(g.segments for g in groups),
+                           self.opts, self.columns)
+            return [SlotPartition(i, s.dirs, s.part, s.parts)
+                    for i, s in enumerate(shares(groups, count))]
 
         def read(self, partition: InputPartition) -> Iterator[pyarrow.RecordBatch]:
             index = getattr(partition, "index", None)
@@ -231,8 +234,11 @@ def _datasource_classes() -> type:
             if tasks is None:
                 # a slot's plan: the query's notes were logged where it was planned
                 quiet = Options(self.options, log_ignored=False)
-                tasks = _action_plan(self.paths, quiet, self.options, self.pushdown)[
-                    index::getattr(partition, "count")]
+                dirs = getattr(partition, "dirs")
+                tasks = _action_plan(self.paths if dirs is None else dirs, quiet,
+                                     self.options, self.pushdown,
+                                     "worker" if dirs is None else "share")[
+                    getattr(partition, "part")::getattr(partition, "parts")]
             for task in tasks:
                 # a tiered task planned in another process: the keys of the query
                 batches = read_task(task, self.columns, self.opts.rsm_keys)
@@ -247,8 +253,7 @@ def _datasource_classes() -> type:
             DataFrame whose every scan pushes filters (``PRUNE_OPTION``); elsewhere all are
             returned (see the module's docstring)."""
             filters = list(filters)
-            # a plan made with the DataFrame (PLAN_OPTION) is read as it is: Spark filters
-            if not self.opts.flag(PRUNE_OPTION, False) or self.opts.get(PLAN_OPTION):
+            if not self.opts.flag(PRUNE_OPTION, False):
                 return filters
             self.pushdown, unhandled = Pushdown.from_filters(filters)
             self.per_query = True
@@ -272,9 +277,7 @@ def _datasource_classes() -> type:
             options = dict(self.options) if table is None else table
             opts = Options(options, log_ignored=False)
             # finds the partitions: a path that holds none, or is not there, fails now
-            # (read() listed them already when it planned)
-            if opts.get(PLAN_OPTION) is None:
-                partition_offsets(paths_list(paths_option(dict(options))), opts)
+            _check(paths_list(paths_option(dict(options))), opts)
             return kafka_schema(opts.include_headers, table)
 
         def _options(self, schema: Any) -> dict[str, Any]:
@@ -311,20 +314,26 @@ _ACTION_PLAN: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
 
 
 def _action_plan(paths: list[str], opts: Options, options: dict[str, Any],
-                 pushdown: Pushdown | None) -> list[dict[str, Any]]:
-    """The plan a slot reads its share of: made by the first slot of an action (its stage)
-    that a Python worker runs and reused by the next ones there (PySpark reuses its
-    workers), so an action plans once per worker, not once per slot."""
+                 pushdown: Pushdown | None, kind: str) -> list[dict[str, Any]]:
+    """The plan of ``paths`` a slot reads its part of: made by the first slot of an action
+    (its stage) that a Python worker runs and reused by the next ones there with the same
+    ``paths`` (PySpark reuses its workers), so an action plans them once per worker, not
+    once per slot."""
     from pyspark import TaskContext
     context = TaskContext.get()
     if context is None:
-        return query_plan(paths, opts, pushdown, "worker")
+        return query_plan(paths, opts, pushdown, kind)
     key = (context.stageId(), repr(paths),
            repr(sorted(options.items())), repr(pushdown))
     if key not in _ACTION_PLAN:
         _ACTION_PLAN.clear()
-        _ACTION_PLAN[key] = query_plan(paths, opts, pushdown, "worker")
+        _ACTION_PLAN[key] = query_plan(paths, opts, pushdown, kind)
     return _ACTION_PLAN[key]
+
+
+def _bytes(tasks: list[dict[str, Any]]) -> int:
+    """The log bytes planned ``tasks`` read."""
+    return sum(t["end_pos"] - t["start_pos"] for t in tasks)
 
 
 def _called_by_plain_planner() -> bool:

@@ -26,9 +26,6 @@ BOUND_OPTIONS = ("startingOffsets", "endingOffsets", "startingTimestamp", "endin
 # Set by kafkalog.spark.read: every scan of its DataFrame pushes a filter, so pushed filters
 # may prune (kafkalog.spark.datasource explains why others may not).
 PRUNE_OPTION = "kafkalog.pruneByFilters"
-# Set by kafkalog.spark.read past the parallel planning threshold: the file holding the
-# DataFrame's plan (kafkalog.spark.planning).
-PLAN_OPTION = "kafkalog.plan"
 
 # The options' names as written (suggested for a misspelt one), and their lower-case forms.
 _SPELLED = (
@@ -38,7 +35,7 @@ _SPELLED = (
     "minPartitions", "failOnDataLoss", "maxRecordsPerPartition",
     # kafkalog's own
     "validateCrc", "maxBytesPerTask", "readAboveHighWatermark", "path", "paths",
-    "storageOptions", "rsmKeys", "parallelPlanningThreshold", PRUNE_OPTION, PLAN_OPTION,
+    "storageOptions", "rsmKeys", "parallelPlanningThreshold", PRUNE_OPTION,
     # streaming
     "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay",
     # Spark's, ignored (_IGNORED)
