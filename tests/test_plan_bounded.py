@@ -1,7 +1,8 @@
 """Bounded reads of a bucket (issue 40): a partition bounded by offsets is planned from the
 listing with, per bound, its segment's offset index and the bytes it points to (two GETs), not
-a load of the partition; the rows are those the engine's plan of the local copy reads.
-Timestamps and read_committed still load the partition: their tests pin today's cost."""
+a load of the partition; by timestamps, the time index of each closed segment, and of the one
+holding it its offset index and bytes. The rows are those the engine's plan of the local copy
+reads. read_committed still loads the partition: its test pins today's cost."""
 import json
 import shutil
 
@@ -103,13 +104,27 @@ def test_streaming_offsets_need_no_request_per_partition_with_a_high_watermark(d
         assert remote == partition_offsets(local, Options({}))
 
 
-def test_timestamps_and_read_committed_load_the_partition(dirs, s3, s3_calls):
-    """Today's cost (the loaded log: a LIST of the directory, its epochs and snapshot, and
-    the indexes and bytes the bound walks): what a listing plan of them would save."""
-    ts, lists = _planned(dirs, "multi", s3, s3_calls,
-                         {"startingTimestamp": "1700000025000"})
-    assert lists == 2 + P and ts <= 15
-    s3_calls.clear()
+@pytest.mark.parametrize("name, options, gets", [
+    # the .timeindex of each closed segment (its last entry: the largest timestamp), then the
+    # offset index of the one a timestamp is found in and the bytes it points to
+    ("multi", {"startingTimestamp": "1700000025000"}, 5),
+    ("multi", {"endingTimestamp": "1700000027000"}, 5),
+    ("multi", {"startingOffsetsByTimestamp": _each(1700000025000)}, 5),
+    # no record that late: the last segment is searched too, its end read (latest)
+    ("multi", {"startingTimestamp": "9999999999999",
+               "startingOffsetsByTimestampStrategy": "latest"}, 6),
+    # Kafka's ListOffsets' earliest (-2) is the log start: nothing to read
+    ("multi", {"startingTimestamp": "-2"}, 0),
+], ids=["start", "end", "by-partition", "none-that-late", "earliest"])
+def test_a_timestamp_bound_costs_the_time_indexes_then_an_index_and_its_bytes(
+        dirs, s3, s3_calls, name, options, gets):
+    per_partition, lists = _planned(dirs, name, s3, s3_calls, options)
+    assert (per_partition, lists) == (gets, 2)
+
+
+def test_read_committed_loads_the_partition(dirs, s3, s3_calls):
+    """Today's cost (the loaded log: a LIST of the directory, its epochs and snapshot, the
+    transaction indexes): what a listing plan of it would save."""
     committed, lists = _planned(dirs, "txn", s3, s3_calls,
                                 {"kafka.isolation.level": "read_committed"})
     assert lists == 2 + P and committed <= 14

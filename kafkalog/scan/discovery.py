@@ -32,7 +32,7 @@ from kafkalog.files import (
     CLUSTER_METADATA_TOPIC, INDEX_SUFFIX, INTERNAL_TOPICS, LOG_SUFFIX, log07_topic_partition,
     looks_like_log_file, parse_file_name, topic_partition_or_none,
 )
-from kafkalog.log import Log
+from kafkalog.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Log
 from kafkalog.log07 import Log07
 from kafkalog.checkpoint import LogDirCheckpoints
 from kafkalog.log_dirs import is_log07_dir, partition_listing
@@ -174,8 +174,9 @@ class ListedLog:
         self.path = path
         self.location = location
         config = LogConfig()
-        self.segments = LogSegments(LogSegment(path, base, config, read_only=True, size=size)
-                                    for base, size in segments)
+        self.segments = LogSegments(
+            _ListedSegment(path, base, config, read_only=True, size=size, next_base=following)
+            for (base, size), following in zip(segments, [b for b, _ in segments[1:]] + [None]))
         self.log_start_offset = max(log_start_offset, segments[0][0])
         self._high_watermark = None if high_watermark is None else \
             max(high_watermark, self.log_start_offset)
@@ -191,6 +192,17 @@ class ListedLog:
                                        self.log_start_offset)
         return self._high_watermark
 
+    def offset_for_timestamp(self, timestamp):
+        """``Log.offset_for_timestamp`` of the segments as listed: the largest timestamp of
+        each (its ``.timeindex``, whose last entry is the segment's largest timestamp) until
+        one reaches ``timestamp``, then that segment's offset index and the bytes it points
+        to."""
+        if timestamp == EARLIEST_TIMESTAMP:
+            return (self.log_start_offset, -1)
+        if timestamp == LATEST_TIMESTAMP:
+            return (self.segments.active.read_next_offset(), -1)
+        return self.segments.offset_for_timestamp(timestamp, self.log_start_offset)
+
     def ends_above(self, offset):
         """Whether its high watermark is known to lie above ``offset`` without a read: it is
         the log end (no checkpoint) and ``offset`` lies below the last segment."""
@@ -199,6 +211,24 @@ class ListedLog:
     def close(self):
         for segment in self.segments:
             segment.close()
+
+
+class _ListedSegment(LogSegment):
+    """A segment of a ``ListedLog``: a closed one's offsets lie below the next segment's base
+    offset (``next_base``), which its time index is checked against when opened, instead of
+    the offset after its last batch (a GET of its offset index and one of its tail, per
+    segment a timestamp bound looks at). An upper bound (a cleaned segment's last batch may
+    lie below it): the time index of an unchanged closed segment has no entry past its
+    records, and the offset index and the bytes it points to are read of the one segment a
+    bound is found in."""
+    __slots__ = ("next_base",)
+
+    def __init__(self, *args, next_base=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.next_base = next_base
+
+    def read_next_offset(self):
+        return super().read_next_offset() if self.next_base is None else self.next_base
 
 
 def _known(offset):
