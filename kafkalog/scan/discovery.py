@@ -21,6 +21,7 @@ broker's log dir, it is one more replica of each partition.
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import logging
 import os
 import threading
@@ -42,6 +43,8 @@ from kafkalog.segment import LogSegment
 log = logging.getLogger(__name__)
 
 ABOVE_ANY_OFFSET = 2 ** 63 - 1   # a high watermark the engine clamps to the log end
+#: the time indexes of one listed partition a timestamp bound fetches at once
+_TIME_INDEXES_AT_ONCE = 8
 
 
 def listed_segments(path, entries, log07=False):
@@ -201,6 +204,14 @@ class ListedLog:
             return (self.log_start_offset, -1)
         if timestamp == LATEST_TIMESTAMP:
             return (self.segments.active.read_next_offset(), -1)
+        closed = list(self.segments)[:-1]
+        if len(closed) > 1:
+            # the search reads every closed segment's largest timestamp first: their time
+            # indexes fetched at once, not one round trip after another
+            with concurrent.futures.ThreadPoolExecutor(min(len(closed), _TIME_INDEXES_AT_ONCE)
+                                                       ) as pool:
+                for _ in pool.map(lambda s: s.largest_timestamp, closed):
+                    pass
         return self.segments.offset_for_timestamp(timestamp, self.log_start_offset)
 
     def ends_above(self, offset):
