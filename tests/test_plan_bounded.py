@@ -13,6 +13,7 @@ from conftest import FIXTURES
 import kafkalog.spark as ks  # noqa: E402
 from kafkalog.checkpoint import write_offset_checkpoint  # noqa: E402
 from kafkalog.scan.planner import partition_offsets  # noqa: E402
+from kafkalog.scan.pushdown import Pushdown  # noqa: E402
 from kafkalog.scan.reader import read_task  # noqa: E402
 from kafkalog.spark.options import Options  # noqa: E402
 
@@ -68,13 +69,13 @@ def _per_partition(s3_calls):
     return s3_calls.get("get_object", 0) / P, s3_calls.get("list_objects_v2", 0)
 
 
-def _planned(dirs, name, s3, s3_calls, options):
+def _planned(dirs, name, s3, s3_calls, options, pushdown=None):
     """(GETs per partition, LISTs) of planning the bucket's copy, after checking that its
     tasks read the rows the plan of the local copy reads."""
     local, url = dirs[name]
-    tasks = ks.plan(url, options, storage_options=s3.options)
+    tasks = ks.plan(url, options, pushdown, storage_options=s3.options)
     cost = _per_partition(s3_calls)
-    assert _rows(tasks) == _rows(ks.plan(local, options))
+    assert _rows(tasks) == _rows(ks.plan(local, options, pushdown))
     return cost
 
 
@@ -120,6 +121,13 @@ def test_a_timestamp_bound_costs_the_time_indexes_then_an_index_and_its_bytes(
         dirs, s3, s3_calls, name, options, gets):
     per_partition, lists = _planned(dirs, name, s3, s3_calls, options)
     assert (per_partition, lists) == (gets, 2)
+
+
+def test_a_pushed_timestamp_filter_costs_what_a_starting_timestamp_does(dirs, s3, s3_calls):
+    pushdown = Pushdown()
+    pushdown.ts_lo = 1700000025000        # timestamp >= it: the plan starts where it points
+    # and the log end (the last segment's index and tail): a filtered plan asks latest
+    assert _planned(dirs, "multi", s3, s3_calls, {}, pushdown) == (5 + 2, 2)
 
 
 def test_read_committed_loads_the_partition(dirs, s3, s3_calls):
