@@ -2,7 +2,8 @@
 listing with, per bound, its segment's offset index and the bytes it points to (two GETs), not
 a load of the partition; by timestamps, the time index of each closed segment, and of the one
 holding it its offset index and bytes. The rows are those the engine's plan of the local copy
-reads. read_committed still loads the partition: its test pins today's cost."""
+reads. read_committed adds the producer snapshot and transaction indexes, also from the
+listing."""
 import json
 import shutil
 
@@ -130,9 +131,15 @@ def test_a_pushed_timestamp_filter_costs_what_a_starting_timestamp_does(dirs, s3
     assert _planned(dirs, "multi", s3, s3_calls, {}, pushdown) == (5 + 2, 2)
 
 
-def test_read_committed_loads_the_partition(dirs, s3, s3_calls):
-    """Today's cost (the loaded log: a LIST of the directory, its epochs and snapshot, the
-    transaction indexes): what a listing plan of it would save."""
-    committed, lists = _planned(dirs, "txn", s3, s3_calls,
-                                {"kafka.isolation.level": "read_committed"})
-    assert lists == 2 + P and committed <= 14
+@pytest.mark.parametrize("name, options, gets", [
+    # latest is the last stable offset: the log end (the last segment's index and tail), the
+    # newest producer snapshot below it; then the transaction indexes of the segments read
+    ("txn", {}, 5),
+    ("txn", {"startingOffsets": _each(150)}, 3),
+    # a timestamp's segment, found as without read_committed (time indexes, index, bytes)
+    ("multi", {"startingTimestamp": "1700000025000"}, 8),
+], ids=["txn", "txn-start", "timestamp"])
+def test_read_committed_costs_the_log_end_a_snapshot_and_the_txn_indexes(
+        dirs, s3, s3_calls, name, options, gets):
+    options = dict(options, **{"kafka.isolation.level": "read_committed"})
+    assert _planned(dirs, name, s3, s3_calls, options) == (gets, 2)

@@ -304,10 +304,9 @@ def _gc_paused():
 
 
 def _planned_replicas(replicas, request):
-    """``preferred`` replicas, a ``ListedLog`` where offsets or timestamps bound the read
-    (read_committed and ``minPartitions``' batch walk ask the loaded log)."""
-    return preferred(replicas, listed=not (request["committed"] or
-                                           request.get("min_partitions")))
+    """``preferred`` replicas, a ``ListedLog`` where offsets, timestamps or read_committed
+    bound the read (``minPartitions``' batch walk asks the loaded log)."""
+    return preferred(replicas, not request.get("min_partitions"), request["committed"])
 
 
 def _listed_tasks(key, replicas, max_bytes):
