@@ -32,6 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SHARED = os.path.normpath(os.path.join(HERE, "..", "..", "shared", "fixtures"))
 SOURCE = os.path.join(SHARED, "kafka-written", "plain-0")      # 1 segment, 3,000 records
 RECORDS = 3000
+MIDDLE_TIMESTAMP = 1700000015000        # plain-0's record 1,500 (10 ms apart from 1700000000000)
 TOPIC = "bench"
 LINKS_PER_COPY = 10_000
 sys.path.insert(0, os.path.dirname(HERE))
@@ -128,7 +129,7 @@ def row(where, p, result):
 
 def bounded_rows(url, p, options, take):
     """Requests and seconds of planning the S3 partitions bounded by offsets (from the middle
-    of each, to its middle) and of a stream's latest offsets (``partition_offsets``)."""
+    of each, to its middle), by a timestamp (the middle record's) and of a stream's latest offsets (``partition_offsets``)."""
     from kafkalog.scan.planner import partition_offsets
     from kafkalog.spark.options import Options
     middle = json.dumps({TOPIC: {str(i): RECORDS // 2 for i in range(p)}})
@@ -137,6 +138,8 @@ def bounded_rows(url, p, options, take):
                 url, {"startingOffsets": middle}, storage_options=options)),
             ("endingOffsets", lambda: kafkalog.spark.plan(
                 url, {"endingOffsets": middle}, storage_options=options)),
+            ("startingTimestamp", lambda: kafkalog.spark.plan(
+                url, {"startingTimestamp": str(MIDDLE_TIMESTAMP)}, storage_options=options)),
             ("stream offsets", lambda: partition_offsets(url, Options({}),
                                                          storage_options=options))):
         storage.reset()

@@ -321,11 +321,7 @@ class LocalLog:
     def offset_for_timestamp(self, timestamp, log_start_offset):
         """(offset, timestamp) of the first record at or above ``log_start_offset`` with a
         timestamp >= ``timestamp``, or None."""
-        for segment in self.segments.by_largest_timestamp(timestamp):
-            found = segment.find_offset_by_timestamp(timestamp, log_start_offset)
-            if found is not None:
-                return (found.offset, found.timestamp)
-        return None
+        return self.segments.offset_for_timestamp(timestamp, log_start_offset)
 
     @staticmethod
     def collect_aborted_transactions(segments, start_offset, upper_offset, first=None):

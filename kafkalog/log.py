@@ -30,6 +30,7 @@ from kafkalog.log_validator import AppendSettings, with_leader_epoch
 from kafkalog.fetch_data_info import LogAppendInfo, LogOffsetSnapshot, append_info
 from kafkalog.builder import leader_batch
 from kafkalog.retention import LogStartOffsetRetention, breached_policies, deletable_segments
+from kafkalog.producer_state import last_stable_offset
 from kafkalog.scheduler import default_scheduler
 
 if TYPE_CHECKING:
@@ -204,9 +205,8 @@ class Log:
         """The first offset of the earliest transaction open or whose marker is not below the
         high watermark yet (not below the log start offset, as Kafka bounds it), else the high
         watermark."""
-        first = self._producer_state.first_unstable_offset()
-        return self.high_watermark if first is None else \
-            min(max(first, self._log_start_offset), self.high_watermark)
+        return last_stable_offset(self._producer_state.first_unstable_offset(),
+                                  self._log_start_offset, self.high_watermark)
 
     @property
     def size(self) -> int:

@@ -114,6 +114,17 @@ class LogSegments:
         if self._segments and self._segments[-1].largest_timestamp >= timestamp:
             yield self._segments[-1]
 
+    def offset_for_timestamp(self, timestamp: int, log_start_offset: int
+                             ) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or above ``log_start_offset`` with a
+        timestamp >= ``timestamp`` (>= 0), or None: Kafka's fetchOffsetByTimestamp over these
+        segments (a loaded log's, or a remote partition's as listed)."""
+        for segment in self.by_largest_timestamp(timestamp):
+            found = segment.find_offset_by_timestamp(timestamp, log_start_offset)
+            if found is not None:
+                return (found.offset, found.timestamp)
+        return None
+
     def replace(self, remove: Iterable[LogSegment] = (),
                 add: Iterable[LogSegment] = ()) -> LogSegments:
         """A new list without the segments in ``remove`` (by identity) and with ``add``."""

@@ -71,6 +71,14 @@ def decrement_sequence(sequence, decrement):
     return sequence - decrement
 
 
+
+def last_stable_offset(first_unstable, log_start_offset, high_watermark):
+    """The first offset of the earliest transaction open or whose marker is not below the
+    high watermark yet (``first_unstable``: ``first_unstable_offset()``), not below the log
+    start offset (as Kafka bounds it), else the high watermark."""
+    return high_watermark if first_unstable is None else \
+        min(max(first_unstable, log_start_offset), high_watermark)
+
 class BatchMetadata(collections.namedtuple("BatchMetadata",
                                            "last_seq last_offset offset_delta timestamp")):
     """One of a producer's last batches, as a snapshot entry keeps it."""

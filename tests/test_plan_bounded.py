@@ -1,7 +1,9 @@
 """Bounded reads of a bucket (issue 40): a partition bounded by offsets is planned from the
 listing with, per bound, its segment's offset index and the bytes it points to (two GETs), not
-a load of the partition; the rows are those the engine's plan of the local copy reads.
-Timestamps and read_committed still load the partition: their tests pin today's cost."""
+a load of the partition; by timestamps, the time index of each closed segment, and of the one
+holding it its offset index and bytes. The rows are those the engine's plan of the local copy
+reads. read_committed adds the producer snapshot and transaction indexes, also from the
+listing."""
 import json
 import shutil
 
@@ -12,6 +14,7 @@ from conftest import FIXTURES
 import kafkalog.spark as ks  # noqa: E402
 from kafkalog.checkpoint import write_offset_checkpoint  # noqa: E402
 from kafkalog.scan.planner import partition_offsets  # noqa: E402
+from kafkalog.scan.pushdown import Pushdown  # noqa: E402
 from kafkalog.scan.reader import read_task  # noqa: E402
 from kafkalog.spark.options import Options  # noqa: E402
 
@@ -67,13 +70,13 @@ def _per_partition(s3_calls):
     return s3_calls.get("get_object", 0) / P, s3_calls.get("list_objects_v2", 0)
 
 
-def _planned(dirs, name, s3, s3_calls, options):
+def _planned(dirs, name, s3, s3_calls, options, pushdown=None):
     """(GETs per partition, LISTs) of planning the bucket's copy, after checking that its
     tasks read the rows the plan of the local copy reads."""
     local, url = dirs[name]
-    tasks = ks.plan(url, options, storage_options=s3.options)
+    tasks = ks.plan(url, options, pushdown, storage_options=s3.options)
     cost = _per_partition(s3_calls)
-    assert _rows(tasks) == _rows(ks.plan(local, options))
+    assert _rows(tasks) == _rows(ks.plan(local, options, pushdown))
     return cost
 
 
@@ -103,13 +106,40 @@ def test_streaming_offsets_need_no_request_per_partition_with_a_high_watermark(d
         assert remote == partition_offsets(local, Options({}))
 
 
-def test_timestamps_and_read_committed_load_the_partition(dirs, s3, s3_calls):
-    """Today's cost (the loaded log: a LIST of the directory, its epochs and snapshot, and
-    the indexes and bytes the bound walks): what a listing plan of them would save."""
-    ts, lists = _planned(dirs, "multi", s3, s3_calls,
-                         {"startingTimestamp": "1700000025000"})
-    assert lists == 2 + P and ts <= 15
-    s3_calls.clear()
-    committed, lists = _planned(dirs, "txn", s3, s3_calls,
-                                {"kafka.isolation.level": "read_committed"})
-    assert lists == 2 + P and committed <= 14
+@pytest.mark.parametrize("name, options, gets", [
+    # the .timeindex of each closed segment (its last entry: the largest timestamp), then the
+    # offset index of the one a timestamp is found in and the bytes it points to
+    ("multi", {"startingTimestamp": "1700000025000"}, 5),
+    ("multi", {"endingTimestamp": "1700000027000"}, 5),
+    ("multi", {"startingOffsetsByTimestamp": _each(1700000025000)}, 5),
+    # no record that late: the last segment is searched too, its end read (latest)
+    ("multi", {"startingTimestamp": "9999999999999",
+               "startingOffsetsByTimestampStrategy": "latest"}, 6),
+    # Kafka's ListOffsets' earliest (-2) is the log start: nothing to read
+    ("multi", {"startingTimestamp": "-2"}, 0),
+], ids=["start", "end", "by-partition", "none-that-late", "earliest"])
+def test_a_timestamp_bound_costs_the_time_indexes_then_an_index_and_its_bytes(
+        dirs, s3, s3_calls, name, options, gets):
+    per_partition, lists = _planned(dirs, name, s3, s3_calls, options)
+    assert (per_partition, lists) == (gets, 2)
+
+
+def test_a_pushed_timestamp_filter_costs_what_a_starting_timestamp_does(dirs, s3, s3_calls):
+    pushdown = Pushdown()
+    pushdown.ts_lo = 1700000025000        # timestamp >= it: the plan starts where it points
+    # and the log end (the last segment's index and tail): a filtered plan asks latest
+    assert _planned(dirs, "multi", s3, s3_calls, {}, pushdown) == (5 + 2, 2)
+
+
+@pytest.mark.parametrize("name, options, gets", [
+    # latest is the last stable offset: the log end (the last segment's index and tail), the
+    # newest producer snapshot below it; then the transaction indexes of the segments read
+    ("txn", {}, 5),
+    ("txn", {"startingOffsets": _each(150)}, 3),
+    # a timestamp's segment, found as without read_committed (time indexes, index, bytes)
+    ("multi", {"startingTimestamp": "1700000025000"}, 8),
+], ids=["txn", "txn-start", "timestamp"])
+def test_read_committed_costs_the_log_end_a_snapshot_and_the_txn_indexes(
+        dirs, s3, s3_calls, name, options, gets):
+    options = dict(options, **{"kafka.isolation.level": "read_committed"})
+    assert _planned(dirs, name, s3, s3_calls, options) == (gets, 2)

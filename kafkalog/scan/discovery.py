@@ -21,6 +21,7 @@ broker's log dir, it is one more replica of each partition.
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import logging
 import os
 import threading
@@ -29,31 +30,38 @@ from kafkalog import storage
 from kafkalog.config import LogConfig
 from kafkalog.errors import PartitionNotFoundError
 from kafkalog.files import (
-    CLUSTER_METADATA_TOPIC, INDEX_SUFFIX, INTERNAL_TOPICS, LOG_SUFFIX, log07_topic_partition,
+    CLUSTER_METADATA_TOPIC, INDEX_SUFFIX, INTERNAL_TOPICS, LOG_SUFFIX, SNAPSHOT_SUFFIX,
+    file_path, log07_topic_partition,
     looks_like_log_file, parse_file_name, topic_partition_or_none,
 )
-from kafkalog.log import Log
+from kafkalog.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Log
 from kafkalog.log07 import Log07
 from kafkalog.checkpoint import LogDirCheckpoints
 from kafkalog.log_dirs import is_log07_dir, partition_listing
+from kafkalog.loader import rebuild_producer_state
+from kafkalog.local_log import LocalLog
 from kafkalog.log_segments import LogSegments
+from kafkalog.producer_state import last_stable_offset
 from kafkalog.segment import LogSegment
 
 log = logging.getLogger(__name__)
 
 ABOVE_ANY_OFFSET = 2 ** 63 - 1   # a high watermark the engine clamps to the log end
+#: the time indexes of one listed partition a timestamp bound fetches at once
+_TIME_INDEXES_AT_ONCE = 8
 
 
 def listed_segments(path, entries, log07=False):
     """((base offset, size), ...) of the segments of partition directory ``path`` as its
-    listing ``entries`` show them, in offset order; None when the listing alone cannot tell
+    listing ``entries`` show them, in offset order, and the offsets of its producer snapshots,
+    in order; None when the listing alone cannot tell
     them (a 0.7 log, a view, no segment, a segment without its offset index, or files a
     loader must resolve: ``.swap``/``.cleaned``/``.deleted``, an unparsable name). Plain
     tuples of ints: the cyclic GC stops tracking them, a plan of 100,000 partitions holds
     one each."""
     if log07 or storage.is_view(path):
         return None
-    segments, indexed = [], set()
+    segments, indexed, snapshots = [], set(), []
     for e in entries:
         parsed = parse_file_name(e.name)
         if parsed is None:
@@ -68,14 +76,17 @@ def listed_segments(path, entries, log07=False):
             segments.append((parsed[0], e.size))
         elif parsed[1] == INDEX_SUFFIX:
             indexed.add(parsed[0])
+        elif parsed[1] == SNAPSHOT_SUFFIX:
+            snapshots.append(parsed[0])
     if not segments or any(base not in indexed for base, _ in segments):
         return None
-    return tuple(sorted(segments))
+    return tuple(sorted(segments)), tuple(sorted(snapshots))
 
 
 class Replica:
     """One copy of a topic-partition, as listed: its directory ``path`` and
-    ``listed_segments`` (from discovery's listing, ``listed_segments``), and the engine's
+    ``listed_segments`` and ``listed_snapshots`` (from discovery's listing,
+    ``listed_segments``), and the engine's
     read-only view of it (``log``: a
     ``Log07`` for a Kafka 0.7 one, whose offsets are byte offsets), opened when first asked
     for and released by ``close`` (planning holds no view of a partition it is done with).
@@ -83,14 +94,14 @@ class Replica:
     ``location``: the ``storage.Location`` of the path it was found under; ``given``: the
     path given was this partition directory (not one above it)."""
     # no __dict__: a plan of 100,000 partitions holds 100,000 of them
-    __slots__ = ("path", "order", "listed_segments", "log07", "log_end_is_latest", "given",
-                 "_log_dirs", "location", "_log")
+    __slots__ = ("path", "order", "listed_segments", "listed_snapshots", "log07",
+                 "log_end_is_latest", "given", "_log_dirs", "location", "_log")
 
-    def __init__(self, path, order, segments, log_dirs, location, log_end_is_latest=False,
+    def __init__(self, path, order, listed, log_dirs, location, log_end_is_latest=False,
                  log07=False, given=False):
         self.path = path
         self.order = order
-        self.listed_segments = segments
+        self.listed_segments, self.listed_snapshots = (None, None) if listed is None else listed
         self.log07 = log07
         self.given = given
         self.log_end_is_latest = log_end_is_latest
@@ -128,10 +139,10 @@ class Replica:
         only those its listing holds)."""
         return self._log_dirs.of(os.path.dirname(self.path)).for_partition(key)
 
-    def listed_log(self):
+    def listed_log(self, committed=False):
         """A ``ListedLog`` of this remote replica (its offsets from the listing and the log
         dir's checkpoints, no request made), or None where the engine must load it (a local
-        path, or no ``listed_segments``)."""
+        path, or no ``listed_segments``). ``committed``: read_committed plans it."""
         if not storage.is_remote(self.path):
             return None
         segments = self.listed_segments
@@ -140,7 +151,7 @@ class Replica:
         saved = self.checkpoints(topic_partition_or_none(os.path.basename(self.path)))
         high_watermark = None if self.log_end_is_latest else saved.high_watermark
         return ListedLog(self.path, self.location, segments, saved.log_start_offset or 0,
-                         high_watermark)
+                         high_watermark, self.listed_snapshots, committed)
 
     @property
     def log_start_offset(self):
@@ -168,14 +179,19 @@ class ListedLog:
     is read when first asked for (the active segment's index and the bytes past its last
     entry). Used like a ``Replica`` (``path``, ``location``, ``log``, ``log_start_offset``,
     ``close``)."""
-    __slots__ = ("path", "location", "segments", "log_start_offset", "_high_watermark")
+    __slots__ = ("path", "location", "segments", "log_start_offset", "_high_watermark",
+                 "_snapshots", "_committed")
 
-    def __init__(self, path, location, segments, log_start_offset, high_watermark=None):
+    def __init__(self, path, location, segments, log_start_offset, high_watermark=None,
+                 snapshots=(), committed=False):
         self.path = path
         self.location = location
+        self._snapshots = snapshots
+        self._committed = committed
         config = LogConfig()
-        self.segments = LogSegments(LogSegment(path, base, config, read_only=True, size=size)
-                                    for base, size in segments)
+        self.segments = LogSegments(
+            _ListedSegment(path, base, config, read_only=True, size=size, next_base=following)
+            for (base, size), following in zip(segments, [b for b, _ in segments[1:]] + [None]))
         self.log_start_offset = max(log_start_offset, segments[0][0])
         self._high_watermark = None if high_watermark is None else \
             max(high_watermark, self.log_start_offset)
@@ -191,14 +207,74 @@ class ListedLog:
                                        self.log_start_offset)
         return self._high_watermark
 
+    def offset_for_timestamp(self, timestamp):
+        """``Log.offset_for_timestamp`` of the segments as listed: the largest timestamp of
+        each (its ``.timeindex``, whose last entry is the segment's largest timestamp) until
+        one reaches ``timestamp``, then that segment's offset index and the bytes it points
+        to."""
+        if timestamp == EARLIEST_TIMESTAMP:
+            return (self.log_start_offset, -1)
+        if timestamp == LATEST_TIMESTAMP:
+            return (self.segments.active.read_next_offset(), -1)
+        closed = list(self.segments)[:-1]
+        if len(closed) > 1:
+            # the search reads every closed segment's largest timestamp first: their time
+            # indexes fetched at once, not one round trip after another
+            with concurrent.futures.ThreadPoolExecutor(min(len(closed), _TIME_INDEXES_AT_ONCE)
+                                                       ) as pool:
+                for _ in pool.map(lambda s: s.largest_timestamp, closed):
+                    pass
+        return self.segments.offset_for_timestamp(timestamp, self.log_start_offset)
+
+    @property
+    def last_stable_offset(self):
+        """``Log.last_stable_offset``: the producer state at the log end, rebuilt as a
+        loaded log's (the newest listed snapshot at or below the log end, then the batches
+        after it)."""
+        log_end = self.segments.active.read_next_offset()
+        snapshots = [(o, file_path(self.path, o, SNAPSHOT_SUFFIX)) for o in self._snapshots]
+        state = rebuild_producer_state(self.path, self.segments, log_end, read_only=True,
+                                       snapshots=snapshots)
+        # as a loaded log: its high watermark at most the log end, whose completed
+        # transactions below it are forgotten
+        high_watermark = min(self.high_watermark, log_end)
+        state.on_high_watermark_updated(high_watermark)
+        return last_stable_offset(state.first_unstable_offset(), self.log_start_offset,
+                                  high_watermark)
+
+    def aborted_transactions(self, start_offset, end_offset):
+        """``Log.aborted_transactions``: from the transaction indexes of the segments."""
+        return LocalLog.collect_aborted_transactions(self.segments, start_offset, end_offset)
+
     def ends_above(self, offset):
-        """Whether its high watermark is known to lie above ``offset`` without a read: it is
-        the log end (no checkpoint) and ``offset`` lies below the last segment."""
-        return self._high_watermark is None and offset < self.segments.active.base_offset
+        """Whether the latest offset a read may reach is known to lie above ``offset``
+        without a read: the high watermark is the log end (no checkpoint), ``offset`` lies
+        below the last segment, and the read is not read_committed (whose latest, the last
+        stable offset, needs the producer state)."""
+        return not self._committed and self._high_watermark is None and \
+            offset < self.segments.active.base_offset
 
     def close(self):
         for segment in self.segments:
             segment.close()
+
+
+class _ListedSegment(LogSegment):
+    """A segment of a ``ListedLog``: a closed one's offsets lie below the next segment's base
+    offset (``next_base``), which its time index is checked against when opened, instead of
+    the offset after its last batch (a GET of its offset index and one of its tail, per
+    segment a timestamp bound looks at). An upper bound (a cleaned segment's last batch may
+    lie below it): the time index of an unchanged closed segment has no entry past its
+    records, and the offset index and the bytes it points to are read of the one segment a
+    bound is found in."""
+    __slots__ = ("next_base",)
+
+    def __init__(self, *args, next_base=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.next_base = next_base
+
+    def read_next_offset(self):
+        return super().read_next_offset() if self.next_base is None else self.next_base
 
 
 def _known(offset):
@@ -313,12 +389,13 @@ def close_all(replicas):
         r.close()
 
 
-def preferred(replicas, listed=False):
+def preferred(replicas, listed=False, committed=False):
     """``replicas`` of a partition, the preferred first (see the module's docstring); with
-    ``listed``, a single remote one as its ``ListedLog`` where the listing can tell."""
+    ``listed``, a single remote one as its ``ListedLog`` where the listing can tell (read by
+    a read_committed plan: ``committed``)."""
     if len(replicas) > 1:
         return sorted(replicas, key=lambda r: r.preference(), reverse=True)
-    view = replicas[0].listed_log() if listed else None
+    view = replicas[0].listed_log(committed) if listed else None
     return replicas if view is None else [view]
 
 

@@ -250,7 +250,7 @@ def _plan_tasks(locations, opts, start, end, keys, pushdown=None):
             replicas = found[key]
             tasks = _listed_tasks(key, replicas, max_bytes) if listed_only else None
             if tasks is None:
-                replicas = _planned_replicas(replicas, request, pushdown)
+                replicas = _planned_replicas(replicas, request)
                 tasks = [piece for t in _plan_partition(key, replicas, request, pushdown)
                          for piece in _split(t, max_bytes, max_records)]
             if not min_partitions:
@@ -303,13 +303,10 @@ def _gc_paused():
         gc.enable()
 
 
-def _planned_replicas(replicas, request, pushdown=None):
-    """``preferred`` replicas, a ``ListedLog`` where offsets bound the read (timestamps,
-    read_committed and ``minPartitions``' batch walk ask the loaded log)."""
-    kinds = {getattr(request["start"], "kind", None), getattr(request.get("end"), "kind", None)}
-    return preferred(replicas, listed=not (
-        request["committed"] or request.get("min_partitions") or
-        {"timestamp", "timestamps"} & kinds or getattr(pushdown, "ts_lo", None) is not None))
+def _planned_replicas(replicas, request):
+    """``preferred`` replicas, a ``ListedLog`` where offsets, timestamps or read_committed
+    bound the read (``minPartitions``' batch walk asks the loaded log)."""
+    return preferred(replicas, not request.get("min_partitions"), request["committed"])
 
 
 def _listed_tasks(key, replicas, max_bytes):
@@ -416,14 +413,16 @@ def _cut_at_batches(tasks, parts):
 
 
 def _offset_for_timestamp(ranges, timestamp, latest):
-    """The first offset below ``latest`` whose record has a timestamp >= ``timestamp``, or
-    None (a broker's ListOffsets looks no further than what a consumer may read)."""
+    """The first offset below ``latest()`` whose record has a timestamp >= ``timestamp``, or
+    None (a broker's ListOffsets looks no further than what a consumer may read). ``latest``
+    is not asked where a listed log's end, its latest, lies above the offset."""
     for replica, lo, hi in ranges:
         found = replica.log.offset_for_timestamp(timestamp)
         if found is None:
             continue
         offset = max(found[0], lo)
-        if (hi is None or offset < hi) and offset < latest:
+        if (hi is None or offset < hi) and (isinstance(replica, ListedLog) and
+                                            replica.ends_above(offset) or offset < latest()):
             return offset
     return None
 
@@ -443,7 +442,7 @@ def _resolve_start(key, limit, earliest, latest, ranges, request):
             return earliest
         return start
     ts = limit.value if limit.kind == "timestamp" else limit.value[key]
-    found = _offset_for_timestamp(ranges, ts, latest())
+    found = _offset_for_timestamp(ranges, ts, latest)
     if found is not None:
         return found
     if request["strategy"] == "latest":
@@ -463,7 +462,7 @@ def _resolve_end(key, limit, latest, ranges):
         end = limit.value[key]
         return latest() if end == LATEST else end
     ts = limit.value if limit.kind == "timestamp" else limit.value[key]
-    found = _offset_for_timestamp(ranges, ts, latest())
+    found = _offset_for_timestamp(ranges, ts, latest)
     return latest() if found is None else found      # Spark: no match ends at latest
 
 
@@ -672,7 +671,7 @@ def _first_offset_at_or_after(ranges, timestamp):
     """The first offset whose record has a timestamp >= ``timestamp`` (ms, >= 0) in the
     replicas' ``ranges``, or None: every record before it is earlier (Kafka's ListOffsets by
     timestamp, from the time index)."""
-    return _offset_for_timestamp(ranges, timestamp, ABOVE_ANY_OFFSET)
+    return _offset_for_timestamp(ranges, timestamp, lambda: ABOVE_ANY_OFFSET)
 
 
 def _coalesce(tasks):
