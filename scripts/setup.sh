@@ -26,9 +26,38 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip "setuptools>=77" wheel build
 .venv/bin/python -m pip install -q "Cython>=3,<4" "numpy>=1.23"
 rm -rf dist
+# The test and bench extras' dependencies (pyproject.toml; kafkalog's own extras expanded) are
+# installed while the extension compiles: pip waits on the disk and the network, the compiler
+# on one core. numpy and Cython are already there, so the build's imports do not change under it.
+deps=$(mktemp)
+.venv/bin/python - > "$deps" <<'PY'
+import re
+try:
+    import tomllib
+except ImportError:          # Python 3.10: the wheel's install below gets them instead
+    raise SystemExit(0)
+project = tomllib.load(open("pyproject.toml", "rb"))["project"]
+extras, wanted, seen = project["optional-dependencies"], ["test", "bench"], set()
+requirements = list(project["dependencies"])
+while wanted:
+    extra = wanted.pop()
+    if extra in seen:
+        continue
+    seen.add(extra)
+    for requirement in extras[extra]:
+        own = re.fullmatch(r"kafkalog\[(.*)\]", requirement)
+        if own:
+            wanted += own.group(1).split(",")
+        else:
+            requirements.append(requirement)
+print("\n".join(requirements))
+PY
+.venv/bin/python -m pip install -q -r "$deps" > "$deps.log" 2>&1 & deps_pid=$!
 log=$(mktemp)
 .venv/bin/python -m build --no-isolation --outdir dist . > "$log" 2>&1 || { tail -40 "$log"; exit 1; }
 rm -f "$log"
+wait "$deps_pid" || { echo "installing the dependencies failed:"; tail -20 "$deps.log"; exit 1; }
+rm -f "$deps" "$deps.log"
 wheel=$(ls dist/kafkalog-*.whl)
 # Uninstalled first: pip keeps an installed kafkalog of the same version (an older build, or an
 # editable install) instead of this wheel.
