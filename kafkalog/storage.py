@@ -175,6 +175,14 @@ def locate(path: Any, storage_options: Mapping[str, Any] | None = None,
     return Location(root, storage_options, rsm_keys)
 
 
+def locate_each(paths: Any, storage_options: Mapping[str, Any] | None = None,
+                rsm_keys: Mapping[str, Any] | None = None) -> list[Location]:
+    """``paths`` (one path or several) located once each (``locate``)."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    return [locate(os.fspath(p), storage_options, rsm_keys) for p in paths]
+
+
 def _recorded(root: str, options: Mapping[str, Any] | None,
               rsm_keys: Mapping[str, Any] | None) -> Location:
     """A ``Location`` unpickled: its options and its view's keys recorded in this process

@@ -61,9 +61,7 @@ def _locations(paths, opts, storage_options):
         raise InvalidConfigError("give storage_options or the storageOptions option, "
                                  "not both")
     options = dict(storage_options) if storage_options is not None else given
-    if isinstance(paths, (str, os.PathLike)):
-        paths = [paths]
-    return [storage.locate(os.fspath(p), options, opts.rsm_keys) for p in paths]
+    return storage.locate_each(paths, options, opts.rsm_keys)
 
 
 def select_topics(found, opts):

@@ -137,10 +137,8 @@ class Catalog:
                  read_above_high_watermark=False):
         self._stack = contextlib.ExitStack()
         try:
-            if isinstance(paths, (str, os.PathLike)):
-                paths = [paths]
-            locations = [storage.locate(os.fspath(p), storage_options, rsm_keys) for p in paths]
-            found = discover(locations, self._stack, read_above_high_watermark)
+            found = discover(storage.locate_each(paths, storage_options, rsm_keys),
+                             self._stack, read_above_high_watermark)
             self.topics: dict[str, dict[int, ServedPartition]] = {}
             for (topic, partition), replicas in sorted(found.items()):
                 if any(r.log07 for r in replicas):
