@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Generic, Iterab
 import numpy as np
 
 from kafkalog import storage
+from kafkalog._kernels import segment_read
 from kafkalog.abstract_index import data_end
 from kafkalog.errors import CorruptIndexError, NotARegularFileError
 from kafkalog.files import DELETED_SUFFIX
@@ -213,9 +214,23 @@ class LazyIndex(Generic[_I]):
             segment.learn_largest_timestamp(segment.batches(0)[0])
         return self._cls(path, segment.base_offset, empty=True)
 
-    def scan_view(self) -> Any:
-        """The offset index's view for the ``segment_read`` kernel, None while it is
-        distrusted (scans start at the segment's start)."""
+    def segment_read(self, buf: Any, *args: Any) -> tuple[int, int, Any, bool, bool]:
+        """The ``segment_read`` kernel over ``buf`` with the offset index's current view (none
+        while the index is distrusted: scans start at the segment's start).
+
+        A roll's trim or a resize swaps the view, releasing the old one, and a reader's thread
+        may take the view just before: the kernel then refuses the released view and the read
+        runs again with the new one (a closed index's view is not replaced: that error stands).
+        """
+        while True:
+            view = self._view()
+            try:
+                return segment_read(view, buf, *args)
+            except ValueError:
+                if self._view() is view:
+                    raise
+
+    def _view(self):
         if self.distrusted:
             return None
         index = self.index     # the caller's buffer() touched the segment

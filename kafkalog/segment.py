@@ -13,9 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 import numpy as np
 
 from kafkalog import storage
-from kafkalog._kernels import (
-    batch_header_plausible, index_entries_for, segment_read, walk_batches,
-)
+from kafkalog._kernels import batch_header_plausible, index_entries_for, walk_batches
 from kafkalog._layout import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD
 from kafkalog.descriptor_cache import OPEN_SEGMENTS
 from kafkalog.errors import (
@@ -343,8 +341,8 @@ class LogSegment:
     def _translate(self, buf, offset, starting_position):
         """``translate_offset`` of a local segment over its mapping ``buf`` (the caller holds
         the scan lock): (position, size), position -1 when no batch holds ``offset``."""
-        position, size, _, _, lies = segment_read(self._lazy_offset_index.scan_view(), buf,
-                                                  offset, starting_position, 0, 0, False)
+        position, size, _, _, lies = self._lazy_offset_index.segment_read(
+            buf, offset, starting_position, 0, 0, False)
         if lies:
             self._index_lies(self.offset_index.lookup(offset))
         return position, size
@@ -402,8 +400,8 @@ class LogSegment:
         # + searchForOffsetWithSize + slice); records copied: nothing holds the mapping.
         with self.scan_lock:
             if not self._remote:
-                position, size, data, incomplete, lies = segment_read(
-                    self._lazy_offset_index.scan_view(), self._file.buffer(), start_offset, 0,
+                position, size, data, incomplete, lies = self._lazy_offset_index.segment_read(
+                    self._file.buffer(), start_offset, 0,
                     0 if zero_copy else max_size, max_position, min_one_message and not zero_copy)
                 if lies:
                     self._index_lies(self.offset_index.lookup(start_offset))

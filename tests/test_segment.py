@@ -83,6 +83,39 @@ def test_read_max_size_and_position(tmp_path):
         seg.read(50, -1)
 
 
+def test_a_read_takes_the_new_index_view_when_a_roll_swaps_it_under_the_read(tmp_path,
+                                                                            monkeypatch):
+    # A writer's roll trims the index (a new view, the old one released) between a reader's
+    # thread taking the view and the kernel searching it: the read runs again with the new one.
+    seg = make_segment(tmp_path)
+    for offset in range(40, 60, 2):
+        append(seg, offset, 2)
+    lazy = seg._lazy_offset_index
+    real = type(lazy)._view
+    taken = []
+
+    def view_then_roll(self):
+        view = real(self)
+        if not taken:
+            taken.append(view)
+            seg.offset_index.trim_to_valid_size()
+        return view
+    monkeypatch.setattr(type(lazy), "_view", view_then_roll)
+    info = seg.read(50, 10_000)
+    assert taken[0] is not seg.offset_index.view       # swapped under the read
+    assert offsets_of(info.records) == list(range(50, 60, 2))
+    assert seg.translate_offset(56) == (info.fetch_offset_metadata.relative_position_in_segment
+                                        + 3 * len(batch(0, 2)), len(batch(0, 2)))
+
+
+def test_a_read_of_a_closed_index_is_refused_not_retried(tmp_path):
+    seg = make_segment(tmp_path)
+    append(seg, 40, 2)
+    seg.offset_index.close_handler()
+    with pytest.raises(ValueError, match="released"):
+        seg.read(40, 10_000)
+
+
 def test_truncate(tmp_path):
     seg = make_segment(tmp_path)
     offset = 40
