@@ -10,9 +10,12 @@ HEAD, GET): the requests a plan or a read makes are those it sent through the pr
 
 Prints, per P: requests per partition, planning seconds (``kafkalog.spark.plan``, in this
 process), ``read_arrow`` seconds and requests (the ``offset`` column only: decoding is not what
-is measured). Usage::
+is measured). ``--spark P`` adds the Spark full read of P small partitions against Parquet of
+the same rows in P files (``bench/spark_compare.py --partitions P``, run from a temporary
+directory: Spark's workers put their working directory on sys.path). Usage::
 
-    python bench/plan_scale.py --local 1000,10000,100000 --s3 100,500,1000,10000 [--bounded]
+    python bench/plan_scale.py --local 1000,10000,100000 --s3 100,500,1000,10000 [--bounded] \
+        [--spark 2000]
 """
 from __future__ import annotations
 
@@ -168,6 +171,9 @@ def main():
     parser.add_argument("--cache", default=os.path.join("/tmp", "kafkalog-plan-scale"))
     parser.add_argument("--bounded", action="store_true",
                         help="on S3 also plan offset-bounded reads and a stream's offsets")
+    parser.add_argument("--spark", type=int, default=None, metavar="P",
+                        help="also the Spark full read of P partitions against Parquet")
+    parser.add_argument("--spark-runs", type=int, default=3)
     parser.add_argument("--serve-proxy", metavar="HOST:PORT",
                         help="(internal) run the latency proxy in front of HOST:PORT")
     args = parser.parse_args()
@@ -186,6 +192,29 @@ def main():
         row("local", p, result)
     if sizes(args.s3):
         s3_rows(args)
+    if args.spark:
+        spark_row(args.spark, args.spark_runs)
+
+
+def spark_row(p, runs):
+    """The Spark full read of ``p`` partitions against Parquet (spark_compare.py's
+    ``--partitions``, in its own process and working directory)."""
+    import tempfile
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [os.path.dirname(HERE)] + [x for x in [os.environ.get("PYTHONPATH")] if x]))
+    with tempfile.TemporaryDirectory() as work:
+        out = subprocess.run([sys.executable, os.path.join(HERE, "spark_compare.py"), SOURCE,
+                              "--partitions", str(p), "--runs", str(runs), "--json"],
+                             cwd=work, env=env, capture_output=True, text=True)
+    if out.returncode:
+        print(f"| Spark | {p:,} | failed: {out.stderr.strip().splitlines()[-1:]} |")
+        return
+    got = json.loads(out.stdout[out.stdout.index("{"):])
+    m = got["median_s"]
+    print(f"| Spark full read vs Parquet | {p:,} | - | kafkalog {m['kafkalog']:.2f} s, "
+          f"Parquet {m['parquet']:.2f} s: **{got['x_parquet']:.2f}x** (medians of {runs}; "
+          f"load {got['load'][0]:.1f}) | plans per action {got['plans_per_run'][-1]} | - | - |",
+          flush=True)
 
 
 def _free_port():
