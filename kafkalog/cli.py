@@ -110,20 +110,26 @@ def _about(path, e):
 
 
 def _partitions(paths, rsm_keys=None):
-    from kafkalog.verify import partition_dirs
-    found, errors = [], []
+    """(the partition directories under ``paths``, the errors of those that hold none, the
+    entries of every directory listed on the way: for ``storage.listed``)."""
+    from kafkalog.verify import partition_listing
+    found, errors, listed = [], [], {}
     for path in paths:
         try:
-            found.extend(partition_dirs(path, rsm_keys=rsm_keys))
+            listing = partition_listing(path, rsm_keys=rsm_keys)
         except (KafkaLogError, OSError) as e:
             errors.append(_about(path, e))
-    return found, errors
+            continue
+        found.extend(d for d, _ in listing.partitions)
+        listed.update(listing.listed)
+    return found, errors, listed
 
 
 def _verify(args):
+    from kafkalog import storage
     from kafkalog.log_dirs import each_partition
     from kafkalog.verify import problem, render_problem, verify_partition
-    dirs, errors = _partitions(args.paths, args.keys)
+    dirs, errors, listed = _partitions(args.paths, args.keys)
 
     def verify(d):
         try:
@@ -132,7 +138,8 @@ def _verify(args):
             return {"dir": d, "ok": False, "deep": not args.shallow, "live": False,
                     "offsets": None,
                     "segments": [], "problems": [problem("cannot_open", d, str(e))]}
-    reports = list(each_partition(verify, dirs))
+    with storage.listed(listed):           # no request per partition for what was listed
+        reports = list(each_partition(verify, dirs))
     ok = not errors and all(r["ok"] for r in reports)
     if args.json:
         json.dump({"ok": ok, "errors": errors, "partitions": reports}, sys.stdout)
@@ -252,7 +259,7 @@ def _recover(args):
     config = _config(args, "recover")
     if config is None:
         return 1
-    dirs, errors = _partitions(args.paths)
+    dirs, errors, _ = _partitions(args.paths)      # local: recovery writes
     status = 1 if errors else 0
     for e in errors:
         print(f"ERROR {e}", file=sys.stderr)

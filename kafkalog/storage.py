@@ -17,14 +17,20 @@ after it: ``kafkalog.tiered`` registers ``rsm+``, a view that shows Kafka tiered
 objects as partition directories and that ``locate`` resolves a path naming them to.
 
 A path is resolved once into a ``Location`` (``locate``): its root, backend, storage options
-and tiered-storage keys, one value that discovery, planning and reading carry. Credentials:
+and tiered-storage keys, one value that discovery, planning and reading carry. A caller that
+listed remote directories already (``list_tree``: discovery's one listing) hands the entries to
+what it opens with ``listed``: files' existence and sizes are then answered from them, with no
+LIST or HEAD. Credentials:
 ``locate(url, storage_options)`` records fsspec options for the URL's bucket (see
 ``storage_fsspec``); without any, the filesystem's own defaults apply.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import errno
 import os
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from kafkalog.errors import ReadOnlyStorageError
 from kafkalog.storage_backend import (
@@ -227,11 +233,81 @@ def abspath(path: Any) -> Any:
     return path if is_remote(path) else os.path.abspath(path)
 
 
+# ------------------------------------------------------------------------------ listed
+class _Listed:
+    """Remote directories' entries a caller listed already (``listed``), by directory, with
+    each directory's entries by name made on first use."""
+    __slots__ = ("dirs", "_by_name")
+
+    def __init__(self, dirs: dict[str, list[Entry]]) -> None:
+        self.dirs = dirs
+        self._by_name: dict[str, dict[str, Entry]] = {}
+
+    def entry(self, path: str) -> tuple[bool, Entry | None]:
+        """(whether the listing knows ``path``, its entry: None when it is not there)."""
+        parent, _, name = path.rpartition("/")
+        names = self._by_name.get(parent)
+        if names is None:
+            entries = self.dirs.get(parent)
+            if entries is None:
+                # a directory listed without its parent (the root a caller listed)
+                return (True, Entry(name, 0, False, True)) if path in self.dirs else \
+                    (False, None)
+            names = self._by_name[parent] = {e.name: e for e in entries}
+        return True, names.get(name)
+
+    def tree(self, path: str) -> dict[str, list[Entry]] | None:
+        """``path``'s directory and those below it, when every one of them was listed."""
+        out, todo = {}, [path]
+        while todo:
+            d = todo.pop()
+            entries = self.dirs.get(d)
+            if entries is None:
+                return None
+            out[d] = list(entries)
+            todo.extend(f"{d}/{e.name}" for e in entries if e.is_dir)
+        return out
+
+
+_listed: contextvars.ContextVar[_Listed | None] = contextvars.ContextVar("kafkalog_listed",
+                                                                         default=None)
+
+
+@contextlib.contextmanager
+def listed(dirs: Mapping[str, list[Entry]]) -> Iterator[None]:
+    """Within: the remote directories of ``dirs`` ({directory: its entries}, as ``list_tree``
+    or ``log_dirs.partition_listing`` gave them) are what the listing said, the snapshot a
+    read of them sees: listing them, whether a file in them exists, is a file or directory,
+    and a file's size are answered from ``dirs`` (no LIST, no HEAD), a file missing from them
+    is missing (no GET); files are fetched only when read. Local paths, and remote ones in
+    directories not in ``dirs``, are asked as always. Holds for the calling context (the
+    threads ``log_dirs.each_partition`` runs it in), nested ones adding to it."""
+    outer = _listed.get()
+    known = {} if outer is None else dict(outer.dirs)
+    known.update((d.rstrip("/"), list(e)) for d, e in dirs.items() if is_remote(d))
+    token = _listed.set(_Listed(known))
+    try:
+        yield
+    finally:
+        _listed.reset(token)
+
+
+def _known(path: Any) -> tuple[bool, Entry | None]:
+    """(whether ``listed`` knows remote ``path``, its entry or None when missing)."""
+    known = _listed.get()
+    if known is None or not isinstance(path, str) or not is_remote(path):
+        return False, None
+    return known.entry(path.rstrip("/"))
+
+
 # ------------------------------------------------------------------------------ listing
 def list_dir(path: Any) -> list[Entry]:
     """The entries directly inside directory ``path``, by name. Raises FileNotFoundError (a
     local path) or LogNotFoundError (a URL) when there is no such directory."""
-    return _backend(path).list_dir(path)
+    known = _listed.get()
+    entries = None if known is None or not isinstance(path, str) else \
+        known.dirs.get(path.rstrip("/"))
+    return list(entries) if entries is not None else _backend(path).list_dir(path)
 
 
 def list_tree(path: Any) -> dict[str, list[Entry]] | None:
@@ -240,27 +316,34 @@ def list_tree(path: Any) -> dict[str, list[Entry]] | None:
     directory; for a tiered-storage view, of the objects it shows); None for a local path,
     which is listed a directory at a time (``list_dir``). Raises as ``list_dir`` does for
     ``path``."""
-    return _backend(path).list_tree(path)
+    known = _listed.get()
+    tree = None if known is None or not isinstance(path, str) or not is_remote(path) else \
+        known.tree(path.rstrip("/"))
+    return tree if tree is not None else _backend(path).list_tree(path)
 
 
 def listdir(path: Any) -> list[str]:
     """Names directly inside directory ``path`` (``os.listdir`` for a local path)."""
-    return _backend(path).listdir(path)
+    return [e.name for e in list_dir(path)] if _listed.get() is not None else \
+        _backend(path).listdir(path)
 
 
 def isdir(path: Any) -> bool:
     """Whether ``path`` is a directory (for a URL: a prefix holding objects)."""
-    return _backend(path).isdir(path)
+    known, entry = _known(path)
+    return (entry is not None and entry.is_dir) if known else _backend(path).isdir(path)
 
 
 def exists(path: Any) -> bool:
     """Whether a file (object) or directory ``path`` exists."""
-    return _backend(path).exists(path)
+    known, entry = _known(path)
+    return entry is not None if known else _backend(path).exists(path)
 
 
 def isfile(path: Any) -> bool:
     """Whether ``path`` is a regular file (for a URL: an object)."""
-    return _backend(path).isfile(path)
+    known, entry = _known(path)
+    return (entry is not None and entry.is_file) if known else _backend(path).isfile(path)
 
 
 def groups_partitions(path: Any) -> bool:
@@ -279,7 +362,21 @@ def open_file(path: Any) -> Any:
 def read_file(path: Any) -> bytes:
     """The whole content of a small file (a checkpoint, an index, a snapshot). A missing one
     raises FileNotFoundError, local or remote."""
-    return _backend(path).read_file(path)
+    size = _listed_size(path)
+    # a registered backend may take no size: it is passed only when listed
+    return _backend(path).read_file(path) if size is None else \
+        _backend(path).read_file(path, size)
+
+
+def _listed_size(path: Any) -> int | None:
+    """The size ``listed`` gives file ``path`` (None: not listed); FileNotFoundError for a
+    file it says is not there (as reading it would raise)."""
+    known, entry = _known(path)
+    if not known:
+        return None
+    if entry is None or not entry.is_file:
+        raise FileNotFoundError(errno.ENOENT, "not in the listing of its directory", path)
+    return entry.size
 
 
 def read_regular_file(path: Any) -> bytes:
@@ -294,7 +391,9 @@ def read_regular_file(path: Any) -> bytes:
 
 def size_of(path: Any) -> int:
     """Bytes in file ``path``."""
-    return _backend(path).size_of(path)
+    known, entry = _known(path)
+    return entry.size if known and entry is not None and entry.is_file else \
+        _backend(path).size_of(path)
 
 
 def modified_ms(path: Any) -> int:
@@ -304,13 +403,17 @@ def modified_ms(path: Any) -> int:
 
 def read_files(paths: list[str]) -> list[bytes]:
     """The contents of several small files (remote ones requested concurrently)."""
+    sizes = [_listed_size(p) for p in paths]
     out: list[bytes] = [b""] * len(paths)
     by_backend: dict[int, tuple[StorageBackend, list[int]]] = {}
     for i, p in enumerate(paths):
         backend = _backend(p)
         by_backend.setdefault(id(backend), (backend, []))[1].append(i)
     for backend, slots in by_backend.values():
-        for i, data in zip(slots, backend.read_files([paths[i] for i in slots])):
+        listed_sizes = [sizes[i] for i in slots]
+        got = backend.read_files([paths[i] for i in slots]) if None in listed_sizes else \
+            backend.read_files([paths[i] for i in slots], listed_sizes)   # type: ignore
+        for i, data in zip(slots, got):
             out[i] = data
     return out
 
@@ -334,7 +437,9 @@ def open_buffer(path: Any) -> Any:
     """A read-only buffer of a whole file: the mmap of a local one (b"" when empty), or a
     remote one fetched by concurrent ranged GETs."""
     path = normalize(path)
-    return _backend(path).open_buffer(path)
+    known, entry = _known(path)
+    return _backend(path).open_buffer(path, entry.size if known and entry is not None and
+                                      entry.is_file else None)
 
 
 def reset() -> None:

@@ -66,8 +66,8 @@ class StorageBackend(abc.ABC):
         ...
 
     @abc.abstractmethod
-    def read_file(self, path: str) -> bytes:
-        ...
+    def read_file(self, path: str, size: int | None = None) -> bytes:
+        """The file's bytes (``size``: its size, when listed already)."""
 
     @abc.abstractmethod
     def size_of(self, path: str) -> int:
@@ -83,8 +83,11 @@ class StorageBackend(abc.ABC):
     def exists(self, path: str) -> bool:
         return self.isdir(path) or self.isfile(path)
 
-    def read_files(self, paths: list[str]) -> list[bytes]:
-        return [self.read_file(p) for p in paths]
+    def read_files(self, paths: list[str], sizes: list[int] | None = None) -> list[bytes]:
+        """The files' bytes (``sizes``: theirs, when listed already)."""
+        if sizes is None:
+            return [self.read_file(p) for p in paths]
+        return [self.read_file(p, n) for p, n in zip(paths, sizes)]
 
     def read_ranges(self, path: str, ranges: list[tuple[int, int]]) -> list[bytes]:
         raise ObjectStorageError(f"{path}: this storage is not read by byte ranges", url=path)
@@ -92,8 +95,9 @@ class StorageBackend(abc.ABC):
     def range_buffer(self, path: str, size: int) -> Any:
         raise ObjectStorageError(f"{path}: this storage is not read by byte ranges", url=path)
 
-    def open_buffer(self, path: str) -> Any:
-        size = self.size_of(path)
+    def open_buffer(self, path: str, size: int | None = None) -> Any:
+        """The buffer of the whole file (``size``: its size, when listed already)."""
+        size = self.size_of(path) if size is None else size
         return self.range_buffer(path, size).ensure(0, size)
 
     def list_tree(self, path: str) -> dict[str, list[Entry]] | None:

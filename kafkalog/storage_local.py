@@ -113,7 +113,7 @@ class LocalStorage(StorageBackend):
     def open_file(self, path: str) -> Any:
         return open(path, "rb")
 
-    def read_file(self, path: str) -> bytes:
+    def read_file(self, path: str, size: int | None = None) -> bytes:
         with open(path, "rb") as f:
             return f.read()
 
@@ -134,7 +134,7 @@ class LocalStorage(StorageBackend):
                 out.append(data)
         return out
 
-    def open_buffer(self, path: str) -> Any:
+    def open_buffer(self, path: str, size: int | None = None) -> Any:
         try:
             f = open(path, "rb")
         except OSError as e:

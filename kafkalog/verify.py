@@ -118,8 +118,15 @@ def partition_dirs(path: StrPath, storage_options: dict[str, Any] | None = None,
     """The partition directories named by ``path`` (a local path or an fsspec URL): itself,
     or those inside a log dir (or a tiered-storage prefix): ``log_dirs.partition_dirs`` with
     its errors (``LogNotFoundError``, ``PartitionNotFoundError``) when there are none."""
+    return [d for d, _ in partition_listing(path, storage_options, rsm_keys).partitions]
+
+
+def partition_listing(path: StrPath, storage_options: dict[str, Any] | None = None,
+                      rsm_keys: Mapping[str, Any] | None = None) -> log_dirs.PartitionListing:
+    """``partition_dirs`` with what the listing saw (``log_dirs.partition_listing``): checks
+    of the partitions inside ``storage.listed(found.listed)`` ask nothing more of it."""
     path = storage.locate(os.fspath(path), storage_options, rsm_keys).root
-    return log_dirs.partition_dirs(path, required=True, log07=True)
+    return log_dirs.partition_listing(path, required=True, log07=True)
 
 
 class _Carry:

@@ -353,7 +353,7 @@ class TieredView(StorageBackend):
         partition, file = _file(path)
         return storage.modified_ms(partition.object_path(file.segment, MANIFEST_SUFFIX))
 
-    def read_file(self, path: str) -> bytes:
+    def read_file(self, path: str, size: int | None = None) -> bytes:
         """A view file's bytes (a ``.log`` decoded whole)."""
         partition, file = _file(path)
         if file.index is None:
