@@ -234,9 +234,10 @@ def abspath(path: Any) -> Any:
 
 
 # ------------------------------------------------------------------------------ listed
-class _Listed:
+class Listed:
     """Remote directories' entries a caller listed already (``listed``), by directory, with
-    each directory's entries by name made on first use."""
+    each directory's entries by name made on first use. Made once, entered by each of the
+    threads that read below it (``listed(this)``: no copy)."""
     __slots__ = ("dirs", "_by_name")
 
     def __init__(self, dirs: dict[str, list[Entry]]) -> None:
@@ -269,27 +270,35 @@ class _Listed:
         return out
 
 
-_listed: contextvars.ContextVar[_Listed | None] = contextvars.ContextVar("kafkalog_listed",
-                                                                         default=None)
+_listed: contextvars.ContextVar[Listed | None] = contextvars.ContextVar("kafkalog_listed",
+                                                                        default=None)
 
 
 @contextlib.contextmanager
-def listed(dirs: Mapping[str, list[Entry]]) -> Iterator[None]:
+def listed(dirs: Mapping[str, list[Entry]] | Listed) -> Iterator[None]:
     """Within: the remote directories of ``dirs`` ({directory: its entries}, as ``list_tree``
     or ``log_dirs.partition_listing`` gave them) are what the listing said, the snapshot a
     read of them sees: listing them, whether a file in them exists, is a file or directory,
     and a file's size are answered from ``dirs`` (no LIST, no HEAD), a file missing from them
     is missing (no GET); files are fetched only when read. Local paths, and remote ones in
     directories not in ``dirs``, are asked as always. Holds for the calling context (the
-    threads ``log_dirs.each_partition`` runs it in), nested ones adding to it."""
-    outer = _listed.get()
-    known = {} if outer is None else dict(outer.dirs)
-    known.update((d.rstrip("/"), list(e)) for d, e in dirs.items() if is_remote(d))
-    token = _listed.set(_Listed(known))
+    threads ``log_dirs.each_partition`` runs it in), nested ones adding to it (a ``Listed``
+    is entered as it is)."""
+    if not isinstance(dirs, Listed):
+        outer = _listed.get()
+        known = {} if outer is None else dict(outer.dirs)
+        known.update((d.rstrip("/"), e) for d, e in dirs.items() if is_remote(d))
+        dirs = Listed(known)
+    token = _listed.set(dirs)
     try:
         yield
     finally:
         _listed.reset(token)
+
+
+def listing() -> Listed | None:
+    """What ``listed`` holds here (None: nothing), to enter in other threads."""
+    return _listed.get()
 
 
 def _known(path: Any) -> tuple[bool, Entry | None]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import contextvars
 import logging
 import os
 import threading
@@ -220,9 +221,11 @@ class ListedLog:
         if len(closed) > 1:
             # the search reads every closed segment's largest timestamp first: their time
             # indexes fetched at once, not one round trip after another
+            runs = [contextvars.copy_context().run for _ in closed]   # with the listing
             with concurrent.futures.ThreadPoolExecutor(min(len(closed), _TIME_INDEXES_AT_ONCE)
                                                        ) as pool:
-                for _ in pool.map(lambda s: s.largest_timestamp, closed):
+                for _ in pool.map(lambda run, s: run(lambda: s.largest_timestamp), runs,
+                                  closed):
                     pass
         return self.segments.offset_for_timestamp(timestamp, self.log_start_offset)
 
@@ -305,11 +308,14 @@ class _LogDirs:
         return saved
 
 
-def discover(locations, stack, log_end_is_latest=False):
+def discover(locations, stack, log_end_is_latest=False, snapshot=True):
     """{(topic, partition): [Replica, ...]} for every partition directory under ``locations``
     (``storage.Location`` s: ``log_dirs.partition_listing`` at any depth of local paths or
     fsspec URLs, or tiered-storage prefixes, each listed once; each replica's view, once
-    opened, closed by ``stack``, a ``contextlib.ExitStack``).
+    opened, closed by ``stack``, a ``contextlib.ExitStack``). ``snapshot``: until ``stack``
+    closes, in this context (and copies of it), what is below a remote location is what its
+    listing said (``storage.listed``: no request per partition to list, look for or size a
+    file): for a plan, closed where it was made; not for views kept open as the files change.
 
     Raises ``LogNotFoundError`` for a path that does not exist, ``PartitionNotFoundError`` for
     a path that is a file, a directory with no partition directory below it, or a directory
@@ -323,6 +329,11 @@ def discover(locations, stack, log_end_is_latest=False):
     for location in locations:
         root = location.root
         listing = partition_listing(root, recursive=True, required=True, log07=True)
+        if snapshot and location.is_remote:
+            # what the plan opens or reads below it is known from the listing: no LIST, no
+            # HEAD per partition (in the threads planning them too: each in a copy of this
+            # context)
+            stack.enter_context(storage.listed(listing.listed))
         log_dirs = _LogDirs(listing)
         top = storage.abspath(storage.normalize(root))
         _say_log_dirs_below(top, listing.partitions)

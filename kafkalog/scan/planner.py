@@ -279,9 +279,10 @@ def _each_partition(plan_one, keys, found, ask_store=True):
     """{key: plan_one(key)}; remote ones ``REMOTE_PARTITIONS_AT_ONCE`` at once (``ask_store``)."""
     if ask_store and len(keys) > 1 and \
             any(storage.is_remote(r.path) for key in keys for r in found[key]):
-        import concurrent.futures
+        import concurrent.futures, contextvars
+        runs = [contextvars.copy_context().run for _ in keys]   # with discovery's listing
         with concurrent.futures.ThreadPoolExecutor(REMOTE_PARTITIONS_AT_ONCE) as pool:
-            return dict(zip(keys, pool.map(plan_one, keys)))
+            return dict(zip(keys, pool.map(lambda run, key: run(plan_one, key), runs, keys)))
     return {key: plan_one(key) for key in keys}
 
 

@@ -138,7 +138,7 @@ class Catalog:
         self._stack = contextlib.ExitStack()
         try:
             found = discover(storage.locate_each(paths, storage_options, rsm_keys),
-                             self._stack, read_above_high_watermark)
+                             self._stack, read_above_high_watermark, snapshot=False)
             self.topics: dict[str, dict[int, ServedPartition]] = {}
             for (topic, partition), replicas in sorted(found.items()):
                 if any(r.log07 for r in replicas):
