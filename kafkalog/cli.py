@@ -166,13 +166,14 @@ def _salvage(args):
     from kafkalog import storage
     from kafkalog.log_dirs import each_partition
     from kafkalog.salvage import salvage_partition, write_partition
-    from kafkalog.verify import partition_dirs
+    from kafkalog.verify import partition_listing
     try:
-        dirs = partition_dirs(args.path)
+        listing = partition_listing(args.path)
     except (KafkaLogError, OSError) as e:
         print(f"kafkalog salvage: {e}", file=sys.stderr)
         return 1
-    single = dirs == [storage.abspath(storage.locate(args.path).root)]
+    dirs = [d for d, _ in listing.partitions]
+    single = dirs == [next(iter(listing.listed))]        # the path named a partition
     config = _config(args, "salvage")
     if config is None:
         return 1
@@ -184,9 +185,9 @@ def _salvage(args):
             return d, e
     status, docs = 0, []
     # the gaps are printed below, once: not also as WARNINGs
-    with _quiet("kafkalog.salvage"):
-        # read several at once (a bucket's); written one after the other: the copies share
-        # their log dir's checkpoint files
+    with _quiet("kafkalog.salvage"), storage.listed(listing.listed):
+        # read several at once (a bucket's), from the listing; written one after the other:
+        # the copies share their log dir's checkpoint files
         for d, found in each_partition(salvage, dirs):
             written = None
             if not isinstance(found, Exception) and args.out:

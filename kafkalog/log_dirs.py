@@ -5,11 +5,12 @@ a partition directory, and the symbolic links a writable open refuses.
 File names come from ``files``, listings from ``storage`` (local, remote or a view)."""
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import os
 import stat
-from typing import Callable, Iterable, Iterator, NamedTuple, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence, TypeVar
 
 from kafkalog import storage
 from kafkalog._text import counted
@@ -119,6 +120,28 @@ def partition_listing(path: StrPath, *, named: bool = False, recursive: bool = F
             f"{storage.shown(path)}: neither a partition directory nor a log dir holding any "
             f"({_what_is_in(path, entries)})")
     return PartitionListing(found, listed)
+
+
+@contextlib.contextmanager
+def located(path: StrPath, storage_options: Mapping[str, Any] | None = None,
+            rsm_keys: Mapping[str, Any] | None = None) -> Iterator[storage.Location]:
+    """``storage.locate`` of ``path`` and, within, a remote directory ``path`` known from one
+    recursive listing of it (``storage.listed``): resolving it (a tiered-storage view looks at
+    what it holds) and ``partition_listing`` below it ask nothing more, one LIST per 1,000
+    keys for both. A local path, or one naming a file, is located as ``locate`` does."""
+    root = storage.normalize(os.fspath(path))
+    name = os.path.basename(root.rstrip("/"))
+    tree = None
+    if storage.is_remote(root) and not storage.is_view(root) and not _is_partition_file(name) \
+            and name not in LogDirCheckpoints.NAMES.values():
+        if storage_options is not None:
+            storage.set_options(root, storage_options)
+        try:
+            tree = storage.list_tree(root)
+        except (KafkaLogError, OSError):
+            pass             # missing, a file, denied: said by what follows, as without it
+    with storage.listed(tree or {}):
+        yield storage.locate(os.fspath(path), storage_options, rsm_keys)
 
 
 def check_partition_dir(path: StrPath, *, read_only: bool, log07: bool = False) -> None:

@@ -240,8 +240,8 @@ class Listed:
     threads that read below it (``listed(this)``: no copy)."""
     __slots__ = ("dirs", "_by_name")
 
-    def __init__(self, dirs: dict[str, list[Entry]]) -> None:
-        self.dirs = dirs
+    def __init__(self, dirs: Mapping[str, list[Entry]]) -> None:
+        self.dirs = {d.rstrip("/"): e for d, e in dirs.items() if is_remote(d)}
         self._by_name: dict[str, dict[str, Entry]] = {}
 
     def entry(self, path: str) -> tuple[bool, Entry | None]:
@@ -286,9 +286,7 @@ def listed(dirs: Mapping[str, list[Entry]] | Listed) -> Iterator[None]:
     is entered as it is)."""
     if not isinstance(dirs, Listed):
         outer = _listed.get()
-        known = {} if outer is None else dict(outer.dirs)
-        known.update((d.rstrip("/"), e) for d, e in dirs.items() if is_remote(d))
-        dirs = Listed(known)
+        dirs = Listed(dirs if outer is None else {**outer.dirs, **dirs})
     token = _listed.set(dirs)
     try:
         yield

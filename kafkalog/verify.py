@@ -125,8 +125,8 @@ def partition_listing(path: StrPath, storage_options: dict[str, Any] | None = No
                       rsm_keys: Mapping[str, Any] | None = None) -> log_dirs.PartitionListing:
     """``partition_dirs`` with what the listing saw (``log_dirs.partition_listing``): checks
     of the partitions inside ``storage.listed(found.listed)`` ask nothing more of it."""
-    path = storage.locate(os.fspath(path), storage_options, rsm_keys).root
-    return log_dirs.partition_listing(path, required=True, log07=True)
+    with log_dirs.located(path, storage_options, rsm_keys) as location:
+        return log_dirs.partition_listing(location.root, required=True, log07=True)
 
 
 class _Carry:

@@ -21,7 +21,7 @@ from kafkalog.dump import log07
 from kafkalog.records import TimestampType
 from kafkalog.dump.partition import (
     KRAFT_SNAPSHOT, dirs_to_dump, file_kind, file_sizes, index_or_problem, leader_epochs,
-    partitions_pieces, segments_in_range, snapshot_doc, txn_index,
+    located_dirs, partitions_pieces, segments_in_range, snapshot_doc, txn_index,
 )
 from kafkalog.dump.segments import (
     DumpOptions, DumpReport, INDEX_CHUNK, SegmentScan, b64, batch_dict, decode_internal,
@@ -50,9 +50,9 @@ def iter_json(path: StrPath, options: DumpOptions | None = None,
     """
     options = with_defaults(options)
     report = DumpReport() if report is None else report
-    path = storage.locate(os.fspath(path), storage_options, rsm_keys).root
-    if storage.isdir(path):
-        yield from partitions_pieces(dirs_to_dump(path), lambda d, r: itertools.chain(
+    path, listing = located_dirs(path, storage_options, rsm_keys)
+    if listing is not None:
+        yield from partitions_pieces(listing, lambda d, r: itertools.chain(
             _partition_json(d, options, r), ("\n",)), report)
         return
     yield from _file_json(path, options, report)
@@ -251,7 +251,8 @@ def dump_path(path: StrPath, records_mode: str = "full", options: DumpOptions | 
     path = storage.locate(os.fspath(path), storage_options, rsm_keys).root
     docs = [json.loads(line) for line in
             "".join(iter_json(path, options, report)).splitlines()]
-    if storage.isdir(path) and dirs_to_dump(path) != [storage.abspath(path)]:
+    if storage.isdir(path) and [d for d, _ in dirs_to_dump(path).partitions] != \
+            [storage.abspath(path)]:
         return docs
     return docs[0]
 

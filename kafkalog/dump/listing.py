@@ -17,7 +17,7 @@ from kafkalog.log_dirs import is_log07_dir, kraft_snapshot_files
 from kafkalog.dump import log07
 from kafkalog.control_records import ControlType
 from kafkalog.dump.partition import (
-    KRAFT_SNAPSHOT, dirs_to_dump, file_kind, index_or_problem, leader_epochs,
+    KRAFT_SNAPSHOT, file_kind, index_or_problem, leader_epochs, located_dirs,
     partitions_pieces, segments_in_range, snapshot_doc, txn_index,
 )
 from kafkalog.dump.segments import (
@@ -47,10 +47,10 @@ def iter_text(path: StrPath, options: DumpOptions | None = None,
     """
     options = with_defaults(options)
     report = DumpReport() if report is None else report
-    path = storage.locate(os.fspath(path), storage_options, rsm_keys).root
-    if storage.isdir(path):
-        yield from partitions_pieces(dirs_to_dump(path),
-                                     lambda d, r: _partition_text(d, options, r), report)
+    path, listing = located_dirs(path, storage_options, rsm_keys)
+    if listing is not None:
+        yield from partitions_pieces(listing, lambda d, r: _partition_text(d, options, r),
+                                     report)
         return
     yield from _file_text(path, options, report)
 

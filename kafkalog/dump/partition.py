@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import stat
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
@@ -19,7 +19,7 @@ from kafkalog.files import (
     parse_file_name, parse_kraft_snapshot_name, parse_log07_file_name,
 )
 from kafkalog.index import TXN_ENTRY_DTYPE, TimeIndex, TransactionIndex
-from kafkalog.log_dirs import each_partition, partition_dirs
+from kafkalog.log_dirs import PartitionListing, each_partition, located, partition_listing
 from kafkalog.producer_state import read_snapshot
 
 if TYPE_CHECKING:
@@ -173,27 +173,41 @@ def file_sizes(path, names):
 # ----------------------------------------------------------------------------------------------
 # What a path names
 
-def dirs_to_dump(path):
-    """The partition directories a dump of ``path`` covers (Kafka 0.7 ones too);
+def dirs_to_dump(path: StrPath) -> PartitionListing:
+    """The partition directories a dump of ``path`` covers (Kafka 0.7 ones too), as listed;
     ``PartitionNotFoundError`` (naming what is there) when it holds none, not even an empty one
     named ``<topic>-<partition>``."""
-    return partition_dirs(path, named=True, required=True, log07=True)
+    return partition_listing(path, named=True, required=True, log07=True)
 
 
-def partitions_pieces(dirs, one, report):
-    """The pieces of ``one(d, report)`` (a partition's dump) for each of ``dirs``, in order:
-    streamed one partition after the other, or for partitions in a bucket several dumped at
-    once (``log_dirs.each_partition``), each one's text whole and its problems added to
-    ``report`` in order."""
+def located_dirs(path: StrPath, storage_options: Mapping[str, Any] | None = None,
+                 rsm_keys: Mapping[str, Any] | None = None
+                 ) -> tuple[str, PartitionListing | None]:
+    """(the root ``path`` is located at, ``dirs_to_dump`` of it or None when it is a file),
+    a remote one from one listing (``log_dirs.located``)."""
+    with located(path, storage_options, rsm_keys) as location:
+        root = location.root
+        return root, dirs_to_dump(root) if storage.isdir(root) else None
+
+
+def partitions_pieces(listing, one, report):
+    """The pieces of ``one(d, report)`` (a partition's dump) for each partition directory of
+    ``listing`` (``dirs_to_dump``'s), in order: streamed one partition after the other, or
+    for partitions in a bucket several dumped at once (``log_dirs.each_partition``, what was
+    listed not asked again: ``storage.listed``), each one's text whole and its problems added
+    to ``report`` in order."""
+    dirs = [d for d, _ in listing.partitions]
     if len(dirs) < 2 or not any(storage.is_remote(d) for d in dirs):
         for d in dirs:
             yield from one(d, report)
         return
     from kafkalog.dump.segments import DumpReport
+    known = storage.Listed(listing.listed)
 
     def whole(d):
         own = DumpReport()
-        return "".join(one(d, own)), own.problems
+        with storage.listed(known):
+            return "".join(one(d, own)), own.problems
     for text, problems in each_partition(whole, dirs):
         report.problems.extend(problems)
         yield text
