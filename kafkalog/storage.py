@@ -30,7 +30,7 @@ import contextlib
 import contextvars
 import errno
 import os
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from kafkalog.errors import ReadOnlyStorageError
 from kafkalog.storage_backend import (
@@ -235,24 +235,37 @@ def abspath(path: Any) -> Any:
 
 # ------------------------------------------------------------------------------ listed
 class Listed:
-    """Remote directories' entries a caller listed already (``listed``), by directory, with
-    each directory's entries by name made on first use. Made once, entered by each of the
-    threads that read below it (``listed(this)``: no copy)."""
-    __slots__ = ("dirs", "_by_name")
+    """Remote directories' entries a caller listed already (``listed``), by directory, those
+    of an ``outer`` listing too; each directory's entries by name made on first use. Made
+    once, entered by each of the threads that read below it (``listed(this)``: no copy).
+    ``keep_read``: the files read within are kept, and read again from here (a listed file is
+    the snapshot's: its bytes do not change)."""
+    __slots__ = ("_dirs", "_outer", "_by_name", "_read")
 
-    def __init__(self, dirs: Mapping[str, list[Entry]]) -> None:
-        self.dirs = {d.rstrip("/"): e for d, e in dirs.items() if is_remote(d)}
+    def __init__(self, dirs: Mapping[str, list[Entry]], outer: Listed | None = None,
+                 keep_read: bool = False) -> None:
+        self._dirs = {d.rstrip("/"): e for d, e in dirs.items() if is_remote(d)}
+        self._outer = outer
         self._by_name: dict[str, dict[str, Entry]] = {}
+        self._read: dict[str, bytes] | None = {} if keep_read else None
+
+    def entries(self, directory: str) -> list[Entry] | None:
+        """The entries of ``directory`` as listed (None: not listed)."""
+        found = self._dirs.get(directory)
+        return found if found is not None or self._outer is None else \
+            self._outer.entries(directory)
 
     def entry(self, path: str) -> tuple[bool, Entry | None]:
         """(whether the listing knows ``path``, its entry: None when it is not there)."""
         parent, _, name = path.rpartition("/")
+        if self._outer is not None and parent not in self._dirs and path not in self._dirs:
+            return self._outer.entry(path)
         names = self._by_name.get(parent)
         if names is None:
-            entries = self.dirs.get(parent)
+            entries = self._dirs.get(parent)
             if entries is None:
                 # a directory listed without its parent (the root a caller listed)
-                return (True, Entry(name, 0, False, True)) if path in self.dirs else \
+                return (True, Entry(name, 0, False, True)) if path in self._dirs else \
                     (False, None)
             names = self._by_name[parent] = {e.name: e for e in entries}
         return True, names.get(name)
@@ -262,12 +275,27 @@ class Listed:
         out, todo = {}, [path]
         while todo:
             d = todo.pop()
-            entries = self.dirs.get(d)
+            entries = self.entries(d)
             if entries is None:
                 return None
             out[d] = list(entries)
             todo.extend(f"{d}/{e.name}" for e in entries if e.is_dir)
         return out
+
+    def read(self, path: str, fetch: Callable[[], bytes]) -> bytes:
+        """``fetch()``, the bytes of listed file ``path``, or those kept of it (``keep_read``
+        here or outside)."""
+        listing: Listed | None = self
+        while listing is not None and listing._read is None:
+            listing = listing._outer
+        if listing is None:
+            return fetch()
+        kept = listing._read
+        assert kept is not None
+        data = kept.get(path)
+        if data is None:
+            data = kept[path] = fetch()
+        return data
 
 
 _listed: contextvars.ContextVar[Listed | None] = contextvars.ContextVar("kafkalog_listed",
@@ -275,28 +303,23 @@ _listed: contextvars.ContextVar[Listed | None] = contextvars.ContextVar("kafkalo
 
 
 @contextlib.contextmanager
-def listed(dirs: Mapping[str, list[Entry]] | Listed) -> Iterator[None]:
+def listed(dirs: Mapping[str, list[Entry]] | Listed, keep_read: bool = False
+           ) -> Iterator[None]:
     """Within: the remote directories of ``dirs`` ({directory: its entries}, as ``list_tree``
     or ``log_dirs.partition_listing`` gave them) are what the listing said, the snapshot a
     read of them sees: listing them, whether a file in them exists, is a file or directory,
     and a file's size are answered from ``dirs`` (no LIST, no HEAD), a file missing from them
-    is missing (no GET); files are fetched only when read. Local paths, and remote ones in
-    directories not in ``dirs``, are asked as always. Holds for the calling context (the
-    threads ``log_dirs.each_partition`` runs it in), nested ones adding to it (a ``Listed``
-    is entered as it is)."""
+    is missing (no GET), a listed one read by a GET of its listed size (``keep_read``: read
+    once within). Local paths, and remote ones in directories not listed, are asked as
+    always. Holds for the calling context (the threads ``log_dirs.each_partition`` runs it
+    in), nested ones adding to it (a ``Listed`` is entered as it is)."""
     if not isinstance(dirs, Listed):
-        outer = _listed.get()
-        dirs = Listed(dirs if outer is None else {**outer.dirs, **dirs})
+        dirs = Listed(dirs, _listed.get(), keep_read)
     token = _listed.set(dirs)
     try:
         yield
     finally:
         _listed.reset(token)
-
-
-def listing() -> Listed | None:
-    """What ``listed`` holds here (None: nothing), to enter in other threads."""
-    return _listed.get()
 
 
 def _known(path: Any) -> tuple[bool, Entry | None]:
@@ -313,7 +336,7 @@ def list_dir(path: Any) -> list[Entry]:
     local path) or LogNotFoundError (a URL) when there is no such directory."""
     known = _listed.get()
     entries = None if known is None or not isinstance(path, str) else \
-        known.dirs.get(path.rstrip("/"))
+        known.entries(path.rstrip("/"))
     return list(entries) if entries is not None else _backend(path).list_dir(path)
 
 
@@ -370,9 +393,11 @@ def read_file(path: Any) -> bytes:
     """The whole content of a small file (a checkpoint, an index, a snapshot). A missing one
     raises FileNotFoundError, local or remote."""
     size = _listed_size(path)
+    known = _listed.get()
+    if size is None or known is None:
+        return _backend(path).read_file(path)
     # a registered backend may take no size: it is passed only when listed
-    return _backend(path).read_file(path) if size is None else \
-        _backend(path).read_file(path, size)
+    return known.read(path, lambda: _backend(path).read_file(path, size))
 
 
 def _listed_size(path: Any) -> int | None:

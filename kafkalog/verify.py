@@ -166,6 +166,12 @@ def verify_partition(path: StrPath, deep: bool = True,
     if log_dirs.is_log07_dir(path):
         return _verify_log07(path, deep)
     log_dirs.check_partition_dir(path, read_only=False)   # missing, a file or a log dir
+    # within a listing (a bucket's, storage.listed), the files the open read are read once
+    with storage.listed({}, keep_read=True):
+        return _verify_partition(path, deep, chunk_bytes)
+
+
+def _verify_partition(path, deep, chunk_bytes):
     report: dict[str, Any] = {"dir": path, "deep": bool(deep), "live": False, "offsets": None,
                               "segments": [], "problems": []}
     problems = report["problems"]
