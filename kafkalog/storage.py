@@ -238,9 +238,13 @@ class Listed:
     """Remote directories' entries a caller listed already (``listed``), by directory, those
     of an ``outer`` listing too; each directory's entries by name made on first use. Made
     once, entered by each of the threads that read below it (``listed(this)``: no copy).
-    ``keep_read``: the files read within are kept, and read again from here (a listed file is
-    the snapshot's: its bytes do not change)."""
-    __slots__ = ("_dirs", "_outer", "_by_name", "_read")
+    ``keep_read``: the files read within are kept (up to ``KEEP_READ_BYTES``), and read again
+    from here (a listed file is the snapshot's: its bytes do not change)."""
+    __slots__ = ("_dirs", "_outer", "_by_name", "_read", "_kept_bytes")
+
+    #: Bytes of files a ``keep_read`` listing keeps at most (the small files an open and a
+    #: check both read; not every index of a long partition).
+    KEEP_READ_BYTES = 16 * 1024 * 1024
 
     def __init__(self, dirs: Mapping[str, list[Entry]], outer: Listed | None = None,
                  keep_read: bool = False) -> None:
@@ -248,6 +252,7 @@ class Listed:
         self._outer = outer
         self._by_name: dict[str, dict[str, Entry]] = {}
         self._read: dict[str, bytes] | None = {} if keep_read else None
+        self._kept_bytes = 0
 
     def entries(self, directory: str) -> list[Entry] | None:
         """The entries of ``directory`` as listed (None: not listed)."""
@@ -294,7 +299,10 @@ class Listed:
         assert kept is not None
         data = kept.get(path)
         if data is None:
-            data = kept[path] = fetch()
+            data = fetch()
+            if listing._kept_bytes + len(data) <= self.KEEP_READ_BYTES:
+                kept[path] = data
+                listing._kept_bytes += len(data)
         return data
 
 
