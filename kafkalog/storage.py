@@ -287,23 +287,24 @@ class Listed:
             todo.extend(f"{d}/{e.name}" for e in entries if e.is_dir)
         return out
 
-    def read(self, path: str, fetch: Callable[[], bytes]) -> bytes:
-        """``fetch()``, the bytes of listed file ``path``, or those kept of it (``keep_read``
-        here or outside)."""
+    def read(self, paths: list[str], fetch: Callable[[list[str]], list[bytes]]
+             ) -> list[bytes]:
+        """The bytes of listed files ``paths``: those kept (``keep_read``, here or outside),
+        the others ``fetch(those paths)`` (at once), kept then while the budget lasts."""
         listing: Listed | None = self
         while listing is not None and listing._read is None:
             listing = listing._outer
         if listing is None:
-            return fetch()
+            return fetch(paths)
         kept = listing._read
         assert kept is not None
-        data = kept.get(path)
-        if data is None:
-            data = fetch()
+        missing = [p for p in paths if p not in kept]
+        fetched = dict(zip(missing, fetch(missing))) if missing else {}
+        for p, data in fetched.items():
             if listing._kept_bytes + len(data) <= self.KEEP_READ_BYTES:
-                kept[path] = data
+                kept[p] = data
                 listing._kept_bytes += len(data)
-        return data
+        return [fetched[p] if p in fetched else kept[p] for p in paths]
 
 
 _listed: contextvars.ContextVar[Listed | None] = contextvars.ContextVar("kafkalog_listed",
@@ -330,6 +331,13 @@ def listed(dirs: Mapping[str, list[Entry]] | Listed, keep_read: bool = False
         _listed.reset(token)
 
 
+def listed_entries(directory: Any) -> list[Entry] | None:
+    """The entries of remote ``directory`` in the listing here (``listed``); None: none."""
+    known = _listed.get()
+    return None if known is None or not isinstance(directory, str) or \
+        not is_remote(directory) else known.entries(directory.rstrip("/"))
+
+
 def _known(path: Any) -> tuple[bool, Entry | None]:
     """(whether ``listed`` knows remote ``path``, its entry or None when missing)."""
     known = _listed.get()
@@ -342,9 +350,7 @@ def _known(path: Any) -> tuple[bool, Entry | None]:
 def list_dir(path: Any) -> list[Entry]:
     """The entries directly inside directory ``path``, by name. Raises FileNotFoundError (a
     local path) or LogNotFoundError (a URL) when there is no such directory."""
-    known = _listed.get()
-    entries = None if known is None or not isinstance(path, str) else \
-        known.entries(path.rstrip("/"))
+    entries = listed_entries(path)
     return list(entries) if entries is not None else _backend(path).list_dir(path)
 
 
@@ -405,7 +411,7 @@ def read_file(path: Any) -> bytes:
     if size is None or known is None:
         return _backend(path).read_file(path)
     # a registered backend may take no size: it is passed only when listed
-    return known.read(path, lambda: _backend(path).read_file(path, size))
+    return known.read([path], lambda _: [_backend(path).read_file(path, size)])[0]
 
 
 def _listed_size(path: Any) -> int | None:
@@ -442,8 +448,17 @@ def modified_ms(path: Any) -> int:
 
 
 def read_files(paths: list[str]) -> list[bytes]:
-    """The contents of several small files (remote ones requested concurrently)."""
+    """The contents of several small files (remote ones requested concurrently; within a
+    ``listed(..., keep_read=True)``, kept as ``read_file`` keeps them)."""
     sizes = [_listed_size(p) for p in paths]
+    known = _listed.get()
+    if known is not None and paths and None not in sizes:
+        return known.read(paths, _read_files)
+    return _read_files(paths, sizes)
+
+
+def _read_files(paths: list[str], sizes: list[int | None] | None = None) -> list[bytes]:
+    sizes = [_listed_size(p) for p in paths] if sizes is None else sizes
     out: list[bytes] = [b""] * len(paths)
     by_backend: dict[int, tuple[StorageBackend, list[int]]] = {}
     for i, p in enumerate(paths):

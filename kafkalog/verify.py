@@ -28,7 +28,7 @@ from kafkalog.errors import (
 )
 from kafkalog.files import (
     INDEX_SUFFIX, LEADER_EPOCH_CHECKPOINT, LOG_SUFFIX, PARTITION_METADATA, TIME_INDEX_SUFFIX,
-    TXN_INDEX_SUFFIX, file_path, log07_files, offsets_of,
+    TXN_INDEX_SUFFIX, file_path, log07_files, offsets_of, parse_file_name,
 )
 from kafkalog.index import OffsetIndex, TimeIndex, TransactionIndex
 from kafkalog.log import Log
@@ -168,7 +168,30 @@ def verify_partition(path: StrPath, deep: bool = True,
     log_dirs.check_partition_dir(path, read_only=False)   # missing, a file or a log dir
     # within a listing (a bucket's, storage.listed), the files the open read are read once
     with storage.listed({}, keep_read=True):
+        _fetch_small_files(path)
         return _verify_partition(path, deep, chunk_bytes)
+
+
+def _fetch_small_files(path):
+    """A listed remote partition's indexes, snapshots and checkpoints fetched at once
+    (concurrent ranged GETs, kept by the listing for the open and the checks, smallest first
+    while it keeps them), not one round trip after another as each is reached."""
+    entries = storage.listed_entries(path)
+    if entries is None or storage.is_view(path):
+        return
+    small, total = [], 0
+    for e in sorted(entries, key=lambda e: e.size):
+        parsed = parse_file_name(e.name)
+        if e.is_file and (e.name in (LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA) or (
+                parsed is not None and not parsed[2] and parsed[1] != LOG_SUFFIX)):
+            total += e.size
+            if total > storage.Listed.KEEP_READ_BYTES:
+                break
+            small.append(os.path.join(path, e.name))
+    try:
+        storage.read_files(small)
+    except (KafkaLogError, OSError):
+        pass                    # each check reads its file again and says what is wrong
 
 
 def _verify_partition(path, deep, chunk_bytes):
