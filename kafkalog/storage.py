@@ -368,8 +368,8 @@ def list_tree(path: Any) -> dict[str, list[Entry]] | None:
 
 def listdir(path: Any) -> list[str]:
     """Names directly inside directory ``path`` (``os.listdir`` for a local path)."""
-    return [e.name for e in list_dir(path)] if _listed.get() is not None else \
-        _backend(path).listdir(path)
+    entries = listed_entries(path)
+    return [e.name for e in entries] if entries is not None else _backend(path).listdir(path)
 
 
 def isdir(path: Any) -> bool:

@@ -3,7 +3,6 @@ dump and salvage of a bucket list its root once and ask nothing more of what it 
 LIST per partition, no HEAD), each object read once; a Log opened inside a listing reads what
 one opened by path reads."""
 import io
-import json
 import os
 import shutil
 from contextlib import redirect_stdout
