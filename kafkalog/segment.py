@@ -676,6 +676,7 @@ class LogSegment:
         self._file.descriptor()   # opened now too: the files are renamed, then removed
         self.offset_index
         self.time_index
+        self.txn_index.entries_array()      # (read from memory once the file is removed)
         self.deleted = True
 
     def delete_files(self) -> None:

@@ -12,6 +12,7 @@ import numpy as np
 from kafkalog import storage
 from kafkalog._layout import TXN_INDEX_ENTRY_SIZE
 from kafkalog.errors import CorruptIndexError, InvalidOffsetError
+from kafkalog.files import DELETED_SUFFIX
 
 if TYPE_CHECKING:
     from kafkalog._typing import StrPath
@@ -48,12 +49,18 @@ class TransactionIndex:
         self.base_offset = base_offset
         self._last_offset: int | None = None
         self._lock = threading.RLock()
+        # What was last read of the file: a deleted segment's index is read from it once the
+        # file is gone (Kafka reads through the channel it keeps open)
+        self._entries: np.ndarray | None = None
 
     def _read(self):
+        path = self.path
         try:
-            data = storage.read_file(self.path)
+            data = storage.read_file(path)
         except FileNotFoundError:
-            return np.empty(0, TXN_ENTRY_DTYPE)
+            data = self._moved(path)
+            if data is None:      # never written, or its segment was deleted and removed
+                return np.empty(0, TXN_ENTRY_DTYPE) if self._entries is None else self._entries
         if len(data) % TXN_INDEX_ENTRY_SIZE:
             raise CorruptIndexError(f"unexpected end of transaction index {self.path}: "
                                     f"{len(data)} bytes is not a whole number of entries")
@@ -63,7 +70,23 @@ class TransactionIndex:
             raise CorruptIndexError(
                 f"unexpected aborted transaction version {int(entries['version'][bad][0])} in "
                 f"transaction index {self.path}, current version is {_TXN_VERSION}")
+        self._entries = entries
         return entries
+
+    def _moved(self, path):
+        """The file's bytes when it is no longer at ``path`` because a deletion renamed it
+        under the read (here, or for a read-only log in a writer's process: to ``.deleted``,
+        removed later); None when it is nowhere. Read as "no entries", a read_committed read
+        of a segment deleted under it returned its aborted transactions' records."""
+        moved = [self.path] if self.path != path else []
+        if not storage.is_remote(path):       # (object stores hold no .deleted files)
+            moved.append(path + DELETED_SUFFIX)
+        for candidate in moved:
+            try:
+                return storage.read_file(candidate)
+            except FileNotFoundError:
+                pass
+        return None
 
     def entries_array(self) -> np.ndarray:
         """Every entry, as a numpy array of ``TXN_ENTRY_DTYPE``."""
@@ -82,6 +105,7 @@ class TransactionIndex:
                     f"{aborted_txn.last_offset} is not greater than current last offset "
                     f"{self._last_offset} of index file {self.path}")
             self._last_offset = aborted_txn.last_offset
+            self._entries = None
             with open(self.path, "ab") as f:
                 f.write(_TXN_ENTRY.pack(_TXN_VERSION, aborted_txn.producer_id,
                                         aborted_txn.first_offset, aborted_txn.last_offset,
@@ -114,12 +138,14 @@ class TransactionIndex:
             if len(cut) == 0:
                 return
             keep = int(cut[0])
+            self._entries = None
             with open(self.path, "r+b") as f:
                 f.truncate(keep * TXN_INDEX_ENTRY_SIZE)
             self._last_offset = int(entries["last_offset"][keep - 1]) if keep else None
 
     def reset(self) -> None:
         with self._lock:
+            self._entries = None
             if os.path.exists(self.path):
                 with open(self.path, "r+b") as f:
                     f.truncate(0)

@@ -559,6 +559,33 @@ def test_readers_run_while_writer_appends_and_retention_deletes(tmp_path):
     log.close()
 
 
+def test_a_read_committed_keeps_the_aborted_transactions_of_a_segment_deleted_under_it(
+        tmp_path, monkeypatch):
+    # Retention deletes the segment a read_committed read has just copied records from,
+    # before the read collects that segment's aborted transactions: its .txnindex is renamed
+    # to .deleted and then removed, but the read still leaves out the aborted records.
+    from kafkalog.segment import LogSegment
+    log = open_log(tmp_path, **{"segment.bytes": 10 ** 6})
+    log.append(records(2), producer_id=7, producer_epoch=1, transactional=True, base_sequence=0)
+    log.append(build_control_batch("abort", producer_id=7, producer_epoch=1, timestamp=1002))
+    log.roll()
+    log.append(records(2))
+    real = LogSegment.read
+    deleted = []
+
+    def read_then_retention_deletes(segment, *args, **kwargs):
+        info = real(segment, *args, **kwargs)
+        if not deleted:
+            deleted.append(segment)
+            log.delete_records(3)
+            segment.delete_files()              # the delayed removal of the .deleted files
+        return info
+    monkeypatch.setattr(LogSegment, "read", read_then_retention_deletes)
+    assert [r.offset for r in log.records(0, 5, isolation="committed")] == [3, 4]
+    assert deleted[0].deleted and not os.path.exists(deleted[0].txn_index.path)
+    log.close()
+
+
 # --- settings applied on append --------------------------------------------------------------
 
 def test_timestamp_bounds_are_checked_on_leader_appends(tmp_path):
