@@ -103,10 +103,13 @@ class FileRecords:
         except FileNotFoundError:
             if not self.read_only:
                 raise
-            # a writer (retention, delete_records, a truncation) deleted it since it was listed
-            raise SegmentDeletedError(f"{self.path}: the segment was deleted after the log was "
-                                      "opened (the writer's retention or truncation); reopen "
-                                      "the log to read it as it is now") from None
+            raise self._deleted() from None
+
+    def _deleted(self) -> SegmentDeletedError:
+        # a writer (retention, delete_records, a truncation) deleted it since it was listed
+        return SegmentDeletedError(f"{self.path}: the segment was deleted after the log was "
+                                   "opened (the writer's retention or truncation); reopen "
+                                   "the log to read it as it is now")
 
     def _mapped_size(self) -> int:
         """Bytes of the cached mapping, -1 when there is none or its file shrank under a read
@@ -315,4 +318,12 @@ class FileRecords:
 
     @property
     def last_modified_ms(self) -> int:
-        return storage.modified_ms(self.path)
+        desc = self._desc
+        if desc is not None:      # (a deleted segment's file, renamed or removed, keeps it)
+            return int(os.fstat(desc.fd).st_mtime * 1000)
+        try:
+            return storage.modified_ms(self.path)
+        except FileNotFoundError:
+            if not self.read_only:
+                raise
+            raise self._deleted() from None

@@ -586,6 +586,23 @@ def test_a_read_committed_keeps_the_aborted_transactions_of_a_segment_deleted_un
     log.close()
 
 
+def test_a_read_only_log_finds_a_timestamp_in_a_segment_the_writer_deleted(tmp_path):
+    # The last segment a read-only Log listed has no time index entry (its largest timestamp
+    # is its file's modification time) and the writer's retention deleted it.
+    from kafkalog.errors import SegmentDeletedError
+    log = open_log(tmp_path, **{"segment.bytes": 10 ** 6})
+    log.append([Record(value=b"x")])
+    reader = Log.open(log.path, read_only=True)
+    assert reader.segments.active.max_timestamp_so_far == -1     # (before the roll's entry)
+    log.roll()
+    log.append([Record(value=b"y")])
+    log.delete_records(1)
+    with pytest.raises(SegmentDeletedError):
+        reader.offset_for_timestamp(0)
+    reader.close()
+    log.close()
+
+
 # --- settings applied on append --------------------------------------------------------------
 
 def test_timestamp_bounds_are_checked_on_leader_appends(tmp_path):
