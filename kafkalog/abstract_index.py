@@ -170,17 +170,20 @@ class AbstractIndex:
         return size - size % self.entry_size
 
     def _map(self, fd):
-        self._mmap = None
-        self._data = b""
+        # The new buffer is made before the old one is dropped: a search in another thread
+        # (a reader's, while a roll trims the index) sees one of them, never no bytes.
+        mapping, data = None, b""
         if self._length and self.writable:
             # (no descriptor kept: a mapped index holds none, as in Kafka)
-            self._mmap = FileMapping(fd, self._length, True)
+            mapping = FileMapping(fd, self._length, True)
         elif self._length:
             # A reader copies the entries instead of mapping them: the writer of a live log
             # (a broker, a Log in another process) trims its indexes at roll and close, and a
             # read of a mapped page past the new end is a SIGBUS that kills the reader.
-            self._data = _read_at_most(fd, self._length)
-            self._length = self._data_bytes = len(self._data)
+            data = _read_at_most(fd, self._length)
+            self._length = self._data_bytes = len(data)
+        self._data = data
+        self._mmap = mapping
         self._rebind_view()
 
     def _rebind_view(self):

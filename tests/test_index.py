@@ -148,6 +148,23 @@ def test_force_unmap_and_resize(idx):
     assert idx.entries == 0 and idx.length == 30 * 8
 
 
+def test_a_search_during_a_resize_sees_the_old_or_the_new_mapping(idx, monkeypatch):
+    # A reader's thread searches while the writer's roll trims the index: between dropping
+    # the old mapping and making the new one it found no bytes for its entries (ValueError).
+    import kafkalog.abstract_index as abstract_index
+    for e in ((BASE + 1, 10), (BASE + 3, 20), (BASE + 5, 30)):
+        idx.append(*e)
+    found = []
+    real = abstract_index.FileMapping
+
+    def search_then_map(*args):
+        found.append(idx.fetch_upper_bound_offset(10, 5))
+        return real(*args)
+    monkeypatch.setattr(abstract_index, "FileMapping", search_then_map)
+    idx.trim_to_valid_size()
+    assert found == [OffsetPosition(BASE + 3, 20)] and idx.length == 3 * 8
+
+
 def test_sanity_check(tmp_path, idx):
     import struct
     idx.append(BASE + 10, 10)
