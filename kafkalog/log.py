@@ -204,9 +204,10 @@ class Log:
     def last_stable_offset(self) -> int:
         """The first offset of the earliest transaction open or whose marker is not below the
         high watermark yet (not below the log start offset, as Kafka bounds it), else the high
-        watermark."""
-        return last_stable_offset(self._producer_state.first_unstable_offset(),
-                                  self._log_start_offset, self.high_watermark)
+        watermark (read first: an append moves it after the producer state)."""
+        return last_stable_offset(high_watermark=self.high_watermark,
+                                  log_start_offset=self._log_start_offset,
+                                  first_unstable=self._producer_state.first_unstable_offset())
 
     @property
     def size(self) -> int:
@@ -238,8 +239,7 @@ class Log:
     def update_high_watermark(self, offset: int) -> None:
         """Set the high watermark (clamped to [log start offset, log end offset])."""
         with self._lock:
-            self.high_watermark = min(max(offset, self._log_start_offset),
-                                       self.log_end_offset)
+            self.high_watermark = min(max(offset, self._log_start_offset), self.log_end_offset)
             self._producer_state.on_high_watermark_updated(self.high_watermark)
             return self.high_watermark
 

@@ -539,10 +539,11 @@ class ProducerStateManager:
 
     def complete_txn(self, txn):
         """Mark a transaction completed (after its aborted-txn entry is written): it stays
-        unstable until the high watermark passes its marker."""
+        unstable until the high watermark passes its marker (made so before it stops being
+        ongoing: a reader's thread between the two would find it in neither)."""
+        self.unreplicated[txn.first_offset] = (txn.producer_id, txn.last_offset)
         if self.ongoing.get(txn.producer_id) == txn.first_offset:
             del self.ongoing[txn.producer_id]
-        self.unreplicated[txn.first_offset] = (txn.producer_id, txn.last_offset)
 
     def on_high_watermark_updated(self, high_watermark):
         """Forget the completed transactions whose marker is below ``high_watermark``."""

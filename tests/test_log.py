@@ -362,6 +362,29 @@ def test_transactions_written_here_fill_the_txn_index(tmp_path):
     log.close()
 
 
+def test_the_last_stable_offset_never_passes_a_transaction_begun_while_it_is_read(
+        tmp_path, monkeypatch):
+    # A reader's thread computes the LSO while the writer's thread appends the first batch
+    # of a transaction: the producer state read before the append (no open transaction) and
+    # the high watermark after it (past the batch) made an LSO past the open transaction.
+    from kafkalog.producer_state import ProducerStateManager
+    log = open_log(tmp_path)
+    log.append(records(2))
+    real = ProducerStateManager.first_unstable_offset
+    appended = []
+
+    def then_a_transaction_begins(self):
+        first = real(self)
+        if not appended:
+            appended.append(log.append(records(2), producer_id=7, producer_epoch=1,
+                                       transactional=True, base_sequence=0))
+        return first
+    monkeypatch.setattr(ProducerStateManager, "first_unstable_offset", then_a_transaction_begins)
+    assert log.last_stable_offset == 2 and appended[0].first_offset == 2
+    assert log.last_stable_offset == 2 and log.high_watermark == 4
+    log.close()
+
+
 def test_offset_for_timestamp(tmp_path):
     log = open_log(tmp_path)
     for i in range(10):
