@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Threads racing on one log: ``python scripts/stress_threads.py --seconds 30 --runs 3
-[--kernels compiled|python|both] [--scenario delete|compact|all] [--seed S]``.
+[--kernels compiled|python|both] [--scenario delete|compact|all] [--seed S] [--gc-burst N]``.
 
 Each run is a child process (a signal fails one run and is reported with its number) in
 which, for ``--seconds``, threads share one writable ``Log`` and open read-only ``Log``s of
@@ -13,7 +13,8 @@ its directory (as another process's reader would):
 - readers of ``records``/``record_tables``/``read``/``read(zero_copy=True)``/
   ``offset_for_timestamp`` and ``records(isolation="committed")`` on both logs;
 - GC pressure: a low collection threshold, ``gc.collect``, and cycles whose ``__del__``
-  reads the log (so the GC runs reads inside any allocation of any thread).
+  reads the log (so the GC runs reads inside any allocation of any thread);
+- ``records``/``record_tables`` iterators shared by the reader threads and ``__del__``.
 
 Every value names its offset, the writer's generation (bumped by each truncation) and its
 kind, with a padding derived from them, so a reader checks each row by itself: offsets
@@ -67,7 +68,7 @@ def parse(value):
 
 
 class Child:
-    def __init__(self, directory, scenario, seconds, seed):
+    def __init__(self, directory, scenario, seconds, seed, gc_burst=5):
         from kafkalog import Log, errors
         self.Log = Log
         self.errors = errors
@@ -77,6 +78,7 @@ class Child:
         self.scenario = scenario
         self.seconds = seconds
         self.seed = seed
+        self.gc_burst = gc_burst            # cycles with a reading __del__ made per GC step
         self.log = Log.open(directory, self.config)
         self.stop = threading.Event()
         self.lock = threading.Lock()
@@ -86,6 +88,7 @@ class Child:
         self.planned_end = 0                # the highest log end an append may have made
         self.committing = set()             # offsets of transactions whose commit has begun
         self.gen = 0
+        self.shared, self.seen = {}, {}       # iterators the threads share, offsets they gave
 
     # --- findings
     def finding(self, where, kind, detail, tb=None):
@@ -104,6 +107,11 @@ class Child:
                     self.counts[f"{where}: {type(e).__name__}"] += 1
                 except self.errors.KafkaLogError as e:
                     self.finding(where, "typed " + type(e).__name__, e, traceback.format_exc())
+                except ValueError as e:
+                    if "already executing" not in str(e):
+                        self.finding(where, "untyped ValueError", e, traceback.format_exc())
+                    else:
+                        self.counts[f"{where}: generator already executing"] += 1
                 except AssertionError as e:
                     self.finding(where, "wrong row", e, traceback.format_exc())
                 except Exception as e:  # noqa: BLE001
@@ -233,8 +241,10 @@ class Child:
 
     def reader(self, log, rng):
         start = max(log.log_start_offset, log.log_end_offset - rng.randint(0, 3000))
-        op = rng.randrange(6)
-        if op == 0:
+        op = rng.randrange(7)
+        if op == 6 and log is self.log:
+            self.advance_shared(rng, rng.randint(1, 50))
+        elif op == 0:
             self.check_rows(((r.offset, r.value) for r in log.records(start)), "log_end", start)
         elif op == 1:
             self.check_rows(((r.offset, r.value) for r in log.records(
@@ -265,6 +275,32 @@ class Child:
                 assert found[1] >= ts, (ts, found)
                 self.counts["timestamp lookups"] += 1
 
+    def advance_shared(self, rng, n):
+        """Take up to ``n`` items from an iterator that reader threads and ``__del__`` share
+        (a second ``next`` while one runs is "already executing"): each value the writer's for
+        its offset, no offset twice."""
+        kind = rng.choice(["records", "tables"])
+        it = self.shared.get(kind)
+        if it is None:
+            start = self.log.log_start_offset
+            it = self.shared[kind] = self.log.records(start) if kind == "records" else \
+                self.log.record_tables(start, max_bytes=4096)
+            self.seen[kind] = set()
+        seen = self.seen[kind]
+        for _ in range(n):
+            item = next(it, None)
+            if item is None:
+                self.shared[kind] = None
+                return
+            rows = [(item.offset, item.value)] if kind == "records" else \
+                [(int(o), item.value(i)) for i, o in enumerate(item.records["offset"])]
+            self.check_rows(rows, "log_end", -1)
+            with self.lock:
+                again = seen.intersection(o for o, _ in rows)
+                seen.update(o for o, _ in rows)
+            assert not again, f"offsets {sorted(again)[:5]} returned twice by one iterator"
+        self.counts["shared iterator items"] += n
+
     def writer_log_reader(self, rng):
         self.reader(self.log, rng)
 
@@ -293,11 +329,14 @@ class Child:
                 try:
                     log = child.log
                     start = log.log_start_offset
-                    if rng.random() < 0.5:
+                    pick = rng.random()
+                    if pick < 0.3:
                         it = log.records(start)
                         next(it, None)
-                    else:
+                    elif pick < 0.6:
                         log.read(start, 1000)
+                    else:
+                        child.advance_shared(rng, rng.randint(1, 3))
                     child.counts["reads in __del__"] += 1
                 except child.expected:
                     pass
@@ -305,9 +344,11 @@ class Child:
                     if "already executing" not in str(e):
                         child.finding("__del__", "untyped ValueError", e,
                                       traceback.format_exc())
+                except AssertionError as e:
+                    child.finding("__del__", "wrong row", e, traceback.format_exc())
                 except Exception as e:  # noqa: BLE001
                     child.finding("__del__", type(e).__name__, e, traceback.format_exc())
-        for _ in range(5):
+        for _ in range(self.gc_burst):
             Reads()
         if rng.random() < 0.2:
             gc.collect()
@@ -356,17 +397,17 @@ def child_main(args):
     sys.path.insert(0, ROOT)
     with tempfile.TemporaryDirectory(prefix="stress-threads-") as d:
         result = Child(os.path.join(d, "topic-0"), args.scenario, args.seconds,
-                       args.seed).run()
+                       args.seed, args.gc_burst).run()
     print(json.dumps(result))
     return 0
 
 
 # ----------------------------------------------------------------------------- the parent
-def run_one(kernels, scenario, seconds, seed):
+def run_one(kernels, scenario, seconds, seed, gc_burst):
     env = dict(os.environ, **KINDS[kernels])
     env.pop("KAFKALOG_NO_EXTENSIONS", None) if kernels == "compiled" else None
     cmd = [sys.executable, os.path.abspath(__file__), "--child", "--scenario", scenario,
-           "--seconds", str(seconds), "--seed", str(seed)]
+           "--seconds", str(seconds), "--seed", str(seed), "--gc-burst", str(gc_burst)]
     p = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True)
     if p.returncode < 0:
         return {"findings": [["process", f"signal {-p.returncode}", p.stderr[-3000:], 1, ""]],
@@ -385,6 +426,8 @@ def main():
     ap.add_argument("--kernels", choices=["compiled", "python", "both"], default="both")
     ap.add_argument("--scenario", choices=[*SCENARIOS, "all"], default="all")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--gc-burst", type=int, default=5,
+                    help="cycles with a reading __del__ made per GC step (more: more GC)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -396,7 +439,7 @@ def main():
         for k in kernels:
             for s in scenarios:
                 seed = args.seed + run
-                result = run_one(k, s, args.seconds, seed)
+                result = run_one(k, s, args.seconds, seed, args.gc_burst)
                 counts = result["counts"]
                 print(f"run {run} {k:8} {s:8} seed {seed}: {len(result['findings'])} "
                       f"finding(s); rows checked {counts.get('rows checked', 0)}, "
