@@ -81,7 +81,7 @@ class Child:
         self.gc_burst = gc_burst            # cycles with a reading __del__ made per GC step
         self.log = Log.open(directory, self.config)
         self.stop = threading.Event()
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()       # (__del__ may take it in a thread holding it)
         self.findings = {}                  # key -> [count, example]
         self.counts = collections.Counter()
         self.written = collections.defaultdict(set)   # offset -> generations written there
