@@ -572,14 +572,15 @@ class ProducerStateManager:
 
     def first_undecided_offset(self):
         """The first offset of the earliest open transaction, or None."""
-        return min(self.ongoing.values()) if self.ongoing else None
+        # one call: a reader's thread may run this while the writer's completes a transaction
+        return min(self.ongoing.values(), default=None)
 
     def first_unstable_offset(self):
         """The first offset of the earliest transaction that is open or whose marker is not
         below the high watermark yet, or None."""
         first = self.first_undecided_offset()
-        if self.unreplicated:
-            earliest = min(self.unreplicated)
+        earliest = min(self.unreplicated, default=None)
+        if earliest is not None:
             first = earliest if first is None else min(first, earliest)
         return first
 

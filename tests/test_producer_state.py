@@ -349,3 +349,22 @@ def test_an_aborted_transaction_spanning_segments_is_fetched(tmp_path):
     assert [(t.producer_id, t.first_offset) for t in info.aborted_transactions] == [(137, 0)]
     log.close()
 
+
+
+class _CompletedWhileChecked(dict):
+    """Transactions that the writer's thread completes just after a reader found some."""
+
+    def __len__(self):
+        n = dict.__len__(self)
+        self.clear()
+        return n
+
+
+def test_the_first_unstable_offset_survives_a_completion_while_it_is_read():
+    # A reader's thread found an open (or unreplicated) transaction and the writer's thread
+    # completed it before the reader took the earliest: min() of nothing was a ValueError.
+    from kafkalog.producer_state import ProducerStateManager
+    state = ProducerStateManager("unused")
+    state.ongoing = _CompletedWhileChecked({7: 10})
+    state.unreplicated = _CompletedWhileChecked({12: (8, 20)})
+    assert state.first_unstable_offset() in (None, 10)
