@@ -110,8 +110,7 @@ def rebuild_producer_state(directory, segments, log_end_offset, read_only=False,
     snapshot is skipped, not deleted. ``snapshots``: the directory's ``list_snapshots``,
     when the caller has it."""
     state = ProducerStateManager(directory)
-    loaded = state.load_latest_snapshot(log_end_offset, snapshots,
-                                        delete_corrupt=not read_only)
+    loaded = state.load_latest_snapshot(log_end_offset, snapshots, delete_corrupt=not read_only)
     start = loaded if loaded is not None else (segments[0].base_offset if len(segments) else 0)
     for segment in segments.range(start):
         if segment.size == 0 or start >= log_end_offset:
@@ -120,7 +119,9 @@ def rebuild_producer_state(directory, segments, log_end_offset, read_only=False,
         batches = walk_batches(buf, 0, validate_crc=False)[0]
         batches = batches[(batches["last_offset"] >= start)
                           & (batches["last_offset"] < log_end_offset)]
-        state.apply_batches(buf, batches, segment.log_path)
+        # (a read-only index learns the aborts replayed: the writer adds them after the marker)
+        state.apply_batches(buf, batches, segment.log_path,
+                            segment.txn_index if read_only else None)
     return state
 
 
@@ -466,8 +467,7 @@ class LogLoader:
                     if isinstance(e, CorruptIndexError):
                         self.report.add("rebuilt_index", segment.txn_index.path, p[0],
                                         reason=str(e))
-                    pieces, _, _ = self._recover_or_split(segment,
-                                                          last_segment=p[0] == max(logs))
+                    pieces, _, _ = self._recover_or_split(segment, last_segment=p[0] == max(logs))
                     segments.extend(pieces)
                     continue
             segments.append(segment)

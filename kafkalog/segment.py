@@ -96,7 +96,7 @@ class LogSegment:
         self._lazy_time_index = LazyIndex(self, TimeIndex)
         self.recovering = False
         self.deleted = False
-        self.txn_index = TransactionIndex(self._path(TXN_INDEX_SUFFIX), base_offset)
+        self.txn_index = TransactionIndex(self._path(TXN_INDEX_SUFFIX), base_offset, read_only)
         self.rolling_based_timestamp: int | None = None
         #: largest timestamp appended and its offset (None: not read yet); the appender keeps it
         self.max_timestamp_and_offset: TimestampOffset | None = None

@@ -32,6 +32,16 @@ assert TXN_ENTRY_DTYPE.itemsize == TXN_INDEX_ENTRY_SIZE
 _TXN_VERSION = 0
 _TXN_ENTRY = struct.Struct(">hqqqq")
 
+def _merged(entries, learned):
+    """``entries`` with the ``learned`` ones they lack (by last offset), in last offset order."""
+    have = set(entries["last_offset"].tolist())
+    extra = [e for e in learned if e[3] not in have]
+    if not extra:
+        return entries
+    merged = np.concatenate([entries, np.array(extra, TXN_ENTRY_DTYPE)])
+    return merged[np.argsort(merged["last_offset"], kind="stable")]
+
+
 class TxnIndexSearchResult(NamedTuple):
     """The aborted transactions a fetch overlaps, and whether later segments can add none."""
     aborted_transactions: list[AbortedTxn]
@@ -44,9 +54,13 @@ class TransactionIndex:
     34-byte entries, append-only, not preallocated; the file is created on the first append.
     """
 
-    def __init__(self, path: StrPath, base_offset: int) -> None:
+    def __init__(self, path: StrPath, base_offset: int, read_only: bool = False) -> None:
         self.path = storage.normalize(os.fspath(path))
         self.base_offset = base_offset
+        # A read-only log's index is not written: the aborts its load replayed from the .log
+        # are kept here, as the writer may not have added their entries yet (it writes the
+        # marker first) while the log's last stable offset already passes them.
+        self._learned: list[tuple[int, int, int, int, int]] | None = [] if read_only else None
         self._last_offset: int | None = None
         self._lock = threading.RLock()
         # What was last read of the file: a deleted segment's index is read from it once the
@@ -70,6 +84,8 @@ class TransactionIndex:
             raise CorruptIndexError(
                 f"unexpected aborted transaction version {int(entries['version'][bad][0])} in "
                 f"transaction index {self.path}, current version is {_TXN_VERSION}")
+        if self._learned:
+            entries = _merged(entries, self._learned)
         self._entries = entries
         return entries
 
@@ -97,7 +113,12 @@ class TransactionIndex:
                            int(e["last_stable_offset"])) for e in self._read()]
 
     def append(self, aborted_txn: AbortedTxn) -> None:
-        """Add an entry; its last offset must exceed the previous one appended."""
+        """Add an entry; its last offset must exceed the previous one appended. A read-only
+        index keeps it in memory."""
+        if self._learned is not None:
+            self._learned.append((_TXN_VERSION, *aborted_txn))
+            self._entries = None
+            return
         with self._lock:
             if self._last_offset is not None and self._last_offset >= aborted_txn.last_offset:
                 raise InvalidOffsetError(

@@ -609,6 +609,23 @@ def test_a_read_committed_keeps_the_aborted_transactions_of_a_segment_deleted_un
     log.close()
 
 
+def test_a_read_only_log_leaves_out_an_abort_whose_index_entry_is_not_written_yet(tmp_path):
+    # The writer appends an ABORT marker to the .log, then its entry to the .txnindex: a
+    # read-only Log opened between the two replays the marker (its LSO passes the
+    # transaction) and must still leave the aborted records out of a read_committed read.
+    log = open_log(tmp_path, **{"segment.bytes": 10 ** 6})
+    log.append(records(2), producer_id=7, producer_epoch=1, transactional=True, base_sequence=0)
+    log.append(build_control_batch("abort", producer_id=7, producer_epoch=1, timestamp=1002))
+    log.append(records(2))
+    os.truncate(log.active_segment.txn_index.path, 0)        # (the entry not written yet)
+    reader = Log.open(log.path, read_only=True)
+    assert reader.last_stable_offset == 5
+    assert [r.offset for r in reader.records(isolation="committed")] == [3, 4]
+    assert [r.offset for r in reader.records()] == [0, 1, 3, 4]
+    reader.close()
+    log.close()
+
+
 def test_a_read_only_log_finds_a_timestamp_in_a_segment_the_writer_deleted(tmp_path):
     # The last segment a read-only Log listed has no time index entry (its largest timestamp
     # is its file's modification time) and the writer's retention deleted it.
