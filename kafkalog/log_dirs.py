@@ -6,7 +6,6 @@ File names come from ``files``, listings from ``storage`` (local, remote or a vi
 from __future__ import annotations
 
 import contextlib
-import itertools
 import logging
 import os
 import stat
@@ -21,10 +20,11 @@ from kafkalog.errors import (
     SymlinkOutsideError,
 )
 from kafkalog.files import (
-    LEADER_EPOCH_CHECKPOINT, LOG_SUFFIX, PARTITION_METADATA, KRaftSnapshotId, is_file_of,
-    parse_file_name, parse_kraft_snapshot_name, parse_log07_file_name, topic_partition_or_none,
+    LEADER_EPOCH_CHECKPOINT, LOG07_SUFFIX, LOG_SUFFIX, PARTITION_METADATA, KRaftSnapshotId,
+    is_file_of, parse_file_name, parse_kraft_snapshot_name, parse_log07_file_name,
+    topic_partition_or_none,
 )
-from kafkalog.storage_backend import Entry
+from kafkalog.storage_backend import Entry, ahead
 from kafkalog.storage_local import file_kind
 
 log = logging.getLogger(__name__)
@@ -55,32 +55,24 @@ def each_partition(fn: Callable[[str], _T], dirs: Sequence[str]) -> Iterator[_T]
         for d in dirs:
             yield fn(d)
         return
-    import collections
-    import concurrent.futures
-    import contextvars
-    pending: collections.deque[concurrent.futures.Future[_T]] = collections.deque()
-    waiting = iter(dirs)
-    with concurrent.futures.ThreadPoolExecutor(REMOTE_PARTITIONS_AT_ONCE,
-                                               thread_name_prefix="kafkalog-partition") as pool:
-        try:
-            for d in itertools.islice(waiting, REMOTE_PARTITIONS_AT_ONCE):
-                pending.append(pool.submit(contextvars.copy_context().run, fn, d))
-            while pending:
-                result = pending.popleft().result()
-                for d in itertools.islice(waiting, 1):
-                    pending.append(pool.submit(contextvars.copy_context().run, fn, d))
-                yield result
-        finally:
-            for future in pending:        # the consumer stopped early, or one failed
-                future.cancel()
+    yield from ahead(fn, iter(dirs), REMOTE_PARTITIONS_AT_ONCE, "kafkalog-partition")
 
 
 class PartitionListing(NamedTuple):
     """What ``partition_listing`` found: ``partitions``, (directory, its entries) of each
-    partition directory in name order, and ``listed``, the entries of every directory listed
-    on the way (a partition's log dir among them when it was below the path given)."""
-    partitions: list[tuple[str, list[Entry]]]
+    partition directory in name order (or what ``keep`` made of them), and ``listed``, the
+    entries of every directory listed: the path given, those on the way to the partition
+    directories (a partition's log dir among them when it was below the path given) and the
+    partition directories (but for a local listing with ``keep``).
+
+    Sizes: of segment files (``.log``, 0.7's ``.kafka``); a local listing gives other
+    entries size -1 (a ``stat`` each is not made)."""
+    partitions: list[Any]
     listed: dict[str, list[Entry]]
+
+
+#: the files whose sizes a partition listing gives (see ``PartitionListing``)
+_SIZED = (LOG_SUFFIX, LOG07_SUFFIX)
 
 
 def partition_dirs(path: StrPath, *, named: bool = False, recursive: bool = False,
@@ -103,18 +95,23 @@ def partition_dirs(path: StrPath, *, named: bool = False, recursive: bool = Fals
 
 
 def partition_listing(path: StrPath, *, named: bool = False, recursive: bool = False,
-                      required: bool = False, log07: bool = False) -> PartitionListing:
+                      required: bool = False, log07: bool = False,
+                      keep: Callable[[str, list[Entry]], Any] | None = None
+                      ) -> PartitionListing:
     """``partition_dirs`` with what the listing saw: each partition directory's entries
-    (names, sizes) and those of the directories above them. One walk: locally one
-    ``os.scandir`` per directory, on an object store one recursive listing of the prefix
-    (``storage.list_tree``: no request per directory)."""
+    (names, kinds, segment sizes: ``PartitionListing``) and those of the directories above
+    them. One walk: locally one ``os.scandir`` per directory, on an object store one
+    recursive listing of the prefix (``storage.list_tree``: no request per directory).
+    ``keep(directory, entries)``: what is kept of each partition directory instead of
+    (directory, entries) (a listing of 100,000 holds no entry object per file then)."""
     path = str(storage.abspath(storage.normalize(os.fspath(path))))
-    tree, entries = _entries(path)
+    tree, entries = _entries(path, _SIZED)
     listed = {path: entries}
     if _is_partition_dir(path, entries, named, log07):
-        return PartitionListing([(path, entries)], listed)
-    found: list[tuple[str, list[Entry]]] = []
-    _below(path, entries, named, recursive, found, log07, tree, listed)
+        return PartitionListing([(path, entries) if keep is None else keep(path, entries)],
+                                listed)
+    found: list[Any] = []
+    _below(path, entries, named, recursive, found, log07, tree, listed, keep)
     if required and not found:
         raise PartitionNotFoundError(
             f"{storage.shown(path)}: neither a partition directory nor a log dir holding any "
@@ -285,31 +282,40 @@ def _is_partition_file(name):
         parse_kraft_snapshot_name(name) is not None
 
 
-def _below(path, entries, named, recursive, found, log07, tree, listed):
-    for e in entries:
-        if not e.is_dir:
-            continue
-        child = os.path.join(path, e.name)
-        if tree is not None:
-            inside = tree.get(child, [])
-        else:
-            try:
-                inside = storage.list_dir(child)
-            except (FileNotFoundError, NotADirectoryError):
-                continue                        # gone since the parent was listed
-        listed[child] = inside
+def _below(path, entries, named, recursive, found, log07, tree, listed, keep=None):
+    prefix = os.path.join(path, "")
+    names = [e.name for e in entries if e.is_dir]
+    # listed in the order the storage reads them fastest (``storage.list_dirs_in``), kept in
+    # name order
+    partitions, dirs = {}, {}
+    # a remote listing is a snapshot that reads below answer from (``storage.listed``)
+    keep_listed = keep is None or storage.is_remote(path)
+    for name, inside in ((n, tree.get(prefix + n, [])) for n in names) if tree is not None \
+            else storage.list_dirs_in(path, names, _SIZED):
+        if inside is None:
+            continue                            # gone since the parent was listed
+        child = prefix + name
         if _is_partition_dir(child, inside, named, log07):
-            found.append((child, inside))
+            partitions[name] = (child, inside) if keep is None else keep(child, inside)
+            if keep_listed:
+                listed[child] = inside
         elif recursive or storage.groups_partitions(child):
-            _below(child, inside, named, recursive, found, log07, tree, listed)
+            dirs[name] = inside
+    for name in names:
+        if name in partitions:
+            found.append(partitions.pop(name))
+        elif name in dirs:
+            child = prefix + name
+            listed[child] = inside = dirs.pop(name)
+            _below(child, inside, named, recursive, found, log07, tree, listed, keep)
 
 
-def _entries(path):
-    """(``storage.list_tree(path)``, the entries of ``path``), failures as errors naming
-    what ``path`` is."""
+def _entries(path, sized=None):
+    """(``storage.list_tree(path)``, the entries of ``path``: ``storage.list_dir`` 's, with
+    ``sized``), failures as errors naming what ``path`` is."""
     try:
         tree = storage.list_tree(path)
-        return tree, (tree[path] if tree is not None else storage.list_dir(path))
+        return tree, (tree[path] if tree is not None else storage.list_dir(path, sized))
     except NotADirectoryError:
         pass
     except FileNotFoundError as e:

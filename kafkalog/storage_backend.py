@@ -14,7 +14,7 @@ import collections
 import os
 import re
 import threading
-from typing import Any, Callable, Mapping, NamedTuple
+from typing import Any, Callable, Iterator, Mapping, NamedTuple, TypeVar
 
 from kafkalog.errors import ObjectStorageError
 
@@ -24,6 +24,8 @@ from kafkalog.errors import ObjectStorageError
 BLOCK_SIZE = 8 * 1024 * 1024
 CACHE_BYTES = int(os.environ.get("KAFKALOG_REMOTE_CACHE_BYTES", 256 * 1024 * 1024))
 
+_T = TypeVar("_T")
+_R = TypeVar("_R")
 _URL = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://(.*)$")
 
 
@@ -76,6 +78,20 @@ class StorageBackend(abc.ABC):
     @abc.abstractmethod
     def modified_ms(self, path: str) -> int:
         ...
+
+    def list_dir_sized(self, path: str, sized: tuple[str, ...]) -> list[Entry]:
+        """``list_dir`` where only files whose names end in ``sized`` need their ``size``;
+        a backend where a size costs a call per file (a ``stat``) gives the others -1."""
+        return self.list_dir(path)
+
+    def list_dirs_in(self, path: str, names: list[str],
+                     sized: tuple[str, ...]) -> Iterator[tuple[str, list[Entry] | None]]:
+        prefix = os.path.join(path, "")
+        for name in names:
+            try:
+                yield name, self.list_dir_sized(prefix + name, sized)
+            except (FileNotFoundError, NotADirectoryError):
+                yield name, None
 
     def listdir(self, path: str) -> list[str]:
         return [e.name for e in self.list_dir(path)]
@@ -134,6 +150,30 @@ class StorageBackend(abc.ABC):
 
     def reset(self) -> None:
         """Forget every option, client and cached listing."""
+
+
+# ------------------------------------------------------------------------------ at once
+def ahead(fn: Callable[[_T], _R], items: Iterator[_T], at_once: int,
+          name: str) -> Iterator[_R]:
+    """``fn(item)`` of each of ``items``, in order, ``at_once`` of them running in threads
+    (named ``name``) ahead of the one consumed, each in a copy of the caller's context (its
+    progress bar); an error is raised where its item comes."""
+    import concurrent.futures
+    import contextvars
+    import itertools
+    pending: collections.deque[concurrent.futures.Future[_R]] = collections.deque()
+    with concurrent.futures.ThreadPoolExecutor(at_once, thread_name_prefix=name) as pool:
+        try:
+            for item in itertools.islice(items, at_once):
+                pending.append(pool.submit(contextvars.copy_context().run, fn, item))
+            while pending:
+                result = pending.popleft().result()
+                for item in itertools.islice(items, 1):
+                    pending.append(pool.submit(contextvars.copy_context().run, fn, item))
+                yield result
+        finally:
+            for future in pending:        # the consumer stopped early, or one failed
+                future.cancel()
 
 
 # ------------------------------------------------------------------------------ buffers

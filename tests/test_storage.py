@@ -1,9 +1,11 @@
 """kafkalog.storage's dispatch: a plain path to the local backend, a URL to fsspec's, a registered
 scheme to its own backend (a view ``<scheme>+<url>`` of other objects, as kafkalog.tiered's
 ``rsm+``); remote reads themselves are in test_object_storage.py and test_tiered.py."""
+import os
+
 import pytest
 
-from kafkalog import storage
+from kafkalog import storage, storage_local
 from kafkalog.errors import ObjectStorageError, ReadOnlyStorageError
 from kafkalog.log_dirs import partition_dirs
 from kafkalog.storage_backend import Entry, StorageBackend
@@ -79,6 +81,43 @@ def test_plain_paths_and_file_urls_are_local(tmp_path):
     storage.check_writable(str(tmp_path))
     with pytest.raises(ReadOnlyStorageError):
         storage.check_writable("s3://bucket/dir")
+
+
+def test_a_local_listing_stats_only_the_files_whose_size_is_asked(tmp_path):
+    (tmp_path / "00000000000000000000.log").write_bytes(b"abc")
+    (tmp_path / "00000000000000000000.index").write_bytes(b"abcd")
+    (tmp_path / "d").mkdir()
+    (tmp_path / "link.index").symlink_to(tmp_path / "00000000000000000000.index")
+    (tmp_path / "dangling").symlink_to(tmp_path / "missing")
+    listed = storage.list_dir(str(tmp_path), sized=(".log",))
+    # kinds from readdir's type; a symbolic link followed (a dangling one left out, as a
+    # full listing leaves it out)
+    assert listed == [Entry("00000000000000000000.index", -1, True, False),
+                      Entry("00000000000000000000.log", 3, True, False),
+                      Entry("d", -1, False, True),
+                      Entry("link.index", 4, True, False)]
+    assert [e.name for e in storage.list_dir(str(tmp_path))] == [e.name for e in listed]
+
+
+@pytest.mark.parametrize("from_disk", [False, True], ids=["cached", "from-disk"])
+def test_directories_are_listed_in_inode_order_and_found_in_name_order(tmp_path, monkeypatch,
+                                                                       from_disk):
+    names = [f"t-{i}" for i in (3, 1, 20, 2, 10, 4, 5)]
+    for name in names:                       # inodes ascend in this (not the name) order
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "00000000000000000000.log").write_bytes(b"x")
+    monkeypatch.setattr(storage_local, "_BATCH", 2)
+    if from_disk:                            # every batch read off the disk: threads
+        reads = iter(range(0, 10 ** 9, 1000))
+        monkeypatch.setattr(storage_local, "_blocks_read", lambda: next(reads))
+    by_inode = sorted(names, key=lambda n: os.stat(tmp_path / n).st_ino)
+    (tmp_path / "gone").mkdir()
+    listed = list(storage.list_dirs_in(str(tmp_path), sorted(names) + ["gone", "missing"],
+                                       (".log",)))
+    assert [n for n, _ in listed if n in names] == by_inode
+    assert dict(listed)["missing"] is None and dict(listed)["t-1"] == [
+        Entry("00000000000000000000.log", 1, True, False)]
+    assert partition_dirs(str(tmp_path)) == [str(tmp_path / n) for n in sorted(names)]
 
 
 def test_a_registered_view_serves_its_scheme(memory, tmp_path):

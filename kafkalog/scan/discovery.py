@@ -52,16 +52,13 @@ ABOVE_ANY_OFFSET = 2 ** 63 - 1   # a high watermark the engine clamps to the log
 _TIME_INDEXES_AT_ONCE = 8
 
 
-def listed_segments(path, entries, log07=False):
-    """((base offset, size), ...) of the segments of partition directory ``path`` as its
-    listing ``entries`` show them, in offset order, and the offsets of its producer snapshots,
-    in order; None when the listing alone cannot tell
-    them (a 0.7 log, a view, no segment, a segment without its offset index, or files a
-    loader must resolve: ``.swap``/``.cleaned``/``.deleted``, an unparsable name). Plain
-    tuples of ints: the cyclic GC stops tracking them, a plan of 100,000 partitions holds
-    one each."""
-    if log07 or storage.is_view(path):
-        return None
+def listed_segments(entries):
+    """((base offset, size), ...) of the segments of a partition directory as its listing
+    ``entries`` show them, in offset order, and the offsets of its producer snapshots, in
+    order; None when the listing alone cannot tell them (no segment, a segment without its
+    offset index, or files a loader must resolve: ``.swap``/``.cleaned``/``.deleted``, an
+    unparsable name). Plain tuples of ints: the cyclic GC stops tracking them, a plan of
+    100,000 partitions holds one each."""
     segments, indexed, snapshots = [], set(), []
     for e in entries:
         parsed = parse_file_name(e.name)
@@ -93,16 +90,18 @@ class Replica:
     for and released by ``close`` (planning holds no view of a partition it is done with).
     ``log_end_is_latest``: its high watermark is the log end (``readAboveHighWatermark``);
     ``location``: the ``storage.Location`` of the path it was found under; ``given``: the
-    path given was this partition directory (not one above it)."""
+    path given was this partition directory (not one above it); ``log_dir``: the directory
+    holding it (whose checkpoints are its)."""
     # no __dict__: a plan of 100,000 partitions holds 100,000 of them
     __slots__ = ("path", "order", "listed_segments", "listed_snapshots", "log07",
-                 "log_end_is_latest", "given", "_log_dirs", "location", "_log")
+                 "log_end_is_latest", "given", "_log_dirs", "_log_dir", "location", "_log")
 
-    def __init__(self, path, order, listed, log_dirs, location, log_end_is_latest=False,
-                 log07=False, given=False):
+    def __init__(self, path, log_dir, order, listed_segments, listed_snapshots, log_dirs,
+                 location, log_end_is_latest=False, log07=False, given=False):
         self.path = path
+        self._log_dir = log_dir
         self.order = order
-        self.listed_segments, self.listed_snapshots = (None, None) if listed is None else listed
+        self.listed_segments, self.listed_snapshots = listed_segments, listed_snapshots
         self.log07 = log07
         self.given = given
         self.log_end_is_latest = log_end_is_latest
@@ -138,7 +137,7 @@ class Replica:
         """What its log dir's checkpoint files say of partition ``key``
         (``checkpoint.PartitionCheckpoints``; each log dir's files read once per discovery,
         only those its listing holds)."""
-        return self._log_dirs.of(os.path.dirname(self.path)).for_partition(key)
+        return self._log_dirs.of(self._log_dir).for_partition(key)
 
     def listed_log(self, committed=False):
         """A ``ListedLog`` of this remote replica (its offsets from the listing and the log
@@ -288,14 +287,16 @@ def _known(offset):
 class _LogDirs:
     """The checkpoints of the log dirs holding the partitions found, read once each."""
 
-    def __init__(self, listing):
-        # the names in the partitions' parents (not the whole listing: a plan outlives it)
-        parents = {os.path.dirname(d) for d, _ in listing.partitions}
-        self._names = {d: [e.name for e in listing.listed[d]] for d in parents
-                       if d in listing.listed}
+    def __init__(self):
+        self._names = {}
         self._read = {}
         # partitions planned at once ask together: the first reads, the others wait
         self._lock = threading.Lock()
+
+    def listed(self, listed, log_dirs):
+        """Know the names in ``log_dirs`` (the partitions' parents) from ``listed`` (a
+        listing's entries by directory): not their entries, a plan outlives the listing."""
+        self._names.update((d, [e.name for e in listed[d]]) for d in log_dirs if d in listed)
 
     def of(self, log_dir):
         saved = self._read.get(log_dir)
@@ -328,19 +329,21 @@ def discover(locations, stack, log_end_is_latest=False, snapshot=True):
     stack.callback(close_all, replicas)
     for location in locations:
         root = location.root
-        listing = partition_listing(root, recursive=True, required=True, log07=True)
+        # each partition directory's entries made into plain tuples as it is listed: no
+        # entry object per file of 100,000 partitions lives through the walk
+        listing = partition_listing(root, recursive=True, required=True, log07=True,
+                                    keep=_Summary(location))
         if snapshot and location.is_remote:
             # what the plan opens or reads below it is known from the listing: no LIST, no
             # HEAD per partition (in the threads planning them too: each in a copy of this
             # context)
             stack.enter_context(storage.listed(listing.listed))
-        log_dirs = _LogDirs(listing)
+        parents = collections.Counter()
+        log_dirs = _LogDirs()
         top = storage.abspath(storage.normalize(root))
-        _say_log_dirs_below(top, listing.partitions)
-        for directory, entries in listing.partitions:
-            name = os.path.basename(directory)
-            # 0.7 logs are read from local dirs only
-            log07 = not storage.is_remote(directory) and is_log07_dir(directory, entries)
+        for directory, log07, segments, snapshots in listing.partitions:
+            log_dir, name = os.path.split(directory)
+            parents[log_dir] += 1
             key = log07_topic_partition(name) if log07 else topic_partition_or_none(name)
             if key is None:
                 if directory == top:
@@ -350,22 +353,42 @@ def discover(locations, stack, log_end_is_latest=False, snapshot=True):
                         "or link it under such a name")
                 log.debug("skipping %s: not named <topic>-<partition>", directory)
                 continue
-            replica = Replica(directory, order, listed_segments(directory, entries, log07),
-                              log_dirs, location, log_end_is_latest, log07,
-                              given=directory == top)
+            replica = Replica(directory, log_dir, order, segments, snapshots, log_dirs,
+                              location, log_end_is_latest, log07, given=directory == top)
             replicas.append(replica)
             found.setdefault(key, []).append(replica)
             order += 1
+        log_dirs.listed(listing.listed, parents)
+        _say_log_dirs_below(top, parents)
     return found
 
 
-def _say_log_dirs_below(root, partitions):
+class _Summary:
+    """What discovery keeps of a partition directory and its listed entries: (directory,
+    whether it is a Kafka 0.7 one, its ``listed_segments``): tuples the GC stops tracking
+    before they grow old (a nesting of few levels: each young collection untracks one)."""
+    __slots__ = ("remote", "view")
+
+    def __init__(self, location):
+        self.remote = location.is_remote
+        self.view = storage.is_view(location.root)
+
+    def __call__(self, directory, entries):
+        listed = None if self.view else listed_segments(entries)
+        # 0.7 logs are read from local dirs only; a listed segment is a .log: not 0.7
+        log07 = listed is None and not self.remote and is_log07_dir(directory, entries)
+        return (directory, log07, None, None) if listed is None else \
+            (directory, log07, *listed)
+
+
+def _say_log_dirs_below(root, parents):
     """Log at INFO what a path above the log dirs holds (the partition directories found below
-    it, by log dir), since all of them are read: a path one level too high reads every broker's
-    and every topic's data at once. Nothing for a log dir or a tiered-storage prefix."""
-    counts = collections.Counter(os.path.dirname(d) for d, _ in partitions if d != root)
-    by_log_dir = sorted((d, n) for d, n in counts.items()
-                        if d != root and not storage.groups_partitions(d))
+    it, by log dir: ``parents`` counts them), since all of them are read: a path one level too
+    high reads every broker's and every topic's data at once. Nothing for a log dir or a
+    tiered-storage prefix."""
+    by_log_dir = sorted((d, n) for d, n in parents.items()
+                        if d != root and d != os.path.dirname(root)
+                        and not storage.groups_partitions(d))
     if not by_log_dir:
         return
     shown = ", ".join(f"{os.path.relpath(d, root)} ({n})" for d, n in by_log_dir[:10])

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import gc
 import logging
 import os
 import re
@@ -38,6 +37,7 @@ from kafkalog.log07 import Segment07
 from kafkalog.log07.format import LOG07_FORMAT
 from kafkalog.scan.discovery import (ABOVE_ANY_OFFSET, ListedLog, close_all, discover,
                                      preferred, served_ranges, without_internal)
+from kafkalog.storage_backend import ahead
 
 if TYPE_CHECKING:
     from kafkalog._typing import StrPath
@@ -240,7 +240,6 @@ def _plan_tasks(locations, opts, start, end, keys, pushdown=None):
     listed_only = start.kind == "earliest" and end.kind == "latest" and pushdown is None \
         and not request["committed"] and not min_partitions and max_records is None
     with contextlib.ExitStack() as stack:
-        stack.enter_context(_gc_paused())
         found = select_topics(discover(locations, stack, opts.read_above_high_watermark),
                                opts)
 
@@ -257,13 +256,15 @@ def _plan_tasks(locations, opts, start, end, keys, pushdown=None):
                     r.close()
             return tasks
         wanted = keys(found)
-        per_partition = _each_partition(plan_one, wanted, found,
-                                        not listed_only and not min_partitions)
+        planned = _each_partition(plan_one, wanted, found, not listed_only and not min_partitions)
         if min_partitions:
+            per_partition = dict(zip(wanted, planned))
             for key, parts in _part_counts(per_partition, min_partitions).items():
                 if parts > len(per_partition[key]):
                     per_partition[key] = _cut_at_batches(per_partition[key], parts)
-    tasks = [t for key in sorted(per_partition) for t in per_partition[key]]
+            planned = iter(per_partition.values())
+        # each partition's list gone once its tasks are in the plan (in ``wanted`` 's order)
+        tasks = [t for partition_tasks in planned for t in partition_tasks]
     common = {"validate_crc": opts.flag("validateCrc", True),
               "fail_on_data_loss": request["fail_on_data_loss"],
               "committed": request["committed"], "include_headers": opts.include_headers}
@@ -276,30 +277,15 @@ def _plan_tasks(locations, opts, start, end, keys, pushdown=None):
 
 
 def _each_partition(plan_one, keys, found, ask_store=True):
-    """{key: plan_one(key)}; remote ones ``REMOTE_PARTITIONS_AT_ONCE`` at once (``ask_store``)."""
+    """``plan_one(key)`` of each of ``keys``, in order, as they are consumed; remote ones
+    ``REMOTE_PARTITIONS_AT_ONCE`` at once (``ask_store``)."""
     if ask_store and len(keys) > 1 and \
             any(storage.is_remote(r.path) for key in keys for r in found[key]):
-        import concurrent.futures, contextvars
-        runs = [contextvars.copy_context().run for _ in keys]   # with discovery's listing
-        with concurrent.futures.ThreadPoolExecutor(REMOTE_PARTITIONS_AT_ONCE) as pool:
-            return dict(zip(keys, pool.map(lambda run, key: run(plan_one, key), runs, keys)))
-    return {key: plan_one(key) for key in keys}
-
-
-@contextlib.contextmanager
-def _gc_paused():
-    """No cyclic collection while a plan grows: it allocates a few containers per partition
-    (listing entries, replicas, tasks) that live until it returns, and the collector would
-    scan them again each time they grew by a quarter: half the time of a plan of 100,000
-    partitions. Whatever cycles a plan leaves are collected after it."""
-    if not gc.isenabled():
-        yield
+        # each in a copy of this context: with discovery's listing
+        yield from ahead(plan_one, iter(keys), REMOTE_PARTITIONS_AT_ONCE, "kafkalog-plan")
         return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
+    for key in keys:
+        yield plan_one(key)
 
 
 def _planned_replicas(replicas, request):
@@ -645,7 +631,8 @@ def partition_offsets(paths: StrPath | Iterable[StrPath], options: Options,
                 return earliest, latest(), first
             finally:
                 close_all(replicas)    # no view kept per partition asked
-        return _each_partition(offsets_of, sorted(found), found)
+        keys = sorted(found)
+        return dict(zip(keys, _each_partition(offsets_of, keys, found)))
 
 
 def plan_ranges(paths: StrPath | Iterable[StrPath], options: Options,
