@@ -153,25 +153,29 @@ def test_what_is_planned_in_one_process():
     assert planning.parallel_threshold(Options({})) == 32    # Spark's default threshold
     with pytest.raises(InvalidConfigError, match="parallelPlanningThreshold must be positive"):
         Options({"parallelPlanningThreshold": "0"})
-    # options naming partitions are checked against all of them: one process plans
-    for options in ({"assign": '{"t": [0]}'}, {"startingOffsets": '{"t": {"0": 1}}'},
-                    {"endingOffsets": {"t": {"0": 1}}}, {"minPartitions": "4"}):
-        assert planning.directory_groups(["/nonexistent"], Options(options)) is None
 
 
 def test_shares_deal_whole_groups_by_bytes_and_split_the_big_ones():
     def group(name, size, segments=1):
         return planning.Group((name, 0), [name], size, segments)
+
+    def share(names, part, parts):
+        return planning.Share([(n, 0) for n in names], part, parts)
     got = planning.shares([group("a", 10), group("b", 70, 3), group("c", 20),
                            group("d", 5), group("e", 100, 2)], 4)
     # b (70 of 205, a task's share 51) is read by 2 tasks, e by 2 (its segments); the rest
     # packed whole into what is left, the biggest first
-    assert got == [planning.Share(["b"], 0, 2), planning.Share(["b"], 1, 2),
-                   planning.Share(["e"], 0, 2), planning.Share(["e"], 1, 2),
-                   planning.Share(["c", "a", "d"], 0, 1)]
+    assert got == [share("b", 0, 2), share("b", 1, 2), share("e", 0, 2), share("e", 1, 2),
+                   share("cad", 0, 1)]
     got = planning.shares([group(n, 1) for n in "abcde"], 2)
-    assert sorted(d for s in got for d in s.dirs) == list("abcde") and len(got) == 2
+    assert sorted(k for s in got for k, _ in s.keys) == list("abcde") and len(got) == 2
     assert planning.shares([], 2) == []
+    # minPartitions: a group is cut past its segments (at batch starts, by its share's plan)
+    got = planning.shares([group("a", 30), group("b", 10)], 4, cut=True)
+    assert got == [share("a", 0, 3), share("a", 1, 3), share("a", 2, 3), share("b", 0, 1)]
+    options = {"MinPartitions": "4", "subscribe": "a"}
+    assert planning.share_options(options, got[0]) == {"subscribe": "a", "minPartitions": "3"}
+    assert planning.share_options(options, got[3]) == {"subscribe": "a"}
 
 
 def _reader(path, filters=(), **options):
@@ -206,16 +210,16 @@ def test_the_partitions_of_a_query_carry_its_tasks_and_reading_plans_nothing(
 
 def test_shares_are_planned_once_each_by_the_task_reading_them(three, monkeypatch):
     # a scan pushing nothing (format("kafkalog") alone), and a query past the threshold:
-    # every partition directory is planned once, by the partition reading it
+    # every partition is planned once, by the partition reading it
     from pyspark.sql.datasource import EqualTo
     for selection, keys in (({"subscribe": "t"}, 3), ({"subscribePattern": "u.*"}, 0)):
         assert len(planning.directory_groups([str(three)], Options(selection))) == keys
     planned = []
     plan = planning.plan
 
-    def counted(paths, *args):
-        planned.extend(paths)
-        return plan(paths, *args)
+    def counted(paths, *args, only, **kwargs):
+        planned.extend(only)
+        return plan(paths, *args, only=only, **kwargs)
     for options, kept in (({"maxBytesPerTask": "100"}, range(3)),
                           ({PRUNE_OPTION: "true", "parallelPlanningThreshold": "1",
                             "filters": [EqualTo(("partition",), 1)]}, [1])):
@@ -225,5 +229,5 @@ def test_shares_are_planned_once_each_by_the_task_reading_them(three, monkeypatc
         monkeypatch.setattr(planning, "plan", counted)
         planned.clear()
         assert _read_all(reader, parts) == [(p, o) for p in kept for o in range(20)]
-        assert sorted(planned) == [str(three / f"t-{p}") for p in kept]
+        assert sorted(planned) == [("t", p) for p in kept]
         monkeypatch.setattr(planning, "plan", plan)

@@ -309,7 +309,7 @@ class _LogDirs:
         return saved
 
 
-def discover(locations, stack, log_end_is_latest=False, snapshot=True):
+def discover(locations, stack, log_end_is_latest=False, snapshot=True, listings=None):
     """{(topic, partition): [Replica, ...]} for every partition directory under ``locations``
     (``storage.Location`` s: ``log_dirs.partition_listing`` at any depth of local paths or
     fsspec URLs, or tiered-storage prefixes, each listed once; each replica's view, once
@@ -317,6 +317,9 @@ def discover(locations, stack, log_end_is_latest=False, snapshot=True):
     closes, in this context (and copies of it), what is below a remote location is what its
     listing said (``storage.listed``: no request per partition to list, look for or size a
     file): for a plan, closed where it was made; not for views kept open as the files change.
+    ``listings``: a dict the caller keeps to reuse a root's listing, and its log dirs'
+    checkpoints once read, in later calls (the shares of one Spark action a Python worker
+    plans: one listing per worker and action).
 
     Raises ``LogNotFoundError`` for a path that does not exist, ``PartitionNotFoundError`` for
     a path that is a file, a directory with no partition directory below it, or a directory
@@ -329,17 +332,22 @@ def discover(locations, stack, log_end_is_latest=False, snapshot=True):
     stack.callback(close_all, replicas)
     for location in locations:
         root = location.root
-        # each partition directory's entries made into plain tuples as it is listed: no
-        # entry object per file of 100,000 partitions lives through the walk
-        listing = partition_listing(root, recursive=True, required=True, log07=True,
-                                    keep=_Summary(location))
+        if listings is not None and root in listings:
+            listing, log_dirs = listings[root]
+        else:
+            # each partition directory's entries made into plain tuples as it is listed: no
+            # entry object per file of 100,000 partitions lives through the walk
+            listing = partition_listing(root, recursive=True, required=True, log07=True,
+                                        keep=_Summary(location))
+            log_dirs = _LogDirs()
+            if listings is not None:
+                listings[root] = listing, log_dirs
         if snapshot and location.is_remote:
             # what the plan opens or reads below it is known from the listing: no LIST, no
             # HEAD per partition (in the threads planning them too: each in a copy of this
             # context)
             stack.enter_context(storage.listed(listing.listed))
         parents = collections.Counter()
-        log_dirs = _LogDirs()
         top = storage.abspath(storage.normalize(root))
         for directory, log07, segments, snapshots in listing.partitions:
             log_dir, name = os.path.split(directory)

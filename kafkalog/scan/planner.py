@@ -27,7 +27,7 @@ import functools
 import logging
 import os
 import re
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Collection, Iterable, Mapping
 
 import numpy as np
 
@@ -182,22 +182,26 @@ def batch_limits(opts: Options) -> tuple[_Limit, _Limit]:
     return start, end
 
 
-def _check_assigned(limit, keys, option):
-    """A JSON of offsets or timestamps names exactly the partitions read, as Spark asserts."""
-    if limit.kind == "offsets" and set(limit.value) != set(keys):
-        raise InvalidConfigError(
-            f"If {option} contains specific offsets, you must specify all TopicPartitions. "
-            f"Use -1 for latest, -2 for earliest. Specified: {_tp_set(limit.value)} "
-            f"Assigned: {_tp_set(keys)}")
-    if limit.kind == "timestamps" and set(limit.value) != set(keys):
-        raise InvalidConfigError(
-            "If starting/endingOffsetsByTimestamp contains specific offsets, you must specify "
-            f"all topics. Specified: {_tp_set(limit.value)} Assigned: {_tp_set(keys)}")
+def check_assigned(keys, *limits):
+    """A JSON of offsets or timestamps (of the ``limits``, ``batch_limits`` 's) names exactly
+    the partitions read (``keys``), as Spark asserts (its message names the start for both)."""
+    for limit in limits:
+        if limit.kind == "offsets" and set(limit.value) != set(keys):
+            raise InvalidConfigError(
+                "If startingOffsets contains specific offsets, you must specify all "
+                "TopicPartitions. Use -1 for latest, -2 for earliest. Specified: "
+                f"{_tp_set(limit.value)} Assigned: {_tp_set(keys)}")
+        if limit.kind == "timestamps" and set(limit.value) != set(keys):
+            raise InvalidConfigError(
+                "If starting/endingOffsetsByTimestamp contains specific offsets, you must "
+                f"specify all topics. Specified: {_tp_set(limit.value)} Assigned: "
+                f"{_tp_set(keys)}")
 
 
 def plan(paths: StrPath | Iterable[StrPath], options: Options,
-         pushdown: Pushdown | None = None,
-         storage_options: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+         pushdown: Pushdown | None = None, storage_options: Mapping[str, Any] | None = None,
+         only: Collection[tuple[str, int]] | None = None,
+         listings: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """The read tasks for ``paths`` (JSON-able dicts), planned from the logs as they are now,
     with the ``options`` given (an ``Options``).
 
@@ -205,10 +209,10 @@ def plan(paths: StrPath | Iterable[StrPath], options: Options,
     (``s3://bucket/broker-1``). ``storage_options``: the filesystem's options for URL paths
     (as ``Log.open`` takes them; else the ``storageOptions`` option; with neither, the
     filesystem's defaults, for S3 the AWS_* environment); remote tasks carry them (as
-    ``storage_options``) for ``read_task``.
-
-    ``pushdown``: filters on topic, partition, offset and timestamp (``Pushdown``) that prune
-    partitions, segments and batches; the options are resolved (and checked) as without it.
+    ``storage_options``) for ``read_task``. ``pushdown``: filters on topic, partition, offset
+    and timestamp (``Pushdown``) that prune partitions, segments and batches; the options are
+    resolved (and checked) as without it. ``only``: the topic-partitions planned (a share of
+    those found, which the options are checked against); ``listings``: as ``discover``'s.
 
     Raises ``InvalidConfigError`` (a ``ValueError``) for options Spark's Kafka source rejects,
     incl. a starting timestamp no record matches (unless
@@ -217,14 +221,13 @@ def plan(paths: StrPath | Iterable[StrPath], options: Options,
     start, end = batch_limits(options)
 
     def check(found):
-        _check_assigned(start, found, "startingOffsets")
-        _check_assigned(end, found, "startingOffsets")   # Spark's message names the start
-        return sorted(found)
+        check_assigned(found, start, end)
+        return sorted(found if only is None else found.keys() & set(only))
     return _plan_tasks(_locations(paths, options, storage_options), options, start, end, check,
-                       pushdown)
+                       pushdown, listings)
 
 
-def _plan_tasks(locations, opts, start, end, keys, pushdown=None):
+def _plan_tasks(locations, opts, start, end, keys, pushdown=None, listings=None):
     """The tasks reading [start, end) of the partitions ``keys(found)`` picks from those
     found under ``locations``: planned per partition, split (``maxBytesPerTask``,
     ``maxRecordsPerPartition``), cut further for ``minPartitions``."""
@@ -240,8 +243,8 @@ def _plan_tasks(locations, opts, start, end, keys, pushdown=None):
     listed_only = start.kind == "earliest" and end.kind == "latest" and pushdown is None \
         and not request["committed"] and not min_partitions and max_records is None
     with contextlib.ExitStack() as stack:
-        found = select_topics(discover(locations, stack, opts.read_above_high_watermark),
-                               opts)
+        found = select_topics(discover(locations, stack, opts.read_above_high_watermark,
+                                        listings=listings), opts)
 
         def plan_one(key):
             replicas = found[key]
@@ -613,7 +616,7 @@ def partition_offsets(paths: StrPath | Iterable[StrPath], options: Options,
         found = select_topics(discover(_locations(paths, options, storage_options), stack,
                                         options.read_above_high_watermark), options)
         if start is not None:
-            _check_assigned(start, found, "startingOffsets")
+            check_assigned(found, start)
 
         def offsets_of(key):
             replicas = _planned_replicas(found[key], request)

@@ -44,14 +44,16 @@ import weakref
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from kafkalog import tiered
-from kafkalog.scan.planner import DEFAULT_MAX_BYTES_PER_TASK, partition_offsets, plan
+from kafkalog.scan.planner import (
+    DEFAULT_MAX_BYTES_PER_TASK, batch_limits, check_assigned, partition_offsets, plan,
+)
 from kafkalog.scan.pushdown import Pushdown
 from kafkalog.scan.reader import read_task
 from kafkalog.spark.options import (
     BOUND_OPTIONS, PRUNE_OPTION, Options, catalog_table_options, paths_list, paths_option,
 )
 from kafkalog.spark.planning import (
-    directory_groups, kept, parallel_threshold, query_plan, shares,
+    Share, directory_groups, kept, parallel_threshold, query_plan, share_options, shares,
 )
 from kafkalog.spark.schema import (
     declared_not_null, kafka_schema, not_null_columns, projected_columns, table_options,
@@ -156,9 +158,12 @@ def _check(paths: list[str], opts: Options, bounded: bool = False) -> None:
     then: a plan also finds every task's byte range, 10 partitions: 17-24 ms against 8-11). Past
     the threshold the listing is all: opening every partition here would cost what the
     tasks planning their shares spend (2,000 partitions: 21 s against 1 s, loaded), and they
-    raise the rest. Logs the warning of a selection matching none."""
+    raise the rest; options naming partitions are checked against the listing's. Logs the
+    warning of a selection matching none."""
     groups = directory_groups(paths, opts)
     if groups is not None and len(groups) > parallel_threshold(opts):
+        if bounded:
+            check_assigned([g.key for g in groups], *batch_limits(opts))
         return
     if bounded:
         plan(paths, opts)
@@ -170,14 +175,15 @@ def _datasource_classes() -> type:
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
     class SlotPartition(InputPartition):
-        """Partition ``index`` of a scan planned when it runs: it plans ``dirs`` (None: the
-        query's paths) and reads tasks ``part``, ``part + parts``, ... of that plan."""
+        """Partition ``index`` of a scan planned when it runs: it plans the topic-partitions
+        ``keys`` of the query's paths (None: all) and reads tasks ``part``, ``part + parts``,
+        ... of that plan."""
 
-        def __init__(self, index: int, dirs: list[str] | None, part: int, parts: int
-                     ) -> None:
+        def __init__(self, index: int, keys: list[tuple[str, int]] | None, part: int,
+                     parts: int) -> None:
             super().__init__(index)
             self.index = index
-            self.dirs = dirs
+            self.keys = keys
             self.part = part
             self.parts = parts
 
@@ -219,11 +225,15 @@ def _datasource_classes() -> type:
                 tasks = query_plan(self.paths, self.opts, self.pushdown, "slots")
                 count = _slots(_bytes(tasks), len(tasks), self.opts, self.columns)
                 return [SlotPartition(i, None, i, count) for i in range(count)]
+            # what needs all partitions is checked here: each share plans only its own
+            check_assigned([g.key for g in groups], *batch_limits(self.opts))
             groups = kept(groups, self.pushdown)
-            count = _slots(sum(g.size for g in groups), sum(g.segments for g in groups),
-                           self.opts, self.columns)
-            return [SlotPartition(i, s.dirs, s.part, s.parts)
-                    for i, s in enumerate(shares(groups, count))]
+            # minPartitions: at least that many shares, a group cut at batch starts if need be
+            cut = self.opts.integer("minPartitions") or 0
+            count = _slots(sum(g.size for g in groups),
+                           max(sum(g.segments for g in groups), cut), self.opts, self.columns)
+            return [SlotPartition(i, s.keys, s.part, s.parts)
+                    for i, s in enumerate(shares(groups, count, bool(cut)))]
 
         def read(self, partition: InputPartition) -> Iterator[pyarrow.RecordBatch]:
             index = getattr(partition, "index", None)
@@ -232,13 +242,12 @@ def _datasource_classes() -> type:
             tune_worker_process()
             tasks = getattr(partition, "tasks", None)
             if tasks is None:
-                # a slot's plan: the query's notes were logged where it was planned
-                quiet = Options(self.options, log_ignored=False)
-                dirs = getattr(partition, "dirs")
-                tasks = _action_plan(self.paths if dirs is None else dirs, quiet,
-                                     self.options, self.pushdown,
-                                     "worker" if dirs is None else "share")[
-                    getattr(partition, "part")::getattr(partition, "parts")]
+                keys, part, parts = (getattr(partition, name) for name in
+                                     ("keys", "part", "parts"))
+                options = self.options if keys is None else \
+                    share_options(self.options, Share(keys, part, parts))
+                tasks = _action_plan(self.paths, keys, options, self.options, self.pushdown,
+                                     "worker" if keys is None else "share")[part::parts]
             for task in tasks:
                 # a tiered task planned in another process: the keys of the query
                 batches = read_task(task, self.columns, self.opts.rsm_keys)
@@ -309,25 +318,37 @@ def _datasource_classes() -> type:
     return KafkaLogDataSource
 
 
-# The last plan made by a slot in this Python worker, by its action's stage and reader.
+# The last plan made by a slot in this Python worker, by its action's stage and reader; the
+# listings of the query's paths that the action's shares run here are planned from.
 _ACTION_PLAN: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+_ACTION_LISTINGS: dict[tuple[Any, ...], dict[str, Any]] = {}
 
 
-def _action_plan(paths: list[str], opts: Options, options: dict[str, Any],
+def _action_plan(paths: list[str], keys: list[tuple[str, int]] | None,
+                 options: dict[str, Any], query_options: dict[str, Any],
                  pushdown: Pushdown | None, kind: str) -> list[dict[str, Any]]:
-    """The plan of ``paths`` a slot reads its part of: made by the first slot of an action
-    (its stage) that a Python worker runs and reused by the next ones there with the same
-    ``paths`` (PySpark reuses its workers), so an action plans them once per worker, not
-    once per slot."""
+    """The plan of the topic-partitions ``keys`` (None: all) of ``paths`` with ``options``
+    that a slot reads its part of: made by the first slot of an action (its stage) that a
+    Python worker runs and reused by the next ones there with the same ``keys`` (PySpark
+    reuses its workers), so an action plans them once per worker, not once per slot. Every
+    plan of an action in a worker starts from one listing of ``paths`` (made with
+    ``query_options``), each log dir's checkpoints read once: no request per directory."""
     from pyspark import TaskContext
+    # the query's notes were logged where its partitions were made
+    opts = Options(options, log_ignored=False)
     context = TaskContext.get()
     if context is None:
-        return query_plan(paths, opts, pushdown, kind)
-    key = (context.stageId(), repr(paths),
-           repr(sorted(options.items())), repr(pushdown))
+        return query_plan(paths, opts, pushdown, kind, keys)
+    stage = context.stageId()
+    query = (stage, repr(paths), repr(sorted(query_options.items())))
+    key = (*query, repr(keys), repr(sorted(options.items())), repr(pushdown))
     if key not in _ACTION_PLAN:
         _ACTION_PLAN.clear()
-        _ACTION_PLAN[key] = query_plan(paths, opts, pushdown, kind)
+        if query not in _ACTION_LISTINGS:
+            _ACTION_LISTINGS.clear()
+            _ACTION_LISTINGS[query] = {}
+        _ACTION_PLAN[key] = query_plan(paths, opts, pushdown, kind, keys,
+                                       _ACTION_LISTINGS[query])
     return _ACTION_PLAN[key]
 
 

@@ -11,10 +11,14 @@ pushed; see :mod:`kafkalog.spark.datasource`) no Python runs on the driver at an
 plan shipped in the partitions would be the first action's forever. There the partitions
 carry the listing made when Spark asked for them: each is a share of the topic-partitions
 (``Group``: a partition's replicas together; ``shares``) and plans them when it runs, so every
-directory is planned once per action, by the task that reads it, and each action reads the
-logs as of its own start (as Spark's ``KafkaRelation`` plans in ``buildScan``). A partition
-bigger than its share of the bytes is read by several tasks, each planning it and reading
-every n-th of its tasks.
+partition is planned once per action, by the task that reads it, and each action reads the
+logs as of its own start (as Spark's ``KafkaRelation`` plans in ``buildScan``). A Python
+worker lists the query's paths once per action (one recursive listing: no request per
+directory on an object store) and plans the shares it runs from that listing, each log dir's
+checkpoints read once. A partition bigger than its share of the bytes is read by several
+tasks, each planning it and reading every n-th of its tasks (with ``minPartitions``, cut at
+batch starts into as many). Options naming partitions (``assign``, JSON offsets, offsets by
+timestamp) are checked against all of them on the driver, and each share plans its own.
 
 Past ``parallelPlanningThreshold`` partition directories (default 32, as Spark's
 ``spark.sql.sources.parallelPartitionDiscovery.threshold``) a query that plans once too
@@ -43,10 +47,6 @@ if TYPE_CHECKING:
 
 COUNT_ENV = "KAFKALOG_COUNT_PLANS"
 DEFAULT_PARALLEL_THRESHOLD = 32
-# Options that name partitions: a share of the directories cannot check them (Spark's
-# "you must specify all topics"), so their reads are planned in one process.
-_WHOLE_OPTIONS = ("assign", "startingOffsetsByTimestamp", "endingOffsetsByTimestamp",
-                  "minPartitions")
 
 
 def count_plan(kind: str) -> None:
@@ -61,10 +61,11 @@ def count_plan(kind: str) -> None:
 
 
 def query_plan(paths: list[str], opts: Options, pushdown: Pushdown | None = None,
-               kind: str = "query") -> list[dict[str, Any]]:
-    """``planner.plan`` of a Spark query (counted)."""
+               kind: str = "query", only: list[tuple[str, int]] | None = None,
+               listings: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """``planner.plan`` of a Spark query, or of a share of it (``only``), counted."""
     count_plan(kind)
-    return plan(paths, opts, pushdown)
+    return plan(paths, opts, pushdown, only=only, listings=listings)
 
 
 def microbatch_plan(paths: list[str], opts: Options,
@@ -88,16 +89,12 @@ class Group(NamedTuple):
 
 def directory_groups(paths: list[str], opts: Options) -> list[Group] | None:
     """The topic-partitions under ``paths`` (one listing of each), in topic-partition order;
-    only those ``subscribe`` or ``subscribePattern`` select (``planner.select_topics``: no
-    share holds others, whose task would warn of a selection matching none). None where a
-    share of them cannot be planned alone: options that name partitions (``_WHOLE_OPTIONS``,
-    JSON offsets), or directories only this process can open (tiered-storage views).
+    only those ``subscribe``, ``subscribePattern`` or ``assign`` select
+    (``planner.select_topics``: no share holds others, whose task would warn of a selection
+    matching none). None where a share of them cannot be planned alone: directories only this
+    process can open (tiered-storage views).
 
     Raises the listing's errors (``LogNotFoundError``, ``PartitionNotFoundError``)."""
-    if any(opts.get(name) is not None for name in _WHOLE_OPTIONS) or any(
-            str(opts.get(name, "")).strip().startswith("{") or isinstance(opts.get(name), dict)
-            for name in ("startingOffsets", "endingOffsets")):
-        return None
     groups: dict[tuple[str, int], Group] = {}
     for root in paths:
         root = storage.locate(root, opts.storage_options, opts.rsm_keys).root
@@ -118,36 +115,48 @@ def directory_groups(paths: list[str], opts: Options) -> list[Group] | None:
 
 
 class Share(NamedTuple):
-    """What one Spark task plans and reads: the directories ``dirs`` (whole groups), and of
-    their plan the tasks ``part``, ``part + parts``, ... (``parts`` > 1 for one group too
+    """What one Spark task plans and reads: the topic-partitions ``keys`` (whole groups), and
+    of their plan the tasks ``part``, ``part + parts``, ... (``parts`` > 1 for one group too
     big for one task)."""
-    dirs: list[str]
+    keys: list[tuple[str, int]]
     part: int
     parts: int
 
 
-def shares(groups: list[Group], count: int) -> list[Share]:
+def shares(groups: list[Group], count: int, cut: bool = False) -> list[Share]:
     """``groups`` dealt to about ``count`` Spark tasks of about equal bytes: a group of more
-    than a task's bytes to several tasks (at most one per segment), each planning it and
-    reading its part; the others packed whole, the biggest first into the task with the
-    fewest bytes so far."""
+    than a task's bytes to several tasks (at most one per segment, unless ``cut``: its plan
+    cut at batch starts, for ``minPartitions``), each planning it and reading its part; the
+    others packed whole, the biggest first into the task with the fewest bytes so far."""
     total = sum(g.size for g in groups)
     target = total / max(count, 1)
     out: list[Share] = []
     small = []
     for g in groups:
-        parts = min(-(-g.size // int(target)), g.segments) if target >= 1 else 1
+        parts = -(-g.size // int(target)) if target >= 1 else 1
+        parts = parts if cut else min(parts, g.segments)
         if parts > 1:
-            out.extend(Share(list(g.dirs), part, parts) for part in range(parts))
+            out.extend(Share([g.key], part, parts) for part in range(parts))
         else:
             small.append(g)
-    bins: list[tuple[int, int, list[str]]] = [
+    bins: list[tuple[int, int, list[tuple[str, int]]]] = [
         (0, i, []) for i in range(max(count - len(out), 1 if small else 0))]
     for g in sorted(small, key=lambda g: -g.size):
-        size, i, dirs = heapq.heappop(bins)
-        dirs.extend(g.dirs)
-        heapq.heappush(bins, (size + g.size, i, dirs))
-    out.extend(Share(dirs, 0, 1) for _, _, dirs in sorted(bins, key=lambda b: b[1]) if dirs)
+        size, i, keys = heapq.heappop(bins)
+        keys.append(g.key)
+        heapq.heappush(bins, (size + g.size, i, keys))
+    out.extend(Share(keys, 0, 1) for _, _, keys in sorted(bins, key=lambda b: b[1]) if keys)
+    return out
+
+
+def share_options(options: dict[str, Any], share: Share) -> dict[str, Any]:
+    """The options a share is planned with: ``minPartitions`` is the shares' count (``shares``
+    with ``cut``), and a share of one group cuts its plan into its ``parts`` at batch starts
+    (``planner._part_counts`` of one partition: that many); a share of whole groups plans them
+    from the listing, uncut."""
+    out = {k: v for k, v in options.items() if k.lower() != "minpartitions"}
+    if share.parts > 1 and len(out) < len(options):
+        out["minPartitions"] = str(share.parts)
     return out
 
 
