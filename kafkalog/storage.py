@@ -183,10 +183,12 @@ def locate(path: Any, storage_options: Mapping[str, Any] | None = None,
 
 def locate_each(paths: Any, storage_options: Mapping[str, Any] | None = None,
                 rsm_keys: Mapping[str, Any] | None = None) -> list[Location]:
-    """``paths`` (one path or several) located once each (``locate``)."""
-    if isinstance(paths, (str, os.PathLike)):
+    """``paths`` (one path or several) located once each (``locate``); a ``Location`` among
+    them is taken as it is (located already, as a Spark share's were on the driver)."""
+    if isinstance(paths, (str, os.PathLike, Location)):
         paths = [paths]
-    return [locate(os.fspath(p), storage_options, rsm_keys) for p in paths]
+    return [p if isinstance(p, Location) else locate(os.fspath(p), storage_options, rsm_keys)
+            for p in paths]
 
 
 def _recorded(root: str, options: Mapping[str, Any] | None,

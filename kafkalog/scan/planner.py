@@ -198,7 +198,7 @@ def check_assigned(keys, *limits):
                 f"{_tp_set(keys)}")
 
 
-def plan(paths: StrPath | Iterable[StrPath], options: Options,
+def plan(paths: StrPath | Iterable[StrPath | storage.Location], options: Options,
          pushdown: Pushdown | None = None, storage_options: Mapping[str, Any] | None = None,
          only: Collection[tuple[str, int]] | None = None,
          listings: dict[str, Any] | None = None) -> list[dict[str, Any]]:
@@ -206,18 +206,18 @@ def plan(paths: StrPath | Iterable[StrPath], options: Options,
     with the ``options`` given (an ``Options``).
 
     ``paths``: partition directories, log dirs or folders of them, local or fsspec URLs
-    (``s3://bucket/broker-1``). ``storage_options``: the filesystem's options for URL paths
-    (as ``Log.open`` takes them; else the ``storageOptions`` option; with neither, the
-    filesystem's defaults, for S3 the AWS_* environment); remote tasks carry them (as
-    ``storage_options``) for ``read_task``. ``pushdown``: filters on topic, partition, offset
-    and timestamp (``Pushdown``) that prune partitions, segments and batches; the options are
-    resolved (and checked) as without it. ``only``: the topic-partitions planned (a share of
-    those found, which the options are checked against); ``listings``: as ``discover``'s.
+    (``s3://bucket/broker-1``), or ``storage.Location`` s. ``storage_options``: the
+    filesystem's options for URL paths (as ``Log.open`` takes them; else the ``storageOptions``
+    option; with neither, the filesystem's defaults, for S3 the AWS_* environment); remote
+    tasks carry them (as ``storage_options``) for ``read_task``. ``pushdown``: filters on
+    topic, partition, offset and timestamp (``Pushdown``) that prune partitions, segments and
+    batches; the options are resolved (and checked) as without it. ``only``: the partitions
+    planned (a share of those found, the options checked against all); ``listings``: see
+    ``discover``.
 
     Raises ``InvalidConfigError`` (a ``ValueError``) for options Spark's Kafka source rejects,
     incl. a starting timestamp no record matches (unless
-    ``startingOffsetsByTimestampStrategy=latest``) and a start above the end.
-    """
+    ``startingOffsetsByTimestampStrategy=latest``) and a start above the end."""
     start, end = batch_limits(options)
 
     def check(found):

@@ -43,7 +43,7 @@ import os
 import weakref
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
-from kafkalog import tiered
+from kafkalog import storage, tiered
 from kafkalog.scan.planner import (
     DEFAULT_MAX_BYTES_PER_TASK, batch_limits, check_assigned, partition_offsets, plan,
 )
@@ -176,13 +176,14 @@ def _datasource_classes() -> type:
 
     class SlotPartition(InputPartition):
         """Partition ``index`` of a scan planned when it runs: it plans the topic-partitions
-        ``keys`` of the query's paths (None: all) and reads tasks ``part``, ``part + parts``,
-        ... of that plan."""
+        ``keys`` of the query's paths (None: all), as located on the driver (``locations``:
+        not resolved again), and reads tasks ``part``, ``part + parts``, ... of that plan."""
 
-        def __init__(self, index: int, keys: list[tuple[str, int]] | None, part: int,
-                     parts: int) -> None:
+        def __init__(self, index: int, locations: list[storage.Location],
+                     keys: list[tuple[str, int]] | None, part: int, parts: int) -> None:
             super().__init__(index)
             self.index = index
+            self.locations = locations
             self.keys = keys
             self.part = part
             self.parts = parts
@@ -213,18 +214,20 @@ def _datasource_classes() -> type:
             self.not_null = not_null            # the schema's NOT NULL columns
 
         def partitions(self) -> list[InputPartition]:
-            groups = directory_groups(self.paths, self.opts)
+            locations = storage.locate_each(self.paths, self.opts.storage_options,
+                                            self.opts.rsm_keys)
+            groups = directory_groups(locations, self.opts)
             if self.per_query and (groups is None
                                    or len(groups) <= parallel_threshold(self.opts)):
-                tasks = query_plan(self.paths, self.opts, self.pushdown)
+                tasks = query_plan(locations, self.opts, self.pushdown)
                 count = _slots(_bytes(tasks), len(tasks), self.opts, self.columns)
                 return [PlannedPartition(i, tasks[i::count]) for i in range(count)]
             if groups is None:
                 # kept for every action and unable to plan a share: each Python worker
                 # plans all and reads its slots
-                tasks = query_plan(self.paths, self.opts, self.pushdown, "slots")
+                tasks = query_plan(locations, self.opts, self.pushdown, "slots")
                 count = _slots(_bytes(tasks), len(tasks), self.opts, self.columns)
-                return [SlotPartition(i, None, i, count) for i in range(count)]
+                return [SlotPartition(i, locations, None, i, count) for i in range(count)]
             # what needs all partitions is checked here: each share plans only its own
             check_assigned([g.key for g in groups], *batch_limits(self.opts))
             groups = kept(groups, self.pushdown)
@@ -232,7 +235,7 @@ def _datasource_classes() -> type:
             cut = self.opts.integer("minPartitions") or 0
             count = _slots(sum(g.size for g in groups),
                            max(sum(g.segments for g in groups), cut), self.opts, self.columns)
-            return [SlotPartition(i, s.keys, s.part, s.parts)
+            return [SlotPartition(i, locations, s.keys, s.part, s.parts)
                     for i, s in enumerate(shares(groups, count, bool(cut)))]
 
         def read(self, partition: InputPartition) -> Iterator[pyarrow.RecordBatch]:
@@ -246,7 +249,8 @@ def _datasource_classes() -> type:
                                      ("keys", "part", "parts"))
                 options = self.options if keys is None else \
                     share_options(self.options, Share(keys, part, parts))
-                tasks = _action_plan(self.paths, keys, options, self.options, self.pushdown,
+                tasks = _action_plan(getattr(partition, "locations"), keys, options,
+                                     self.options, self.pushdown,
                                      "worker" if keys is None else "share")[part::parts]
             for task in tasks:
                 # a tiered task planned in another process: the keys of the query
@@ -324,7 +328,7 @@ _ACTION_PLAN: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
 _ACTION_LISTINGS: dict[tuple[Any, ...], dict[str, Any]] = {}
 
 
-def _action_plan(paths: list[str], keys: list[tuple[str, int]] | None,
+def _action_plan(paths: list[storage.Location], keys: list[tuple[str, int]] | None,
                  options: dict[str, Any], query_options: dict[str, Any],
                  pushdown: Pushdown | None, kind: str) -> list[dict[str, Any]]:
     """The plan of the topic-partitions ``keys`` (None: all) of ``paths`` with ``options``

@@ -60,7 +60,7 @@ def count_plan(kind: str) -> None:
             os.close(fd)
 
 
-def query_plan(paths: list[str], opts: Options, pushdown: Pushdown | None = None,
+def query_plan(paths: list[str] | list[storage.Location], opts: Options, pushdown: Pushdown | None = None,
                kind: str = "query", only: list[tuple[str, int]] | None = None,
                listings: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """``planner.plan`` of a Spark query, or of a share of it (``only``), counted."""
@@ -87,7 +87,8 @@ class Group(NamedTuple):
     segments: int
 
 
-def directory_groups(paths: list[str], opts: Options) -> list[Group] | None:
+def directory_groups(paths: list[str] | list[storage.Location], opts: Options
+                     ) -> list[Group] | None:
     """The topic-partitions under ``paths`` (one listing of each), in topic-partition order;
     only those ``subscribe``, ``subscribePattern`` or ``assign`` select
     (``planner.select_topics``: no share holds others, whose task would warn of a selection
@@ -96,9 +97,9 @@ def directory_groups(paths: list[str], opts: Options) -> list[Group] | None:
 
     Raises the listing's errors (``LogNotFoundError``, ``PartitionNotFoundError``)."""
     groups: dict[tuple[str, int], Group] = {}
-    for root in paths:
-        root = storage.locate(root, opts.storage_options, opts.rsm_keys).root
-        listing = partition_listing(root, recursive=True, required=True, log07=True)
+    for location in storage.locate_each(paths, opts.storage_options, opts.rsm_keys):
+        listing = partition_listing(location.root, recursive=True, required=True,
+                                    log07=True)
         for directory, entries in listing.partitions:
             if storage.shown(directory) != directory:
                 return None                  # a view registered in this process only
