@@ -22,7 +22,7 @@ from kafkalog.spark.options import PRUNE_OPTION, Options
 
 import test_spark
 from test_spark import rows
-from test_spark_options import append, write_topic
+from test_spark_options import T0, append, write_topic
 from test_spark_streaming import read_stream, run_now
 
 spark = test_spark.spark          # the one session-scoped SparkSession of the suite
@@ -231,3 +231,92 @@ def test_shares_are_planned_once_each_by_the_task_reading_them(three, monkeypatc
         assert _read_all(reader, parts) == [(p, o) for p in kept for o in range(20)]
         assert sorted(planned) == [("t", p) for p in kept]
         monkeypatch.setattr(planning, "plan", plan)
+
+
+class _Stage:
+    """A stand-in for ``pyspark.TaskContext`` in a Python worker: the action's stage."""
+
+    def __init__(self, stage):
+        self.stage = stage
+
+    def stageId(self):
+        return self.stage
+
+
+def _as_worker(monkeypatch, stage):
+    """This process as a new Python worker running ``stage``: nothing cached from the driver
+    (storage options, filesystems, the action's plans and listings)."""
+    import pyspark
+    from kafkalog import storage
+    storage.reset()
+    datasource._ACTION_PLAN.clear()
+    datasource._ACTION_LISTINGS.clear()
+    monkeypatch.setattr(pyspark.TaskContext, "get", staticmethod(lambda: _Stage(stage)))
+
+
+def _shipped(parts):
+    """The partitions as a worker gets them (pickled by PySpark)."""
+    from pyspark import cloudpickle
+    return [cloudpickle.loads(cloudpickle.dumps(p)) for p in parts]
+
+
+def test_a_worker_plans_its_shares_from_one_listing_of_the_bucket(
+        s3, s3_calls, fresh_storage, tmp_path, monkeypatch):
+    # a plain read (format("kafkalog"), no filter pushed) of 6 partitions: per action, a
+    # worker lists the bucket's prefix once (<= 1,000 keys: one LIST) and reads the log dir's
+    # checkpoints once, whatever the shares it runs; no LIST per directory, no HEAD
+    import json
+    from kafkalog.checkpoint import write_offset_checkpoint
+    root = write_topic(tmp_path / "logs", "t", partitions=6, records=10)
+    write_offset_checkpoint(root / "replication-offset-checkpoint",
+                            {("t", p): 10 for p in range(6)})
+    url = s3.upload(root, f"shares-{os.getpid()}")
+    # segments below maxBytesPerTask: planned from the listing (a split asks the index)
+    reader = _reader(url, storageOptions=json.dumps(s3.options), maxBytesPerTask="2000")
+    parts = reader.partitions()
+    assert len(parts) >= 4 and {type(p).__name__ for p in parts} == {"SlotPartition"}
+    for stage in (1, 2):                       # two actions
+        _as_worker(monkeypatch, stage)
+        s3_calls.clear()
+        assert _read_all(reader, _shipped(parts)) == [(p, o) for p in range(6)
+                                                      for o in range(10)]
+        # a GET of each checkpoint file of the log dir (recovery point, high watermark) and
+        # one of each segment's bytes
+        files = len(list(root.glob("*-checkpoint"))) + len(list(root.glob("t-*/*.log")))
+        assert s3_calls == {"list_objects_v2": 1, "get_object": files}, s3_calls
+
+
+@pytest.mark.parametrize("options", [
+    {"assign": '{"t": [0, 2]}'},
+    {"startingOffsets": '{"t": {"0": 3, "1": -2, "2": 15}}', "endingOffsets":
+     '{"t": {"0": 9, "1": -1, "2": 17}}'},
+    {"startingOffsetsByTimestamp": '{"t": {"0": %d, "1": %d, "2": %d}}'
+     % (T0 + 4000, T0, T0 + 19000)},
+    {"minPartitions": "6"},
+], ids=["assign", "offsets", "by-timestamp", "minPartitions"])
+def test_options_naming_partitions_are_planned_by_shares(three, monkeypatch, options):
+    # each share plans only its topic-partitions; the rows are those of the query planned in
+    # one process (its partitions carrying the tasks)
+    planned_in_one = _reader(three, **{PRUNE_OPTION: "true", **options})
+    want = _read_all(planned_in_one, planned_in_one.partitions())
+    reader = _reader(three, maxBytesPerTask="100", **options)
+    parts = reader.partitions()
+    assert {type(p).__name__ for p in parts} == {"SlotPartition"}
+    if "minPartitions" in options:
+        assert len(parts) >= 6                 # a partition's share cut at batch starts
+    planned = []
+    plan = planning.plan
+
+    def counted(paths, *args, only, **kwargs):
+        planned.append(sorted(only))
+        return plan(paths, *args, only=only, **kwargs)
+    monkeypatch.setattr(planning, "plan", counted)
+    assert _read_all(reader, parts) == want
+    assert planned == [sorted(p.keys) for p in parts]
+
+
+def test_options_naming_partitions_are_checked_against_all_of_them(three):
+    for options in ({"startingOffsets": '{"t": {"0": 3}}'},
+                    {"endingOffsetsByTimestamp": '{"t": {"0": %d, "1": %d}}' % (T0, T0)}):
+        with pytest.raises(InvalidConfigError, match="you must specify all"):
+            _reader(three, **options).partitions()
