@@ -14,8 +14,8 @@ DataFrame's relation (``PythonDataSourceV2.getOrCreateReadInfo``) and reuses the
 later action without running any Python. There the partitions carry shares of the listing
 (``SlotPartition``): each plans its share of the topic-partitions when it runs (as Spark's
 ``KafkaRelation`` plans in ``buildScan``: appended records are read and segments deleted by
-retention are not looked for), so every directory is planned once per action, by the task
-reading it. Past ``parallelPlanningThreshold`` partition directories a query's partitions are
+retention are not looked for), so every partition is planned once per action, by the task
+reading it, from one listing of the paths per Python worker and action. Past ``parallelPlanningThreshold`` partition directories a query's partitions are
 such shares too, of the directories its filters keep: the read's tasks plan in parallel.
 Options are checked when the DataFrame is made.
 
