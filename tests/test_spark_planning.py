@@ -218,7 +218,7 @@ def test_shares_are_planned_once_each_by_the_task_reading_them(three, monkeypatc
     plan = planning.plan
 
     def counted(paths, *args, only, **kwargs):
-        planned.extend(only)
+        planned.extend(filter(only, [("t", p) for p in range(3)]))
         return plan(paths, *args, only=only, **kwargs)
     for options, kept in (({"maxBytesPerTask": "100"}, range(3)),
                           ({PRUNE_OPTION: "true", "parallelPlanningThreshold": "1",
@@ -306,9 +306,11 @@ def test_options_naming_partitions_are_planned_by_shares(three, monkeypatch, opt
         assert len(parts) >= 6                 # a partition's share cut at batch starts
     planned = []
     plan = planning.plan
+    # the partitions the options select, among which a share's plan picks its own
+    selected = [g.key for g in planning.directory_groups([str(three)], Options(options))]
 
     def counted(paths, *args, only, **kwargs):
-        planned.append(sorted(only))
+        planned.append(sorted(filter(only, selected)))
         return plan(paths, *args, only=only, **kwargs)
     monkeypatch.setattr(planning, "plan", counted)
     assert _read_all(reader, parts) == want
@@ -320,3 +322,29 @@ def test_options_naming_partitions_are_checked_against_all_of_them(three):
                     {"endingOffsetsByTimestamp": '{"t": {"0": %d, "1": %d}}' % (T0, T0)}):
         with pytest.raises(InvalidConfigError, match="you must specify all"):
             _reader(three, **options).partitions()
+
+
+def test_a_partition_created_later_is_read_by_one_share(tmp_path):
+    # shares dealt from the first listing: a partition directory made since is planned by the
+    # one share of whole groups its stable hash picks, in every later action
+    root = write_topic(tmp_path / "logs", "t", partitions=4, records=20)
+    reader = _reader(root, maxBytesPerTask="400")
+    parts = reader.partitions()
+    assert sum(p.route is not None for p in parts) >= 2
+    write_topic(tmp_path / "logs", "u", partitions=2, records=3)
+    log = Log.open(root / "t-9")
+    try:
+        append(log, "t", 9, 4)
+    finally:
+        log.close()
+    got = _read_all(reader, parts)
+    assert got == sorted([(p, o) for p in range(4) for o in range(20)] +
+                         [(p, o) for p in range(2) for o in range(3)] + [(9, o) for o in range(4)])
+    picks = [planning.share_picks(p.keys, p.route) for p in parts]
+    for key in (("u", 0), ("u", 1), ("t", 9)):
+        assert sum(pick(key) for pick in picks) == 1
+    for p in range(4):
+        assert sum(pick(("t", p)) for pick in picks) == sum(("t", p) in s.keys for s in parts)
+    subscribed = _reader(root, maxBytesPerTask="400", subscribe="t")
+    assert _read_all(subscribed, subscribed.partitions()) == \
+        sorted([(p, o) for p in range(4) for o in range(20)] + [(9, o) for o in range(4)])

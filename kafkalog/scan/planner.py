@@ -27,7 +27,7 @@ import functools
 import logging
 import os
 import re
-from typing import TYPE_CHECKING, Any, Collection, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -200,7 +200,7 @@ def check_assigned(keys, *limits):
 
 def plan(paths: StrPath | Iterable[StrPath | storage.Location], options: Options,
          pushdown: Pushdown | None = None, storage_options: Mapping[str, Any] | None = None,
-         only: Collection[tuple[str, int]] | None = None,
+         only: Callable[[tuple[str, int]], bool] | None = None,
          listings: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """The read tasks for ``paths`` (JSON-able dicts), planned from the logs as they are now,
     with the ``options`` given (an ``Options``).
@@ -211,8 +211,8 @@ def plan(paths: StrPath | Iterable[StrPath | storage.Location], options: Options
     option; with neither, the filesystem's defaults, for S3 the AWS_* environment); remote
     tasks carry them (as ``storage_options``) for ``read_task``. ``pushdown``: filters on
     topic, partition, offset and timestamp (``Pushdown``) that prune partitions, segments and
-    batches; the options are resolved (and checked) as without it. ``only``: the partitions
-    planned (a share of those found, the options checked against all); ``listings``: see
+    batches; the options are resolved (and checked) as without it. ``only``: which partitions
+    found are planned (a share of them; the options checked against all); ``listings``: see
     ``discover``.
 
     Raises ``InvalidConfigError`` (a ``ValueError``) for options Spark's Kafka source rejects,
@@ -222,7 +222,7 @@ def plan(paths: StrPath | Iterable[StrPath | storage.Location], options: Options
 
     def check(found):
         check_assigned(found, start, end)
-        return sorted(found if only is None else found.keys() & set(only))
+        return sorted(found if only is None else filter(only, found))
     return _plan_tasks(_locations(paths, options, storage_options), options, start, end, check,
                        pushdown, listings)
 

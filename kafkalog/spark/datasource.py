@@ -15,7 +15,8 @@ later action without running any Python. There the partitions carry shares of th
 (``SlotPartition``): each plans its share of the topic-partitions when it runs (as Spark's
 ``KafkaRelation`` plans in ``buildScan``: appended records are read and segments deleted by
 retention are not looked for), so every partition is planned once per action, by the task
-reading it, from one listing of the paths per Python worker and action. Past ``parallelPlanningThreshold`` partition directories a query's partitions are
+reading it, from one listing of the paths per Python worker and action. Past
+``parallelPlanningThreshold`` partition directories a query's partitions are
 such shares too, of the directories its filters keep: the read's tasks plan in parallel.
 Options are checked when the DataFrame is made.
 
@@ -41,7 +42,7 @@ from __future__ import annotations
 import json
 import os
 import weakref
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from kafkalog import storage, tiered
 from kafkalog.scan.planner import (
@@ -53,7 +54,8 @@ from kafkalog.spark.options import (
     BOUND_OPTIONS, PRUNE_OPTION, Options, catalog_table_options, paths_list, paths_option,
 )
 from kafkalog.spark.planning import (
-    Share, directory_groups, kept, parallel_threshold, query_plan, share_options, shares,
+    Route, Share, directory_groups, kept, known_keys, parallel_threshold, query_plan,
+    share_options, share_picks, shares,
 )
 from kafkalog.spark.schema import (
     declared_not_null, kafka_schema, not_null_columns, projected_columns, table_options,
@@ -177,14 +179,17 @@ def _datasource_classes() -> type:
     class SlotPartition(InputPartition):
         """Partition ``index`` of a scan planned when it runs: it plans the topic-partitions
         ``keys`` of the query's paths (None: all), as located on the driver (``locations``:
-        not resolved again), and reads tasks ``part``, ``part + parts``, ... of that plan."""
+        not resolved again), and those created since that ``route`` sends it
+        (``planning.Route``), and reads tasks ``part``, ``part + parts``, ... of that plan."""
 
         def __init__(self, index: int, locations: list[storage.Location],
-                     keys: list[tuple[str, int]] | None, part: int, parts: int) -> None:
+                     keys: list[tuple[str, int]] | None, part: int, parts: int,
+                     route: Route | None = None) -> None:
             super().__init__(index)
             self.index = index
             self.locations = locations
             self.keys = keys
+            self.route = route
             self.part = part
             self.parts = parts
 
@@ -230,13 +235,19 @@ def _datasource_classes() -> type:
                 return [SlotPartition(i, locations, None, i, count) for i in range(count)]
             # what needs all partitions is checked here: each share plans only its own
             check_assigned([g.key for g in groups], *batch_limits(self.opts))
+            known = known_keys(g.key for g in groups)
             groups = kept(groups, self.pushdown)
             # minPartitions: at least that many shares, a group cut at batch starts if need be
             cut = self.opts.integer("minPartitions") or 0
             count = _slots(sum(g.size for g in groups),
                            max(sum(g.segments for g in groups), cut), self.opts, self.columns)
-            return [SlotPartition(i, locations, s.keys, s.part, s.parts)
-                    for i, s in enumerate(shares(groups, count, bool(cut)))]
+            dealt = shares(groups, count, bool(cut))
+            # partitions created later go to the shares of whole groups, one each
+            whole = {i: slot for slot, i in enumerate(
+                i for i, s in enumerate(dealt) if s.parts == 1)}
+            return [SlotPartition(i, locations, s.keys, s.part, s.parts,
+                                  Route(known, whole[i], len(whole)) if i in whole else None)
+                    for i, s in enumerate(dealt)]
 
         def read(self, partition: InputPartition) -> Iterator[pyarrow.RecordBatch]:
             index = getattr(partition, "index", None)
@@ -247,10 +258,12 @@ def _datasource_classes() -> type:
             if tasks is None:
                 keys, part, parts = (getattr(partition, name) for name in
                                      ("keys", "part", "parts"))
-                options = self.options if keys is None else \
-                    share_options(self.options, Share(keys, part, parts))
-                tasks = _action_plan(getattr(partition, "locations"), keys, options,
-                                     self.options, self.pushdown,
+                route = getattr(partition, "route", None)
+                options, only = (self.options, None) if keys is None else (
+                    share_options(self.options, Share(keys, part, parts)),
+                    share_picks(keys, route))
+                tasks = _action_plan(getattr(partition, "locations"), only, (keys, route),
+                                     options, self.options, self.pushdown,
                                      "worker" if keys is None else "share")[part::parts]
             for task in tasks:
                 # a tiered task planned in another process: the keys of the query
@@ -328,12 +341,14 @@ _ACTION_PLAN: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
 _ACTION_LISTINGS: dict[tuple[Any, ...], dict[str, Any]] = {}
 
 
-def _action_plan(paths: list[storage.Location], keys: list[tuple[str, int]] | None,
+def _action_plan(paths: list[storage.Location],
+                 only: Callable[[tuple[str, int]], bool] | None, share: Any,
                  options: dict[str, Any], query_options: dict[str, Any],
                  pushdown: Pushdown | None, kind: str) -> list[dict[str, Any]]:
-    """The plan of the topic-partitions ``keys`` (None: all) of ``paths`` with ``options``
-    that a slot reads its part of: made by the first slot of an action (its stage) that a
-    Python worker runs and reused by the next ones there with the same ``keys`` (PySpark
+    """The plan of the topic-partitions of ``paths`` that ``only`` picks (None: all) with
+    ``options`` that a slot reads its part of: made by the first slot of an action (its
+    stage) that a Python worker runs and reused by the next ones there of the same ``share``
+    (its keys and route; PySpark
     reuses its workers), so an action plans them once per worker, not once per slot. Every
     plan of an action in a worker starts from one listing of ``paths`` (made with
     ``query_options``), each log dir's checkpoints read once: no request per directory."""
@@ -342,16 +357,16 @@ def _action_plan(paths: list[storage.Location], keys: list[tuple[str, int]] | No
     opts = Options(options, log_ignored=False)
     context = TaskContext.get()
     if context is None:
-        return query_plan(paths, opts, pushdown, kind, keys)
+        return query_plan(paths, opts, pushdown, kind, only)
     stage = context.stageId()
     query = (stage, repr(paths), repr(sorted(query_options.items())))
-    key = (*query, repr(keys), repr(sorted(options.items())), repr(pushdown))
+    key = (*query, repr(share), repr(sorted(options.items())), repr(pushdown))
     if key not in _ACTION_PLAN:
         _ACTION_PLAN.clear()
         if query not in _ACTION_LISTINGS:
             _ACTION_LISTINGS.clear()
             _ACTION_LISTINGS[query] = {}
-        _ACTION_PLAN[key] = query_plan(paths, opts, pushdown, kind, keys,
+        _ACTION_PLAN[key] = query_plan(paths, opts, pushdown, kind, only,
                                        _ACTION_LISTINGS[query])
     return _ACTION_PLAN[key]
 

@@ -18,7 +18,9 @@ directory on an object store) and plans the shares it runs from that listing, ea
 checkpoints read once. A partition bigger than its share of the bytes is read by several
 tasks, each planning it and reading every n-th of its tasks (with ``minPartitions``, cut at
 batch starts into as many). Options naming partitions (``assign``, JSON offsets, offsets by
-timestamp) are checked against all of them on the driver, and each share plans its own.
+timestamp) are checked against all of them on the driver, and each share plans its own. A
+partition directory created since the shares were dealt is planned by one of them
+(``Route``).
 
 Past ``parallelPlanningThreshold`` partition directories (default 32, as Spark's
 ``spark.sql.sources.parallelPartitionDiscovery.threshold``) a query that plans once too
@@ -34,7 +36,8 @@ from __future__ import annotations
 
 import heapq
 import os
-from typing import TYPE_CHECKING, Any, Mapping, NamedTuple
+import zlib
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, NamedTuple
 
 from kafkalog import storage
 from kafkalog.files import LOG07_SUFFIX, LOG_SUFFIX, log07_topic_partition
@@ -60,10 +63,12 @@ def count_plan(kind: str) -> None:
             os.close(fd)
 
 
-def query_plan(paths: list[str] | list[storage.Location], opts: Options, pushdown: Pushdown | None = None,
-               kind: str = "query", only: list[tuple[str, int]] | None = None,
+def query_plan(paths: list[str] | list[storage.Location], opts: Options,
+               pushdown: Pushdown | None = None, kind: str = "query",
+               only: Callable[[tuple[str, int]], bool] | None = None,
                listings: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """``planner.plan`` of a Spark query, or of a share of it (``only``), counted."""
+    """``planner.plan`` of a Spark query, or of a share of it (``only`` picks its
+    topic-partitions), counted."""
     count_plan(kind)
     return plan(paths, opts, pushdown, only=only, listings=listings)
 
@@ -148,6 +153,45 @@ def shares(groups: list[Group], count: int, cut: bool = False) -> list[Share]:
         heapq.heappush(bins, (size + g.size, i, keys))
     out.extend(Share(keys, 0, 1) for _, _, keys in sorted(bins, key=lambda b: b[1]) if keys)
     return out
+
+
+class Route(NamedTuple):
+    """Where a share sends partitions created after the listing its query's shares were dealt
+    from: ``known``, that listing's topic-partitions (``known_keys``); a partition not among
+    them is read by the share ``slot`` of ``slots`` (the shares of whole groups) that a
+    stable hash of it picks, so exactly one share of an action reads it."""
+    known: dict[str, Any]
+    slot: int
+    slots: int
+
+
+def known_keys(keys: Iterable[tuple[str, int]]) -> dict[str, Any]:
+    """``keys`` by topic, compact as every share carries them: a topic's partitions 0..n-1 as
+    ``n``, others as a frozenset."""
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in keys:
+        by_topic.setdefault(topic, []).append(partition)
+    return {t: len(ps) if sorted(ps) == list(range(len(ps))) else frozenset(ps)
+            for t, ps in by_topic.items()}
+
+
+def share_picks(keys: list[tuple[str, int]], route: Route | None
+                ) -> Callable[[tuple[str, int]], bool]:
+    """Whether a share plans a topic-partition found: one of its ``keys``, or (``route``) a
+    new one routed to it."""
+    mine = set(keys)
+    if route is None:
+        return mine.__contains__
+
+    def picks(key: tuple[str, int]) -> bool:
+        if key in mine:
+            return True
+        known = route.known.get(key[0])
+        if known is not None and (key[1] < known if isinstance(known, int)
+                                  else key[1] in known):
+            return False                          # another share's
+        return zlib.crc32(f"{key[0]}-{key[1]}".encode()) % route.slots == route.slot
+    return picks
 
 
 def share_options(options: dict[str, Any], share: Share) -> dict[str, Any]:
