@@ -105,6 +105,8 @@ def test_a_scan_pushing_nothing_plans_each_directory_once_per_action(spark, plan
         log.close()
     assert df.count() == 63                      # the same partitions, planned again
     assert plans() == {"share": shares}
+    write_topic(three, "u", records=4)           # a partition made since: read by one share
+    assert df.count() == 67
 
 
 def test_a_micro_batch_is_planned_once(spark, plans, tmp_path):
