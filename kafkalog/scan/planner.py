@@ -211,9 +211,8 @@ def plan(paths: StrPath | Iterable[StrPath | storage.Location], options: Options
     option; with neither, the filesystem's defaults, for S3 the AWS_* environment); remote
     tasks carry them (as ``storage_options``) for ``read_task``. ``pushdown``: filters on
     topic, partition, offset and timestamp (``Pushdown``) that prune partitions, segments and
-    batches; the options are resolved (and checked) as without it. ``only``: which partitions
-    found are planned (a share of them; the options checked against all); ``listings``: see
-    ``discover``.
+    batches; the options are resolved (and checked) as without it. ``only``: picks the
+    partitions planned (the options checked against all found); ``listings``: see ``discover``.
 
     Raises ``InvalidConfigError`` (a ``ValueError``) for options Spark's Kafka source rejects,
     incl. a starting timestamp no record matches (unless
