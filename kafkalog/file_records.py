@@ -252,8 +252,16 @@ class FileRecords:
         ``FileRecords.slice``): what a server sends with ``sendfile``."""
         return FileSlice(self.descriptor(), position, size)
 
-    def read_bytes(self, position: int, size: int) -> bytes:
-        """``size`` bytes from ``position`` (fewer at the end of the file)."""
+    def read_bytes(self, position: int, size: int, now: bool = False) -> bytes:
+        """``size`` bytes from ``position`` (fewer at the end of the file). ``now``: of the
+        file at ``path`` now, not through the descriptor or mapping held (a read-only view's
+        may be of a file deleted since); SegmentDeletedError when it is gone."""
+        if now and not self.remote:
+            fd = self._open(os.O_RDONLY)
+            try:
+                return os.pread(fd, size, position)
+            finally:
+                os.close(fd)
         if self.remote:
             end = min(self.size, position + size)
             return bytes(self.buffer_for(position, end)[position:end])

@@ -23,9 +23,10 @@ import os
 import warnings
 import weakref
 
-from kafkalog import checkpoint
+from kafkalog import checkpoint, storage
 from kafkalog._kernels import ActiveSegmentAppender
-from kafkalog.errors import io_failure
+from kafkalog._layout import HEADER_SIZE_UP_TO_MAGIC
+from kafkalog.errors import FileShrunkError, io_failure
 from kafkalog.files import CLEANED_SUFFIX, DELETED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, file_path
 from kafkalog.log_segments import LogSegments
 from kafkalog.producer_state import ProducerStateManager
@@ -37,6 +38,8 @@ from kafkalog.segment import LogSegment
 
 log = logging.getLogger(__name__)
 
+#: bytes of a batch up to the end of its CRC (v2; a legacy entry's CRC comes before)
+_TAIL_BYTES = HEADER_SIZE_UP_TO_MAGIC + 4
 _FLUSH_THREADS = 8           # fsyncs in flight at once when a flush covers many segments
 
 
@@ -123,6 +126,16 @@ class LocalLog:
         #: the ``ActiveSegmentAppender`` of the next appends (``arm_appender``), or None; any
         #: other file operation (``io``) drops it
         self.appender = None
+        #: a local read-only view's last batch: (segment, position, its bytes up to its CRC
+        #: in the buffer its load walked), or None (``check_loaded_tail``)
+        self.loaded_tail = None
+        active = self.segments.active
+        if active is not None and active.read_only and not storage.is_remote(directory):
+            last = active.last_batch()
+            if last is not None:
+                position = int(last["position"])
+                self.loaded_tail = (active, position,
+                                    bytes(active.buffer()[position:position + _TAIL_BYTES]))
 
     @contextlib.contextmanager
     def io(self, what):
@@ -301,11 +314,29 @@ class LocalLog:
                     if include_aborted_txns:
                         info.aborted_transactions = self._aborted_transactions(
                             segments, start_offset, segment, info, end[0])
+                        if self.loaded_tail is not None:
+                            self.check_loaded_tail()
                     return info
                 segment = nxt
                 nxt = None if nxt is None else segments.higher(nxt.base_offset)
         return FetchDataInfo(LogOffsetMetadata(start_offset, -1, -1), b"",
                              aborted_transactions=[] if include_aborted_txns else None)
+
+    def check_loaded_tail(self):
+        """A read-only view's read_committed read, after its copy (a ``zero_copy`` slice is
+        read after this): the view's last stable offset and aborted transactions are its
+        load's, true of the batches it walked. A writer that truncated below its last batch
+        since, then appended (maybe an open transaction's batches, at the same offsets), left
+        other batches under them: the last batch is no longer where the load walked it
+        (FileShrunkError) or its segment is gone (SegmentDeletedError). Reopen the log to read
+        it as it is now."""
+        segment, position, head = self.loaded_tail
+        if segment.read_bytes(position, _TAIL_BYTES, now=True) != head:
+            try:
+                now = os.stat(segment.log_path).st_size
+            except OSError:
+                now = None
+            raise FileShrunkError(segment.log_path, segment.size, now)
 
     @classmethod
     def _aborted_transactions(cls, segments, start_offset, segment, info, log_end):

@@ -44,9 +44,8 @@ class LogSegment:
     """A segment of a partition's log: the ``.log`` file of batches from ``base_offset`` on, a
     sparse offset index, a time index and a transaction index.
 
-    Indexes are opened lazily (the first lookup or append opens them), so loading a log of
-    many segments touches only directory entries. Appends are not thread-safe (the log
-    serialises them); reads may run concurrently with appends.
+    Indexes are opened lazily (at the first lookup or append): a load touches only directory
+    entries. Appends are serialised by the log; reads may run concurrently with them.
     """
 
     # Slots, not a __dict__: a log of 10,000s of segments holds one of these each, and
@@ -218,9 +217,9 @@ class LogSegment:
         ``FileRecords.buffer``."""
         return self._file.buffer()
 
-    def read_bytes(self, position: int, size: int) -> bytes:
-        """``size`` bytes from ``position`` (fewer at the end of the file)."""
-        return self._file.read_bytes(position, size)
+    def read_bytes(self, position: int, size: int, now: bool = False) -> bytes:
+        """``size`` bytes from ``position`` (fewer at the end); ``FileRecords.read_bytes``."""
+        return self._file.read_bytes(position, size, now)
 
     def can_convert_to_relative_offset(self, offset: int) -> bool:
         return 0 <= offset - self.base_offset <= _INT32_MAX
@@ -436,8 +435,7 @@ class LogSegment:
     def batches(self, start_position: int = 0, validate_crc: bool = False
                 ) -> tuple[np.ndarray, int, int, str | None]:
         """Walk the segment's batches: ``(batches, status, stop, message)`` from the kernel;
-        with ``validate_crc`` the walk stops at a batch that fails its CRC (status
-        ``WALK_INVALID``), so every batch returned is intact."""
+        ``validate_crc`` stops at a batch that fails its CRC (``WALK_INVALID``)."""
         with self.scan_lock:
             file = self._file
             return walk_batches(file.buffer_for(start_position, file.size), start_position,
@@ -445,6 +443,11 @@ class LogSegment:
 
     def read_next_offset(self) -> int:
         """The offset after the last batch (the base offset when the segment is empty)."""
+        last = self.last_batch()
+        return self.base_offset if last is None else int(last["last_offset"]) + 1
+
+    def last_batch(self) -> Any:
+        """The last batch's ``BATCH_DTYPE`` row (a walk from the last index entry), or None."""
         index = self.offset_index
         start = 0 if self._lazy_offset_index.distrusted else \
             self._checked_position(index.lookup(index.last_offset).position)
@@ -453,9 +456,7 @@ class LogSegment:
             # The walk from the last entry did not reach the end: the entry is not at a
             # batch boundary (the index lies) or the tail is torn; walk from the start.
             batches, _, _, _ = self.batches(0)
-        if len(batches):
-            return int(batches["last_offset"][-1]) + 1
-        return self.base_offset
+        return batches[-1] if len(batches) else None
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int = 0
                                  ) -> TimestampOffset | None:

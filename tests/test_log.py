@@ -9,8 +9,8 @@ import pytest
 from kafkalog import Record, build_batch, build_control_batch, iter_batches
 from kafkalog.config import LogConfig
 from kafkalog.errors import (
-    CorruptRecordError, InvalidOffsetError, KafkaLogError, OffsetOutOfRangeError,
-    RecordTooLargeError,
+    CorruptRecordError, FileShrunkError, InvalidOffsetError, KafkaLogError,
+    OffsetOutOfRangeError, RecordTooLargeError, SegmentDeletedError,
 )
 from kafkalog.log import Log
 from kafkalog.records import TimestampType
@@ -622,6 +622,45 @@ def test_a_read_only_log_leaves_out_an_abort_whose_index_entry_is_not_written_ye
     assert reader.last_stable_offset == 5
     assert [r.offset for r in reader.records(isolation="committed")] == [3, 4]
     assert [r.offset for r in reader.records()] == [0, 1, 3, 4]
+    reader.close()
+    log.close()
+
+
+def test_a_read_only_log_refuses_a_committed_read_after_the_writer_rewrote_its_tail(tmp_path):
+    # A read-only Log's last stable offset is its open's. A writer that then truncates
+    # below it (a follower's truncation) and appends an open transaction puts that
+    # transaction's batches at offsets the view calls stable: read_committed must not
+    # return them (it did: [0, 1, 2, 3, 4] with 2-4 uncommitted).
+    log = open_log(tmp_path, **{"segment.bytes": 10 ** 6})
+    log.append(records(2))
+    log.append(records(3))
+    reader = Log.open(log.path, read_only=True)
+    assert reader.last_stable_offset == 5
+    log.truncate_to(2)
+    log.append(records(3), producer_id=7, producer_epoch=1, transactional=True, base_sequence=0)
+    with pytest.raises(FileShrunkError):
+        list(reader.records(isolation="committed"))
+    assert [r.offset for r in reader.records()] == [0, 1, 2, 3, 4]   # (not a committed read)
+    reader.close()
+    reader = Log.open(log.path, read_only=True)          # reopened: as it is now
+    assert [r.offset for r in reader.records(isolation="committed")] == [0, 1]
+    reader.close()
+    log.close()
+
+
+def test_a_read_only_log_refuses_a_committed_read_after_a_truncation_deleted_its_last_segment(
+        tmp_path):
+    # The truncation reaches an earlier segment: the view's last segment is deleted (its
+    # mapping still reads the old batches) and the earlier one holds the new transaction.
+    log = open_log(tmp_path, **{"segment.bytes": 10 ** 6})
+    log.append(records(3))
+    log.roll()
+    log.append(records(3))
+    reader = Log.open(log.path, read_only=True)
+    log.truncate_to(1)
+    log.append(records(1), producer_id=7, producer_epoch=1, transactional=True, base_sequence=0)
+    with pytest.raises(SegmentDeletedError):
+        list(reader.records(isolation="committed"))
     reader.close()
     log.close()
 
