@@ -247,13 +247,15 @@ class _Stage:
 
 def _as_worker(monkeypatch, stage):
     """This process as a new Python worker running ``stage``: nothing cached from the driver
-    (storage options, filesystems, the action's plans and listings)."""
+    (storage options, filesystems, the action's plans and listings). Not the worker's
+    process-wide tuning (``gc.freeze``, ``mallopt``): the test process keeps its own."""
     import pyspark
     from kafkalog import storage
     storage.reset()
     datasource._ACTION_PLAN.clear()
     datasource._ACTION_LISTINGS.clear()
     monkeypatch.setattr(pyspark.TaskContext, "get", staticmethod(lambda: _Stage(stage)))
+    monkeypatch.setattr(datasource, "tune_worker_process", lambda: None)
 
 
 def _shipped(parts):
