@@ -453,10 +453,10 @@ def read_regular_file(path: Any) -> bytes:
 
 
 def size_of(path: Any) -> int:
-    """Bytes in file ``path``."""
-    known, entry = _known(path)
-    return entry.size if known and entry is not None and entry.is_file else \
-        _backend(path).size_of(path)
+    """Bytes in file ``path`` (within ``listed``: its listed size, FileNotFoundError when the
+    listing shows none, as ``read_file``)."""
+    size = _listed_size(path)
+    return size if size is not None else _backend(path).size_of(path)
 
 
 def modified_ms(path: Any) -> int:
