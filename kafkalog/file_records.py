@@ -303,6 +303,12 @@ class FileRecords:
         os.fsync(desc.fd)
 
     @property
+    def one_fetch(self) -> bool:
+        """Whether reading any of the file fetches all of it (a remote file of one block, one
+        ranged GET): an index that points into it would only add a request."""
+        return self.remote and 0 < self.size <= storage.range_buffer(self.path, self.size).step
+
+    @property
     def opened(self) -> bool:
         """Whether the file's descriptor is open."""
         return self._desc is not None

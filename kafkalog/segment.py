@@ -2,6 +2,7 @@
 a ``LazyIndex``) and its transaction index; its recovery's body is in ``segment_recovery``."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import random
@@ -240,6 +241,9 @@ class LogSegment:
         return self._max_ts().offset
 
     def _max_ts(self):
+        if self.max_timestamp_and_offset is None and self.read_only and self._active:
+            # batches a live or killed writer did not index yet count (as recovery finds)
+            self._load_largest_timestamp()
         if self.max_timestamp_and_offset is None:
             last = self.time_index.last_entry     # opening it may set the value (unindexed)
             if self.max_timestamp_and_offset is None:
@@ -347,11 +351,10 @@ class LogSegment:
         return position, size
 
     def _translate_remote(self, offset, starting_position):
-        """``translate_offset`` fetching only the blocks the index entry and the walk from
-        it touch."""
+        """``translate_offset`` fetching only the blocks its walk from the index entry touches."""
         with self.scan_lock:
             start = starting_position
-            if not self._lazy_offset_index.distrusted:
+            if not (self._lazy_offset_index.distrusted or self._file.one_fetch):
                 mapping = self.offset_index.lookup(offset)
                 if mapping.position > starting_position:
                     if self.batch_starts_at(mapping.position, mapping.offset):
@@ -448,8 +451,9 @@ class LogSegment:
 
     def last_batch(self) -> Any:
         """The last batch's ``BATCH_DTYPE`` row (a walk from the last index entry), or None."""
-        index = self.offset_index
-        start = 0 if self._lazy_offset_index.distrusted else \
+        index = None if self._lazy_offset_index.distrusted or self._file.one_fetch else \
+            self.offset_index
+        start = 0 if index is None else \
             self._checked_position(index.lookup(index.last_offset).position)
         batches, _, stop, _ = self.batches(start)
         if start > 0 and (len(batches) == 0 or stop < self._file.size):
@@ -462,12 +466,10 @@ class LogSegment:
                                  ) -> TimestampOffset | None:
         """(timestamp, offset) of the first record with timestamp >= ``timestamp`` at or after
         ``starting_offset``, or None."""
-        ts_entry = self.time_index.lookup(timestamp)    # (touches the segment, once a call)
-        offset_index = self._lazy_offset_index.index
-        if offset_index is None:
-            offset_index = self.offset_index
-        position = self._checked_position(
-            offset_index.lookup(max(ts_entry.offset, starting_offset)).position)
+        position = 0            # a file fetched whole by any read: no index asked
+        if not self._file.one_fetch:
+            offset = max(self.time_index.lookup(timestamp).offset, starting_offset)
+            position = self._checked_position(self.offset_index.lookup(offset).position)
         with self.scan_lock:
             return self._file.search_for_timestamp(timestamp, starting_offset, position)
 
@@ -593,9 +595,10 @@ class LogSegment:
             return truncated
 
     def _load_largest_timestamp(self):
-        last = self.time_index.last_entry
-        position = self._checked_position(self.offset_index.lookup(last.offset).position)
-        batches = walk_batches(self._file.buffer(), position, validate_crc=False)[0]
+        last = None if self._file.one_fetch else self.time_index.last_entry
+        position = 0 if last is None else \
+            self._checked_position(self.offset_index.lookup(last.offset).position)
+        batches = self.batches(position)[0]
         self.max_timestamp_and_offset = last
         self.learn_largest_timestamp(batches)
 
@@ -685,16 +688,13 @@ class LogSegment:
         keeps its open descriptor and mappings for readers until it is collected."""
         if not self.deleted:
             self.close_handlers()
-        paths = [self.log_path, self._path(INDEX_SUFFIX), self._path(TIME_INDEX_SUFFIX),
-                 self.txn_index.path]
+        paths = self.files()
         for lazy in (self._lazy_offset_index, self._lazy_time_index):
             if lazy.index is not None:
                 paths.append(lazy.index.path)
         for p in set(paths):
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.remove(p)
-            except FileNotFoundError:
-                pass
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self._file.size})"

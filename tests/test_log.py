@@ -666,11 +666,11 @@ def test_a_read_only_log_refuses_a_committed_read_after_a_truncation_deleted_its
 
 
 def test_a_read_only_log_finds_a_timestamp_in_a_segment_the_writer_deleted(tmp_path):
-    # The last segment a read-only Log listed has no time index entry (its largest timestamp
-    # is its file's modification time) and the writer's retention deleted it.
+    # The last segment a read-only Log listed holds a record without a timestamp (its largest
+    # timestamp is its file's modification time) and the writer's retention deleted it.
     from kafkalog.errors import SegmentDeletedError
     log = open_log(tmp_path, **{"segment.bytes": 10 ** 6})
-    log.append([Record(value=b"x")])
+    log.append([Record(value=b"x", timestamp=-1)])      # no timestamp: the mtime stands in
     reader = Log.open(log.path, read_only=True)
     assert reader.segments.active.max_timestamp_so_far == -1     # (before the roll's entry)
     log.roll()

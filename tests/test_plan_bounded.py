@@ -1,9 +1,10 @@
 """Bounded reads of a bucket (issue 40): a partition bounded by offsets is planned from the
-listing with, per bound, its segment's offset index and the bytes it points to (two GETs), not
-a load of the partition; by timestamps, the time index of each closed segment, and of the one
-holding it its offset index and bytes. The rows are those the engine's plan of the local copy
-reads. read_committed adds the producer snapshot and transaction indexes, also from the
-listing."""
+listing with, per bound, the bytes of its segment (one GET: a segment of one fetch block is
+fetched whole by any read, so its offset index would only add a request), not a load of the
+partition; by timestamps, the time index of each closed segment (their largest timestamps,
+fetched at once), then the bytes of the one holding it. The rows are those the engine's plan of
+the local copy reads. read_committed adds the producer snapshot and transaction indexes, also
+from the listing."""
 import json
 import shutil
 
@@ -12,7 +13,9 @@ import pytest
 from conftest import FIXTURES
 
 import kafkalog.spark as ks  # noqa: E402
+from kafkalog import Record  # noqa: E402
 from kafkalog.checkpoint import write_offset_checkpoint  # noqa: E402
+from kafkalog.log import Log  # noqa: E402
 from kafkalog.scan.planner import partition_offsets  # noqa: E402
 from kafkalog.scan.pushdown import Pushdown  # noqa: E402
 from kafkalog.scan.reader import read_task  # noqa: E402
@@ -81,12 +84,12 @@ def _planned(dirs, name, s3, s3_calls, options, pushdown=None):
 
 
 @pytest.mark.parametrize("name, options, gets", [
-    # a start inside a closed segment: its index and the bytes it points to
-    ("multi-hw", {"startingOffsets": _each(25000)}, 2),
+    # a start inside a closed segment: its bytes (fetched whole: one block, no index asked)
+    ("multi-hw", {"startingOffsets": _each(25000)}, 1),
     # ... without a checkpointed high watermark too: the read ends at the bytes' end
-    ("multi", {"startingOffsets": _each(25000)}, 2),
-    ("multi", {"endingOffsets": _each(27000)}, 2),
-    ("multi", {"startingOffsets": _each(23000), "endingOffsets": _each(27000)}, 4),
+    ("multi", {"startingOffsets": _each(25000)}, 1),
+    ("multi", {"endingOffsets": _each(27000)}, 1),
+    ("multi", {"startingOffsets": _each(23000), "endingOffsets": _each(27000)}, 2),
 ], ids=["start", "start-no-hw", "end", "start-end"])
 def test_an_offset_bound_costs_an_index_and_its_bytes(dirs, s3, s3_calls, name, options,
                                                       gets):
@@ -98,7 +101,7 @@ def test_an_offset_bound_costs_an_index_and_its_bytes(dirs, s3, s3_calls, name, 
 
 def test_streaming_offsets_need_no_request_per_partition_with_a_high_watermark(dirs, s3,
                                                                                s3_calls):
-    for name, gets in (("multi-hw", 1 / P), ("multi", 2)):
+    for name, gets in (("multi-hw", 1 / P), ("multi", 1)):
         s3_calls.clear()
         local, url = dirs[name]
         remote = partition_offsets(url, Options({}), storage_options=s3.options)
@@ -107,14 +110,15 @@ def test_streaming_offsets_need_no_request_per_partition_with_a_high_watermark(d
 
 
 @pytest.mark.parametrize("name, options, gets", [
-    # the .timeindex of each closed segment (its last entry: the largest timestamp), then the
-    # offset index of the one a timestamp is found in and the bytes it points to
-    ("multi", {"startingTimestamp": "1700000025000"}, 5),
-    ("multi", {"endingTimestamp": "1700000027000"}, 5),
-    ("multi", {"startingOffsetsByTimestamp": _each(1700000025000)}, 5),
-    # no record that late: the last segment is searched too, its end read (latest)
+    # the .timeindex of each closed segment (its last entry: the largest timestamp; three),
+    # then the bytes of the one a timestamp is found in (one block: no index asked)
+    ("multi", {"startingTimestamp": "1700000025000"}, 4),
+    ("multi", {"endingTimestamp": "1700000027000"}, 4),
+    ("multi", {"startingOffsetsByTimestamp": _each(1700000025000)}, 4),
+    # no record that late: the last segment's bytes are read too (its largest timestamp and
+    # its end, latest)
     ("multi", {"startingTimestamp": "9999999999999",
-               "startingOffsetsByTimestampStrategy": "latest"}, 6),
+               "startingOffsetsByTimestampStrategy": "latest"}, 4),
     # Kafka's ListOffsets' earliest (-2) is the log start: nothing to read
     ("multi", {"startingTimestamp": "-2"}, 0),
 ], ids=["start", "end", "by-partition", "none-that-late", "earliest"])
@@ -127,19 +131,43 @@ def test_a_timestamp_bound_costs_the_time_indexes_then_an_index_and_its_bytes(
 def test_a_pushed_timestamp_filter_costs_what_a_starting_timestamp_does(dirs, s3, s3_calls):
     pushdown = Pushdown()
     pushdown.ts_lo = 1700000025000        # timestamp >= it: the plan starts where it points
-    # and the log end (the last segment's index and tail): a filtered plan asks latest
-    assert _planned(dirs, "multi", s3, s3_calls, {}, pushdown) == (5 + 2, 2)
+    # and the log end (the last segment's bytes): a filtered plan asks latest
+    assert _planned(dirs, "multi", s3, s3_calls, {}, pushdown) == (4 + 1, 2)
 
 
 @pytest.mark.parametrize("name, options, gets", [
-    # latest is the last stable offset: the log end (the last segment's index and tail), the
-    # newest producer snapshot below it; then the transaction indexes of the segments read
-    ("txn", {}, 5),
-    ("txn", {"startingOffsets": _each(150)}, 3),
-    # a timestamp's segment, found as without read_committed (time indexes, index, bytes)
-    ("multi", {"startingTimestamp": "1700000025000"}, 8),
+    # latest is the last stable offset: the log end (the last segment's bytes), the newest
+    # producer snapshot below it; then the transaction indexes of the segments read
+    ("txn", {}, 4),
+    ("txn", {"startingOffsets": _each(150)}, 2),
+    # a timestamp's segment, found as without read_committed (time indexes, bytes), and the
+    # last stable offset (the last segment's bytes, a snapshot)
+    ("multi", {"startingTimestamp": "1700000025000"}, 6),
 ], ids=["txn", "txn-start", "timestamp"])
 def test_read_committed_costs_the_log_end_a_snapshot_and_the_txn_indexes(
         dirs, s3, s3_calls, name, options, gets):
     options = dict(options, **{"kafka.isolation.level": "read_committed"})
     assert _planned(dirs, name, s3, s3_calls, options) == (gets, 2)
+
+
+def test_a_timestamp_past_the_active_segments_last_time_index_entry_is_found(
+        s3, s3_calls, tmp_path):
+    """A copy of a live log: the newest batches of its active segment have no time index
+    entry yet. A read-only view finds their timestamps as Kafka's recovery of that copy would
+    (before: "No offset matched" from the local and the remote plan alike); remotely with one
+    GET, the segment's bytes."""
+    live = Log.open(tmp_path / "live" / "t-0")
+    for i in range(3000):
+        live.append([Record(key=b"k", value=b"v" * 50, timestamp=1700000000000 + i)])
+    live.flush()
+    shutil.copytree(tmp_path / "live", tmp_path / "copy")        # the writer still open
+    live.close()
+    copy = Log.open(tmp_path / "copy" / "t-0", read_only=True)
+    assert copy.segments.active.time_index.last_entry.offset < 2998
+    assert copy.offset_for_timestamp(1700000002998)[:1] == (2998,)
+    copy.close()
+    url = s3.upload(tmp_path / "copy", "plan-bounded/live-copy")
+    options = {"startingTimestamp": "1700000002998"}
+    tasks = ks.plan(url, options, storage_options=s3.options)
+    assert _rows(tasks) == _rows(ks.plan(tmp_path / "copy", options)) == [(0, 2998), (0, 2999)]
+    assert s3_calls.get("get_object") == 1

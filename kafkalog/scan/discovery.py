@@ -192,6 +192,7 @@ class ListedLog:
         self.segments = LogSegments(
             _ListedSegment(path, base, config, read_only=True, size=size, next_base=following)
             for (base, size), following in zip(segments, [b for b, _ in segments[1:]] + [None]))
+        self.segments.active.set_active(True)       # (what a load marks: see _max_ts)
         self.log_start_offset = max(log_start_offset, segments[0][0])
         self._high_watermark = None if high_watermark is None else \
             max(high_watermark, self.log_start_offset)
