@@ -141,6 +141,17 @@ def located(path: StrPath, storage_options: Mapping[str, Any] | None = None,
         yield storage.locate(os.fspath(path), storage_options, rsm_keys)
 
 
+def located_each(paths: Any, stack: contextlib.ExitStack,
+                 storage_options: Mapping[str, Any] | None = None,
+                 rsm_keys: Mapping[str, Any] | None = None) -> list[storage.Location]:
+    """``storage.locate_each`` of ``paths``, each remote one ``located`` within its one listing
+    until ``stack`` closes: resolving it and then discovering what is below it is one LIST per
+    1,000 keys. A ``Location`` among them is taken as it is."""
+    return [p if isinstance(p, storage.Location) else
+            stack.enter_context(located(p, storage_options, rsm_keys))
+            for p in storage.each_path(paths)]
+
+
 def check_partition_dir(path: StrPath, *, read_only: bool, log07: bool = False) -> None:
     """Raise unless ``path`` may be opened as one partition's log (``log07``: a Kafka 0.7
     one): ``PartitionNotFoundError`` when it is a log dir (partition directories below it, a

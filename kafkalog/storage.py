@@ -185,10 +185,13 @@ def locate_each(paths: Any, storage_options: Mapping[str, Any] | None = None,
                 rsm_keys: Mapping[str, Any] | None = None) -> list[Location]:
     """``paths`` (one path or several) located once each (``locate``); a ``Location`` among
     them is taken as it is (located already, as a Spark share's were on the driver)."""
-    if isinstance(paths, (str, os.PathLike, Location)):
-        paths = [paths]
     return [p if isinstance(p, Location) else locate(os.fspath(p), storage_options, rsm_keys)
-            for p in paths]
+            for p in each_path(paths)]
+
+
+def each_path(paths: Any) -> list[Any]:
+    """``paths`` as a list: one path (a ``str``, ``os.PathLike`` or ``Location``) or several."""
+    return [paths] if isinstance(paths, (str, os.PathLike, Location)) else list(paths)
 
 
 def _recorded(root: str, options: Mapping[str, Any] | None,

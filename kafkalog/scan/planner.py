@@ -34,6 +34,7 @@ import numpy as np
 from kafkalog import storage
 from kafkalog.errors import InvalidConfigError, OffsetOutOfRangeError
 from kafkalog.log07 import Segment07
+from kafkalog.log_dirs import located_each
 from kafkalog.log07.format import LOG07_FORMAT
 from kafkalog.scan.discovery import (ABOVE_ANY_OFFSET, ListedLog, close_all, discover,
                                      preferred, served_ranges, without_internal)
@@ -53,15 +54,16 @@ DEFAULT_MAX_BYTES_PER_TASK = 128 * 1024 * 1024
 REMOTE_PARTITIONS_AT_ONCE = 64
 
 
-def _locations(paths, opts, storage_options):
-    """``paths`` (one or several) located once each (``storage.locate``) with the plan's
-    storage options (the argument, else the ``storageOptions`` option) and ``rsmKeys``."""
+def _locations(paths, opts, storage_options, stack):
+    """``paths`` (one or several) located once each with the plan's storage options (the
+    argument, else the ``storageOptions`` option) and ``rsmKeys``, a remote one within its
+    listing until ``stack`` closes (``log_dirs.located_each``: discovery lists it no more)."""
     given = opts.storage_options
     if storage_options is not None and given is not None:
         raise InvalidConfigError("give storage_options or the storageOptions option, "
                                  "not both")
     options = dict(storage_options) if storage_options is not None else given
-    return storage.locate_each(paths, options, opts.rsm_keys)
+    return located_each(paths, stack, options, opts.rsm_keys)
 
 
 def select_topics(found, opts):
@@ -222,8 +224,9 @@ def plan(paths: StrPath | Iterable[StrPath | storage.Location], options: Options
     def check(found):
         check_assigned(found, start, end)
         return sorted(found if only is None else filter(only, found))
-    return _plan_tasks(_locations(paths, options, storage_options), options, start, end, check,
-                       pushdown, listings)
+    with contextlib.ExitStack() as stack:
+        return _plan_tasks(_locations(paths, options, storage_options, stack), options, start,
+                           end, check, pushdown, listings)
 
 
 def _plan_tasks(locations, opts, start, end, keys, pushdown=None, listings=None):
@@ -612,8 +615,8 @@ def partition_offsets(paths: StrPath | Iterable[StrPath], options: Options,
                "fail_on_data_loss": options.flag("failOnDataLoss", True),
                "committed": options.read_committed}
     with contextlib.ExitStack() as stack:
-        found = select_topics(discover(_locations(paths, options, storage_options), stack,
-                                        options.read_above_high_watermark), options)
+        found = select_topics(discover(_locations(paths, options, storage_options, stack),
+                                        stack, options.read_above_high_watermark), options)
         if start is not None:
             check_assigned(found, start)
 
@@ -649,10 +652,11 @@ def plan_ranges(paths: StrPath | Iterable[StrPath], options: Options,
     wanted = {k: v for k, v in ranges.items() if v[0] < v[1]}
     if not wanted:
         return []
-    return _plan_tasks(_locations(paths, options, storage_options), options,
-                       _Limit("offsets", {k: v[0] for k, v in wanted.items()}),
-                       _Limit("offsets", {k: v[1] for k, v in wanted.items()}),
-                       lambda found: [k for k in sorted(wanted) if k in found])
+    with contextlib.ExitStack() as stack:
+        return _plan_tasks(_locations(paths, options, storage_options, stack), options,
+                           _Limit("offsets", {k: v[0] for k, v in wanted.items()}),
+                           _Limit("offsets", {k: v[1] for k, v in wanted.items()}),
+                           lambda found: [k for k in sorted(wanted) if k in found])
 
 
 def _first_offset_at_or_after(ranges, timestamp):
