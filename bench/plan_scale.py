@@ -132,7 +132,8 @@ def row(where, p, result):
 
 def bounded_rows(url, p, options, take):
     """Requests and seconds of planning the S3 partitions bounded by offsets (from the middle
-    of each, to its middle), by a timestamp (the middle record's) and of a stream's latest offsets (``partition_offsets``)."""
+    of each, to its middle), by a timestamp (the middle record's), read_committed, and of a
+    stream's latest offsets (``partition_offsets``)."""
     from kafkalog.scan.planner import partition_offsets
     from kafkalog.spark.options import Options
     middle = json.dumps({TOPIC: {str(i): RECORDS // 2 for i in range(p)}})
@@ -143,6 +144,8 @@ def bounded_rows(url, p, options, take):
                 url, {"endingOffsets": middle}, storage_options=options)),
             ("startingTimestamp", lambda: kafkalog.spark.plan(
                 url, {"startingTimestamp": str(MIDDLE_TIMESTAMP)}, storage_options=options)),
+            ("read_committed", lambda: kafkalog.spark.plan(
+                url, {"kafka.isolation.level": "read_committed"}, storage_options=options)),
             ("stream offsets", lambda: partition_offsets(url, Options({}),
                                                          storage_options=options))):
         storage.reset()
