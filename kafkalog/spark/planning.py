@@ -97,8 +97,8 @@ def directory_groups(paths: list[str] | list[storage.Location], opts: Options
     """The topic-partitions under ``paths`` (one listing of each), in topic-partition order;
     only those ``subscribe``, ``subscribePattern`` or ``assign`` select
     (``planner.select_topics``: no share holds others, whose task would warn of a selection
-    matching none). None where a share of them cannot be planned alone: directories only this
-    process can open (tiered-storage views).
+    matching none). A tiered-storage view's too: a worker opens it from the ``Location`` its
+    share carries, which brings the view's keys.
 
     Raises the listing's errors (``LogNotFoundError``, ``PartitionNotFoundError``)."""
     groups: dict[tuple[str, int], Group] = {}
@@ -106,8 +106,6 @@ def directory_groups(paths: list[str] | list[storage.Location], opts: Options
         listing = partition_listing(location.root, recursive=True, required=True,
                                     log07=True)
         for directory, entries in listing.partitions:
-            if storage.shown(directory) != directory:
-                return None                  # a view registered in this process only
             key = log07_topic_partition(os.path.basename(directory))
             if key is None:
                 continue
