@@ -171,3 +171,15 @@ def test_a_timestamp_past_the_active_segments_last_time_index_entry_is_found(
     tasks = ks.plan(url, options, storage_options=s3.options)
     assert _rows(tasks) == _rows(ks.plan(tmp_path / "copy", options)) == [(0, 2998), (0, 2999)]
     assert s3_calls.get("get_object") == 1
+
+
+def test_min_partitions_cut_at_batch_starts_reads_each_segment_once(dirs, s3, s3_calls):
+    # the listed view, not a load of the partition: each segment's bytes (the cut walks their
+    # batches; a default read's end is the bytes' end, so nothing more), the partitions at once
+    per_partition, lists = _planned(dirs, "multi", s3, s3_calls, {"minPartitions": "16"})
+    assert (per_partition, lists) == (4, 1)
+    local, url = dirs["multi"]
+    cut = [(t["partition"], t["segment"], t["start_pos"], t["end_pos"])
+           for t in ks.plan(url, {"minPartitions": "16"}, storage_options=s3.options)]
+    assert len(cut) >= 16 and cut == [(t["partition"], t["segment"], t["start_pos"], t["end_pos"])
+                                     for t in ks.plan(local, {"minPartitions": "16"})]

@@ -432,13 +432,13 @@ def close_all(replicas):
         r.close()
 
 
-def preferred(replicas, listed=False, committed=False):
-    """``replicas`` of a partition, the preferred first (see the module's docstring); with
-    ``listed``, a single remote one as its ``ListedLog`` where the listing can tell (read by
-    a read_committed plan: ``committed``)."""
+def preferred(replicas, committed=False):
+    """``replicas`` of a partition, the preferred first (see the module's docstring); a single
+    remote one as its ``ListedLog`` where the listing can tell (read by a read_committed plan:
+    ``committed``)."""
     if len(replicas) > 1:
         return sorted(replicas, key=lambda r: r.preference(), reverse=True)
-    view = replicas[0].listed_log(committed) if listed else None
+    view = replicas[0].listed_log(committed)
     return replicas if view is None else [view]
 
 

@@ -248,21 +248,25 @@ def _plan_tasks(locations, opts, start, end, keys, pushdown=None, listings=None)
         found = select_topics(discover(locations, stack, opts.read_above_high_watermark,
                                         listings=listings), opts)
 
+        cut_later = []          # minPartitions' views: its cut walks their batches
+
         def plan_one(key):
             replicas = found[key]
             tasks = _listed_tasks(key, replicas, max_bytes) if listed_only else None
             if tasks is None:
-                replicas = _planned_replicas(replicas, request)
+                replicas = preferred(replicas, request["committed"])
                 tasks = [piece for t in _plan_partition(key, replicas, request, pushdown)
                          for piece in _split(t, max_bytes, max_records)]
-            if not min_partitions:
+            if min_partitions:
+                cut_later.append(replicas)
+            else:
                 # nothing more asks the segments: no view kept per partition planned
-                for r in replicas:
-                    r.close()
+                close_all(replicas)
             return tasks
         wanted = keys(found)
-        planned = _each_partition(plan_one, wanted, found, not listed_only and not min_partitions)
+        planned = _each_partition(plan_one, wanted, found, not listed_only)
         if min_partitions:
+            stack.callback(lambda: [close_all(replicas) for replicas in cut_later])
             per_partition = dict(zip(wanted, planned))
             for key, parts in _part_counts(per_partition, min_partitions).items():
                 if parts > len(per_partition[key]):
@@ -291,12 +295,6 @@ def _each_partition(plan_one, keys, found, ask_store=True):
         return
     for key in keys:
         yield plan_one(key)
-
-
-def _planned_replicas(replicas, request):
-    """``preferred`` replicas, a ``ListedLog`` where offsets, timestamps or read_committed
-    bound the read (``minPartitions``' batch walk asks the loaded log)."""
-    return preferred(replicas, not request.get("min_partitions"), request["committed"])
 
 
 def _listed_tasks(key, replicas, max_bytes):
@@ -471,8 +469,8 @@ def _plan_partition(key, replicas, request, pushdown=None):
     latest = _latest(primary, request["committed"])
     start = _resolve_start(key, request["start"], earliest, latest, ranges, request)
     to_latest = request["end"].kind == "latest"
-    if to_latest and pushdown is None and isinstance(primary, ListedLog) and \
-            primary.ends_above(start):
+    if to_latest and pushdown is None and not request.get("min_partitions") and \
+            isinstance(primary, ListedLog) and primary.ends_above(start):
         end = None                       # the log end, not read: the reader stops there
     else:
         end = _resolve_end(key, request["end"], latest, ranges)
@@ -621,7 +619,7 @@ def partition_offsets(paths: StrPath | Iterable[StrPath], options: Options,
             check_assigned(found, start)
 
         def offsets_of(key):
-            replicas = _planned_replicas(found[key], request)
+            replicas = preferred(found[key], request["committed"])
             try:
                 ranges = served_ranges(replicas)
                 earliest = ranges[0][1]
