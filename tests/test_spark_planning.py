@@ -290,6 +290,17 @@ def test_a_worker_plans_its_shares_from_one_listing_of_the_bucket(
         assert s3_calls == {"list_objects_v2": 1, "get_object": files}, s3_calls
 
 
+def test_a_dataframe_is_checked_from_one_listing_of_the_bucket(s3, s3_calls, fresh_storage,
+                                                               tmp_path):
+    # made (read() and schema() check the paths and options): the path resolved, its groups
+    # counted and its partitions' offsets found from one LIST, the checkpoints' GETs
+    import json
+    root = write_topic(tmp_path / "logs", "t", partitions=3, records=10)
+    url = s3.upload(root, f"checked-{os.getpid()}")
+    datasource._check([url], Options({"storageOptions": json.dumps(s3.options)}))
+    assert s3_calls.get("list_objects_v2") == 1 and "head_object" not in s3_calls, s3_calls
+
+
 @pytest.mark.parametrize("options", [
     {"assign": '{"t": [0, 2]}'},
     {"startingOffsets": '{"t": {"0": 3, "1": -2, "2": 15}}', "endingOffsets":

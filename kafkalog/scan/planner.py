@@ -596,7 +596,7 @@ def _split(task, target_bytes, max_records):
 
 
 # ------------------------------------------------------------------------------ streaming
-def partition_offsets(paths: StrPath | Iterable[StrPath], options: Options,
+def partition_offsets(paths: StrPath | Iterable[StrPath | storage.Location], options: Options,
                       resolve_start: bool = False,
                       storage_options: Mapping[str, Any] | None = None
                       ) -> dict[tuple[str, int], tuple[int, int, int | None]]:

@@ -39,12 +39,14 @@ process uses its filesystem's defaults (for S3 the AWS_* environment, which exec
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from kafkalog import storage, tiered
+from kafkalog.log_dirs import located_each
 from kafkalog.scan.planner import (
     DEFAULT_MAX_BYTES_PER_TASK, batch_limits, check_assigned, partition_offsets, plan,
 )
@@ -162,15 +164,18 @@ def _check(paths: list[str], opts: Options, bounded: bool = False) -> None:
     tasks planning their shares spend (2,000 partitions: 21 s against 1 s, loaded), and they
     raise the rest; options naming partitions are checked against the listing's. Logs the
     warning of a selection matching none."""
-    groups = directory_groups(paths, opts)
-    if groups is not None and len(groups) > parallel_threshold(opts):
+    with contextlib.ExitStack() as stack:
+        # each path resolved, its groups found and the partitions opened from one listing
+        locations = located_each(paths, stack, opts.storage_options, opts.rsm_keys)
+        groups = directory_groups(locations, opts)
+        if groups is not None and len(groups) > parallel_threshold(opts):
+            if bounded:
+                check_assigned([g.key for g in groups], *batch_limits(opts))
+            return
         if bounded:
-            check_assigned([g.key for g in groups], *batch_limits(opts))
-        return
-    if bounded:
-        plan(paths, opts)
-    else:
-        partition_offsets(paths, opts)
+            plan(locations, opts)
+        else:
+            partition_offsets(locations, opts)
 
 
 def _datasource_classes() -> type:
