@@ -192,3 +192,16 @@ def test_cli_dump_and_salvage_of_a_bucket_work_on_its_partitions_at_once(
     assert len(set(threads)) > 1
     copy = kafkalog.read_arrow(str(tmp_path / "out"), columns=["partition", "offset"])
     assert copy.num_rows == 4 * 3000
+
+
+def test_serve_finds_a_buckets_partitions_from_one_listing(s3, s3_calls, tmp_path):
+    from kafkalog.serve.catalog import Catalog
+    root = _copies(tmp_path / "logs", 4)
+    url = s3.upload(root, "plan-listing/serve")
+    catalog = Catalog([url], storage_options=s3.options)
+    try:
+        assert sorted(catalog.topics["t"]) == [0, 1, 2, 3]
+        # resolved and discovered from one LIST; its views are opened when first served
+        assert s3_calls.get("list_objects_v2") == 1, s3_calls
+    finally:
+        catalog.close()

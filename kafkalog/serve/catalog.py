@@ -17,6 +17,7 @@ import uuid
 
 from kafkalog import storage
 from kafkalog.errors import LogClosedError, OffsetOutOfRangeError, SegmentDeletedError
+from kafkalog.log_dirs import located_each
 from kafkalog.scan.discovery import discover, served_ranges
 
 log = logging.getLogger(__name__)
@@ -137,20 +138,23 @@ class Catalog:
                  read_above_high_watermark=False):
         self._stack = contextlib.ExitStack()
         try:
-            found = discover(storage.locate_each(paths, storage_options, rsm_keys),
-                             self._stack, read_above_high_watermark, snapshot=False)
-            self.topics: dict[str, dict[int, ServedPartition]] = {}
-            for (topic, partition), replicas in sorted(found.items()):
-                if any(r.log07 for r in replicas):
-                    log.warning("%s-%d: a Kafka 0.7 log is not served (its offsets are byte "
-                                "offsets)", topic, partition)
-                    continue
-                self.topics.setdefault(topic, {})[partition] = \
-                    ServedPartition(topic, partition, replicas)
-            self.topic_ids = {}
-            for topic, partitions in self.topics.items():
-                first = partitions[min(partitions)]
-                self.topic_ids[topic] = _topic_uuid(topic, first.primary.topic_id)
+            with contextlib.ExitStack() as listing:
+                # each path resolved and its partitions found and opened from one listing;
+                # reopened later as the files are then (snapshot=False)
+                found = discover(located_each(paths, listing, storage_options, rsm_keys),
+                                 self._stack, read_above_high_watermark, snapshot=False)
+                self.topics: dict[str, dict[int, ServedPartition]] = {}
+                for (topic, partition), replicas in sorted(found.items()):
+                    if any(r.log07 for r in replicas):
+                        log.warning("%s-%d: a Kafka 0.7 log is not served (its offsets are byte "
+                                    "offsets)", topic, partition)
+                        continue
+                    self.topics.setdefault(topic, {})[partition] = \
+                        ServedPartition(topic, partition, replicas)
+                self.topic_ids = {}
+                for topic, partitions in self.topics.items():
+                    first = partitions[min(partitions)]
+                    self.topic_ids[topic] = _topic_uuid(topic, first.primary.topic_id)
         except BaseException:
             self._stack.close()
             raise
