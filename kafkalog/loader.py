@@ -19,16 +19,16 @@ from kafkalog._kernels import walk_batches
 from kafkalog._text import counted
 from kafkalog.errors import (
     CorruptIndexError, IndexOffsetOverflowError, InvalidOffsetError, KafkaLogError,
-    LogNotFoundError, NotARegularFileError, io_failure,
+    LogNotFoundError, NotARegularFileError, SegmentDeletedError, io_failure,
 )
 from kafkalog.files import (
-    CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIXES, LOCK_FILE, LOG_SUFFIX, SNAPSHOT_SUFFIX,
+    CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIXES, LOG_SUFFIX, SNAPSHOT_SUFFIX,
     SWAP_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, file_name, file_path, looks_like_log_file,
     offsets_of, parse_file_name, topic_partition_or_none,
 )
 from kafkalog.leader_epoch import LeaderEpochCache
 from kafkalog.local_log import create_cleaned_segment, delete_segments_now, replace_segments
-from kafkalog.locks import FileLock
+from kafkalog.locks import lock_partition
 from kafkalog.log_dirs import (
     check_log_dir_links, check_partition_dir, check_partition_links,
 )
@@ -599,6 +599,10 @@ class LogLoader:
 
 
 # ------------------------------------------------------------------ opening a partition
+#: Loads of a read-only view a writer's deletions or renames disturb before it gives up
+READ_ONLY_LOAD_ATTEMPTS = 3
+
+
 def open_partition(path, config, build, *, recovery_point, log_start_offset, clean_shutdown,
                    high_watermark, replicated, read_only, time_fn, topic_id,
                    first_dirty_offset, managed, salvage_dir):
@@ -648,7 +652,14 @@ def open_partition(path, config, build, *, recovery_point, log_start_offset, cle
             os.makedirs(path, exist_ok=True)       # a racing writer may make it first
         locks = [] if read_only else lock_partition(path, managed)
         try:
-            return load(read_only, topic_id, managed, salvage_dir, locks)
+            for attempt in range(1, READ_ONLY_LOAD_ATTEMPTS + 1):
+                try:
+                    return load(read_only, topic_id, managed, salvage_dir, locks)
+                except (FileNotFoundError, SegmentDeletedError) as e:
+                    # a writer beside deleted or renamed a file the load listed: list again
+                    if not read_only or attempt == READ_ONLY_LOAD_ATTEMPTS:
+                        raise
+                    log.info("%s changed while it was loaded (%s): loading it again", path, e)
         except BaseException:
             for lock in locks:
                 lock.release()
@@ -677,23 +688,6 @@ def _from_checkpoints(path, replicated, **known):
         known["high_watermark"] = _first_known(saved.high_watermark, 0) if replicated else \
             saved.high_watermark
     return known
-
-
-def lock_partition(path, managed):
-    """The locks a writer holds: the partition directory itself (no file is created), and,
-    shared, the log dir's ``.lock`` when the partition lives in a log dir a ``LogManager``
-    has used (a ``LogManager`` holds that one alone and takes only the partition's)."""
-    holder = "another writer (a Log or a LogManager, in this or another process)"
-    locks = [FileLock(path, holder=holder)]
-    dir_lock = os.path.join(os.path.dirname(path), LOCK_FILE)
-    if not managed and os.path.exists(dir_lock):
-        try:
-            locks.append(FileLock(dir_lock, shared=True,
-                                  holder=f"a LogManager (log dir of {path})"))
-        except BaseException:
-            locks[0].release()
-            raise
-    return locks
 
 
 def _first_known(*values):

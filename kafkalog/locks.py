@@ -14,6 +14,7 @@ import os
 import threading
 
 from kafkalog.errors import LogDirLockedError, ReentrantCallError, SymlinkOutsideError, io_failure
+from kafkalog.files import LOCK_FILE
 
 
 def writer_holds(path: str | os.PathLike[str]) -> bool:
@@ -115,3 +116,20 @@ class MutationGuard:
                 yield
             finally:
                 del self._running[me]
+
+
+def lock_partition(path: str, managed: bool) -> list[FileLock]:
+    """The locks a writer holds: the partition directory itself (no file is created), and,
+    shared, the log dir's ``.lock`` when the partition lives in a log dir a ``LogManager``
+    has used (a ``LogManager`` holds that one alone and takes only the partition's)."""
+    holder = "another writer (a Log or a LogManager, in this or another process)"
+    locks = [FileLock(path, holder=holder)]
+    dir_lock = os.path.join(os.path.dirname(path), LOCK_FILE)
+    if not managed and os.path.exists(dir_lock):
+        try:
+            locks.append(FileLock(dir_lock, shared=True,
+                                  holder=f"a LogManager (log dir of {path})"))
+        except BaseException:
+            locks[0].release()
+            raise
+    return locks

@@ -682,6 +682,32 @@ def test_a_read_only_log_finds_a_timestamp_in_a_segment_the_writer_deleted(tmp_p
     log.close()
 
 
+def test_a_read_only_open_lists_again_when_the_writer_deletes_a_listed_segment(
+        tmp_path, monkeypatch):
+    # retention deleted a segment after the read-only load listed the directory (before: the
+    # load failed with LogDirFailureError, a disk failure it is not); it loads again
+    from kafkalog import loader
+    log = open_log(tmp_path, **{"segment.bytes": 200})
+    for i in range(6):
+        log.append([Record(value=b"x" * 100)])
+    assert len(log.segments) > 3
+    listing = loader.LogLoader._listing
+    raced = []
+
+    def listed_then_deleted(self):
+        entries = listing(self)
+        if not raced:
+            raced.append(log.delete_records(3))     # the writer's retention, meanwhile
+            log.delete_old_segments()
+        return entries
+    monkeypatch.setattr(loader.LogLoader, "_listing", listed_then_deleted)
+    reader = Log.open(log.path, read_only=True)
+    assert raced and reader.log_start_offset == log.log_start_offset
+    assert [r.offset for r in reader.records()] == [r.offset for r in log.records()]
+    reader.close()
+    log.close()
+
+
 # --- settings applied on append --------------------------------------------------------------
 
 def test_timestamp_bounds_are_checked_on_leader_appends(tmp_path):
