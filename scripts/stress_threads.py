@@ -22,7 +22,8 @@ strictly increasing, the value the writer wrote at that offset, nothing past wha
 appended, no aborted or not yet committed record under read_committed, CRCs (``read``'s
 bytes are walked with CRC validation). Findings: an exception that is not a
 ``kafkalog.errors`` one, a wrong row, a typed error other than those a live log gives
-(OffsetOutOfRangeError, LogClosedError; counted apart from the others), a hung thread, a
+(OffsetOutOfRangeError, LogClosedError, and a read-only view's FileShrunkError or
+SegmentDeletedError saying reopen; counted apart from the others), a hung thread, a
 signal. Prints a tally per run and exits 1 on any finding. Run it under ``nice -n 10``: the machine may be shared.
 """
 import argparse
@@ -73,6 +74,8 @@ class Child:
         self.Log = Log
         self.errors = errors
         self.expected = (errors.OffsetOutOfRangeError, errors.LogClosedError)
+        # a read-only view's refusal of a tail the writer rewrote or deleted: reopen
+        self.reopen = (errors.FileShrunkError, errors.SegmentDeletedError)
         self.dir = directory
         self.config = SCENARIOS[scenario]
         self.scenario = scenario
@@ -311,7 +314,7 @@ class Child:
             for _ in range(rng.randint(1, 10)):
                 try:
                     self.reader(log, rng)
-                except self.expected as e:
+                except self.expected + self.reopen as e:
                     self.counts[f"read-only: {type(e).__name__}"] += 1
         finally:
             log.close()
