@@ -26,7 +26,7 @@ import weakref
 from kafkalog import checkpoint, storage
 from kafkalog._kernels import ActiveSegmentAppender
 from kafkalog._layout import HEADER_SIZE_UP_TO_MAGIC
-from kafkalog.errors import FileShrunkError, io_failure
+from kafkalog.errors import FileShrunkError, SegmentDeletedError, io_failure
 from kafkalog.files import CLEANED_SUFFIX, DELETED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, file_path
 from kafkalog.log_segments import LogSegments
 from kafkalog.producer_state import ProducerStateManager
@@ -337,6 +337,19 @@ class LocalLog:
             except OSError:
                 now = None
             raise FileShrunkError(segment.log_path, segment.size, now)
+
+    def check_view_after_walk_error(self, segment_base_offset):
+        """A local read-only view's read from segment ``segment_base_offset`` that walked
+        badly: a writer's change since the view listed the files, not damage, raises saying
+        reopen: its last batch cut or rewritten (``check_loaded_tail``), or the segment after
+        it gone (a compaction merged it into this one, whose file the read found at this
+        path)."""
+        self.check_loaded_tail()
+        nxt = self.segments.higher(segment_base_offset)
+        if nxt is not None and not os.path.exists(nxt.log_path):
+            raise SegmentDeletedError(
+                f"{nxt.log_path}: deleted (a compaction or retention) after the read-only log "
+                f"was opened, under a read of the segment before it: reopen the log")
 
     @classmethod
     def _aborted_transactions(cls, segments, start_offset, segment, info, log_end):

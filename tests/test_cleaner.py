@@ -230,3 +230,28 @@ def test_log_manager_cleans_dirty_logs_and_checkpoints(tmp_path):
             {("changelog", 0): log.first_dirty_offset}
     with LogManager([tmp_path], CONFIG, background=False) as mgr:
         assert mgr.get_log("changelog", 0).first_dirty_offset == log.first_dirty_offset
+
+
+def test_a_read_only_view_of_segments_the_cleaner_merged_says_reopen(tmp_path):
+    # The view listed small segments; the cleaner then merged a group into the first one's
+    # file and deleted the others. The view's read of that file found offsets past the next
+    # segment it listed (OffsetsOutOfOrderError: damage, which there is none of); it says
+    # reopen (SegmentDeletedError, an OffsetOutOfRangeError as Kafka's fetch would give)
+    from kafkalog.errors import SegmentDeletedError
+    log = compacted_log(tmp_path)
+    for i in range(300):
+        kv(log, b"k%d" % (i % 7), b"v%d" % i)
+    log.close()
+    # segments written small, cleaned with a larger segment.bytes: groups merge
+    log = Log.open(tmp_path / "c-0", dict(CONFIG, **{"segment.bytes": 10 ** 6}))
+    view = Log.open(log.path, read_only=True)
+    listed = len(view.segments)
+    log.compact(NOW)
+    assert len(log.segments) < listed                  # merged
+    with pytest.raises(SegmentDeletedError, match="reopen"):
+        list(view.records())
+    view.close()
+    view = Log.open(log.path, read_only=True)
+    assert contents(view) == contents(log)
+    view.close()
+    log.close()
