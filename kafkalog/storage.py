@@ -512,9 +512,7 @@ def open_buffer(path: Any) -> Any:
     """A read-only buffer of a whole file: the mmap of a local one (b"" when empty), or a
     remote one fetched by concurrent ranged GETs."""
     path = normalize(path)
-    known, entry = _known(path)
-    return _backend(path).open_buffer(path, entry.size if known and entry is not None and
-                                      entry.is_file else None)
+    return _backend(path).open_buffer(path, _listed_size(path))
 
 
 def reset() -> None:
