@@ -338,14 +338,22 @@ class LocalLog:
                 now = None
             raise FileShrunkError(segment.log_path, segment.size, now)
 
-    def check_view_after_walk_error(self, segment_base_offset):
-        """A local read-only view's read from segment ``segment_base_offset`` that walked
-        badly: a writer's change since the view listed the files, not damage, raises saying
-        reopen: its last batch cut or rewritten (``check_loaded_tail``), or the segment after
-        it gone (a compaction merged it into this one, whose file the read found at this
-        path)."""
+    def check_view_after_walk_error(self, segment_base_offset, read_end):
+        """A local read-only view's read of bytes up to ``read_end`` of segment
+        ``segment_base_offset`` that walked badly: a writer's change since the view listed the
+        files, not damage, raises saying reopen: its last batch cut or rewritten
+        (``check_loaded_tail``), the segment's file shorter than the bytes read (the cleaner
+        swapped in a smaller one: past its end, a mapped page reads as zeros), or the segment
+        after it gone (a compaction merged it into this one)."""
         self.check_loaded_tail()
-        nxt = self.segments.higher(segment_base_offset)
+        segment, nxt = self.segments.floor_and_higher(segment_base_offset)
+        if segment is not None:
+            try:
+                now = os.stat(segment.log_path).st_size
+            except FileNotFoundError:
+                now = 0
+            if now < read_end:
+                raise FileShrunkError(segment.log_path, read_end, now)
         if nxt is not None and not os.path.exists(nxt.log_path):
             raise SegmentDeletedError(
                 f"{nxt.log_path}: deleted (a compaction or retention) after the read-only log "

@@ -648,27 +648,33 @@ def test_a_read_only_log_refuses_a_committed_read_after_the_writer_rewrote_its_t
     log.close()
 
 
+@pytest.mark.parametrize("cut", ["active", "closed"])
 def test_a_read_only_log_reading_past_the_writers_cut_says_reopen_not_corrupt(
-        tmp_path, monkeypatch):
-    # The writer cuts the segment inside a batch while the view copies from its mapping: the
-    # rest of the cut page reads as zeros (no fault), which walked were a CorruptRecordError
-    # (CRC mismatch: damage, which there is none of); the view says reopen
+        tmp_path, monkeypatch, cut):
+    # The writer cuts a segment inside a batch while the view copies from its mapping (a
+    # follower's truncation of the active one; the cleaner's swap of a closed one with a
+    # smaller file): the rest of the cut page reads as zeros (no fault), which walked were a
+    # CorruptRecordError (CRC mismatch: damage, which there is none of); the view says reopen
     from kafkalog.file_records import FileRecords
     log = open_log(tmp_path, **{"segment.bytes": 10 ** 6})
     for _ in range(5):
         log.append(records(2))
+    first = log.segments.active
+    if cut == "closed":
+        log.roll()
+        log.append(records(2))
     reader = Log.open(log.path, read_only=True)
-    cut_at = log.segments.active.translate_offset(4)[0]
+    cut_at = first.translate_offset(4)[0] + 20
     mapped = FileRecords.buffer
 
     def cut_after_mapping(self):
         buf = mapped(self)
-        if self.read_only:
-            os.truncate(self.path, cut_at + 20)       # the writer's cut, mid-read
+        if self.read_only and self.path == first.log_path:
+            os.truncate(self.path, cut_at)            # the writer's cut, mid-read
         return buf
     monkeypatch.setattr(FileRecords, "buffer", cut_after_mapping)
     try:
-        got = [r.offset for r in reader.records(4)]
+        got = [r.offset for r in reader.records(4, 10)]
     except FileShrunkError:
         got = "reopen"                  # the compiled mapping sees the cut
     # the pure-Python twin's buffer is a copy, taken before the cut: the rows as they were
