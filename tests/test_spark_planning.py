@@ -322,16 +322,21 @@ def test_a_dataframe_is_checked_from_one_listing_of_the_bucket(s3, s3_calls, fre
      % (T0 + 4000, T0, T0 + 19000)},
     {"minPartitions": "6"},
 ], ids=["assign", "offsets", "by-timestamp", "minPartitions"])
-def test_options_naming_partitions_are_planned_by_shares(three, monkeypatch, options):
-    # each share plans only its topic-partitions; the rows are those of the query planned in
+@pytest.mark.parametrize("segment_bytes", [None, 400], ids=["whole", "parts"])
+def test_options_naming_partitions_are_planned_by_shares(tmp_path, monkeypatch, options,
+                                                         segment_bytes):
+    # each share plans only its topic-partitions (with segments of 400 bytes, a part of
+    # one: its offsets between two segments'); the rows are those of the query planned in
     # one process (its partitions carrying the tasks)
+    three = write_topic(tmp_path / "logs", "t", partitions=3, records=20,
+                        config=segment_bytes and {"segment.bytes": segment_bytes})
     planned_in_one = _reader(three, **{PRUNE_OPTION: "true", **options})
     want = _read_all(planned_in_one, planned_in_one.partitions())
     reader = _reader(three, maxBytesPerTask="100", **options)
     parts = reader.partitions()
     assert {type(p).__name__ for p in parts} == {"SlotPartition"}
-    if "minPartitions" in options:
-        assert len(parts) >= 6                 # a partition's share cut at batch starts
+    if "minPartitions" in options or segment_bytes:
+        assert len(parts) >= 6                 # a partition dealt in parts
     planned = []
     plan = planning.plan
     # the partitions the options select, among which a share's plan picks its own
@@ -425,3 +430,35 @@ def test_the_parts_of_a_split_partition_read_each_offset_once(tmp_path, monkeypa
     else:
         # up to the log end the last part saw, once each
         assert got == [(0, o) for o in range(40)]
+
+
+def test_a_partition_made_later_is_read_when_every_share_is_a_part(tmp_path):
+    # one partition dealt in parts (no share of whole groups): a partition made since is
+    # still read, by one share
+    root = write_topic(tmp_path / "logs", "t", records=40, config={"segment.bytes": 400})
+    reader = _reader(root, maxBytesPerTask="300")
+    parts = reader.partitions()
+    assert all(p.within is not None for p in parts)
+    write_topic(root, "u", records=3)
+    assert _read_all(reader, parts) == sorted([(0, o) for o in range(40)] +
+                                              [(0, o) for o in range(3)])
+    picks = [planning.share_picks(p.keys, p.route) for p in parts]
+    assert sum(pick(("u", 0)) for pick in picks) == 1
+
+
+@pytest.mark.parametrize("fail", [True, False])
+def test_a_partition_gone_when_its_share_plans_is_data_loss(three, caplog, fail):
+    # listed when the partitions were made, deleted before an action: as Spark's Kafka source
+    # for a partition gone between planning and reading
+    from kafkalog.errors import OffsetOutOfRangeError
+    reader = _reader(three, maxBytesPerTask="100", failOnDataLoss=str(fail).lower())
+    parts = reader.partitions()
+    shutil.rmtree(three / "t-1")
+    if fail:
+        with pytest.raises(OffsetOutOfRangeError, match="t-1 listed .* gone"):
+            _read_all(reader, parts)
+        return
+    with caplog.at_level("WARNING", logger="kafkalog"):
+        assert _read_all(reader, parts) == [(p, o) for p in (0, 2) for o in range(20)]
+    assert [r.getMessage()[:30] for r in caplog.records if r.levelname == "WARNING"] == \
+        ["t-1 listed when the query's pa"]

@@ -15,7 +15,8 @@ later action without running any Python. There the partitions carry shares of th
 (``SlotPartition``): each plans its share of the topic-partitions when it runs (as Spark's
 ``KafkaRelation`` plans in ``buildScan``: appended records are read and segments deleted by
 retention are not looked for), so every partition is planned once per action, by the task
-reading it, from one listing of the paths per Python worker and action. Past
+reading it, from one listing of the paths per Python worker and action; a partition dealt in
+parts is cut on the driver at offsets every part's plan keeps to. Past
 ``parallelPlanningThreshold`` partition directories a query's partitions are
 such shares too, of the directories its filters keep: the read's tasks plan in parallel.
 Options are checked when the DataFrame is made.

@@ -16,11 +16,15 @@ logs as of its own start (as Spark's ``KafkaRelation`` plans in ``buildScan``). 
 worker lists the query's paths once per action (one recursive listing: no request per
 directory on an object store) and plans the shares it runs from that listing, each log dir's
 checkpoints read once. A partition bigger than its share of the bytes is read by several
-tasks, each planning it and reading every n-th of its tasks (with ``minPartitions``, cut at
-batch starts into as many). Options naming partitions (``assign``, JSON offsets, offsets by
-timestamp) are checked against all of them on the driver, and each share plans its own. A
-partition directory created since the shares were dealt is planned by one of them
-(``Route``).
+tasks, each the offsets between two cuts made on the driver (``Share.within``): at the base
+offsets of its listed segments, or with ``minPartitions`` past its segments at even offsets
+of its log's span (as Spark's ``KafkaOffsetRangeCalculator``), so the parts are disjoint and
+cover it whatever each worker's listing says (a segment rolled, deleted by retention or
+swapped by the cleaner between them); each plans its part (``planner.plan``'s ``within``).
+Options naming partitions (``assign``, JSON offsets, offsets by timestamp) are checked against
+all of them on the driver, and each share plans its own. A partition directory created since
+the shares were dealt is planned by one of them (``Route``); one gone by then is data loss
+(``share_plan``).
 
 Past ``parallelPlanningThreshold`` partition directories (default 32, as Spark's
 ``spark.sql.sources.parallelPartitionDiscovery.threshold``) a query that plans once too
@@ -42,7 +46,9 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, NamedTuple
 
 from kafkalog import storage
 from kafkalog.errors import OffsetOutOfRangeError
-from kafkalog.files import LOG_SUFFIX, log07_topic_partition, parse_file_name, parse_log07_file_name
+from kafkalog.files import (
+    LOG_SUFFIX, log07_topic_partition, parse_file_name, parse_log07_file_name,
+)
 from kafkalog.log_dirs import partition_listing
 from kafkalog.scan.planner import plan, plan_ranges, select_topics
 from kafkalog.spark.options import Options
