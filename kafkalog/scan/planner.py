@@ -309,12 +309,12 @@ def _listed_tasks(key, replicas, request):
     of a segment's bytes outside [start_offset, end_offset), as it does for any task.
 
     None when the listing cannot tell (the engine plans then): several replicas, a segment to
-    split (above ``max_bytes``: cut at index entries), or no ``Replica.listed_segments``."""
-    if len(replicas) > 1:
-        return None
+    split (above ``max_bytes``, or by a ``within`` bound: index entries), no listed segments."""
     replica = replicas[0]
     segments = replica.listed_segments
-    if segments is None or any(size > request["max_bytes"] for _, size in segments):
+    if len(replicas) > 1 or segments is None or \
+            any(size > request["max_bytes"] for _, size in segments) or \
+            key in request["within"] and not {*request["within"][key]} <= {None, *dict(segments)}:
         return None
     saved = replica.checkpoints(key)
     log_start = max(saved.log_start_offset or 0, segments[0][0])
