@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, NamedTuple
 from kafkalog import storage
 from kafkalog.errors import OffsetOutOfRangeError
 from kafkalog.files import (
-    LOG_SUFFIX, log07_topic_partition, parse_file_name, parse_log07_file_name,
+    LOG07_SUFFIX, LOG_SUFFIX, log07_topic_partition, parse_file_name, parse_log07_file_name,
 )
 from kafkalog.log_dirs import partition_listing
 from kafkalog.scan.planner import plan, plan_ranges, select_topics
@@ -113,10 +113,14 @@ def _segment_files(entries: list[Any]) -> tuple[tuple[int, int], ...]:
     offsets are byte offsets) a partition directory's listing ``entries`` show, in order."""
     out = []
     for e in entries:
-        parsed = parse_file_name(e.name)
-        base = parsed[0] if parsed is not None and parsed[1:] == (LOG_SUFFIX, "") else \
-            parse_log07_file_name(e.name)
-        if e.is_file and base is not None:
+        if not e.is_file or not e.name.endswith((LOG_SUFFIX, LOG07_SUFFIX)):
+            continue                          # (no name parsed but a segment's)
+        if e.name.endswith(LOG07_SUFFIX):
+            base = parse_log07_file_name(e.name)
+        else:                                 # <offset>.log, not <offset>.<suffix>.log
+            parsed = parse_file_name(e.name)
+            base = None if parsed is None or parsed[2] else parsed[0]
+        if base is not None:
             out.append((base, e.size))
     return tuple(sorted(out))
 
