@@ -363,8 +363,8 @@ def _action_plan(paths: list[storage.Location], share: Share | None, route: Rout
     of ``paths`` (made with ``query_options``), each log dir's checkpoints read once: no
     request per directory."""
     from pyspark import TaskContext
-    # the query's notes were logged where its partitions were made
     options = query_options if share is None else share_options(query_options)
+    # the query's notes were logged where its partitions were made
     opts = Options(options, log_ignored=False)
 
     def planned(listings: dict[str, Any] | None = None) -> list[dict[str, Any]]:
