@@ -202,9 +202,8 @@ def check_assigned(keys, *limits):
 
 def plan(paths: StrPath | Iterable[StrPath | storage.Location], options: Options,
          pushdown: Pushdown | None = None, storage_options: Mapping[str, Any] | None = None,
-         only: Callable[[tuple[str, int]], bool] | None = None,
-         listings: dict[str, Any] | None = None,
-         within: Mapping[tuple[str, int], tuple[Any, Any]] | None = None) -> list[dict[str, Any]]:
+         only: Callable[[tuple[str, int]], bool] | None = None, within: Mapping | None = None,
+         listings: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """The read tasks for ``paths`` (JSON-able dicts), planned from the logs as they are now,
     with the ``options`` given (an ``Options``).
 
@@ -342,8 +341,7 @@ def _listed_tasks(key, replicas, request):
     return tasks
 
 
-def _cut_to(lo, hi, start, end):
-    """[start, end) (end None: open) within [lo, hi) (None: open)."""
+def _cut_to(lo, hi, start, end):                 # [start, end) within [lo, hi); None: open
     return max(start, lo or 0), min((x for x in (end, hi) if x is not None), default=None)
 
 
@@ -477,7 +475,8 @@ def _plan_partition(key, replicas, request, pushdown=None):
     earliest = ranges[0][1]
     latest = _latest(primary, request["committed"])
     start = _resolve_start(key, request["start"], earliest, latest, ranges, request)
-    to_latest = request["end"].kind == "latest"
+    # a part of the partition (``within``) ends at its bound, not the log end
+    to_latest = request["end"].kind == "latest" and request["within"].get(key, (None,))[-1] is None
     if to_latest and pushdown is None and not request.get("min_partitions") and \
             isinstance(primary, ListedLog) and primary.ends_above(start):
         end = None                       # the log end, not read: the reader stops there
@@ -489,9 +488,7 @@ def _plan_partition(key, replicas, request, pushdown=None):
             f"for topic {key[0]} partition {key[1]}.")
     if request["committed"]:
         end = min(end, latest())
-    if key in request["within"]:           # a part of the partition: [lo, hi) of its range
-        start, end = _cut_to(*request["within"][key], start, end)
-        to_latest = to_latest and request["within"][key][1] is None
+    start, end = _cut_to(*request["within"].get(key, (None, None)), start, end)
     spans = [(start, end)] if pushdown is None else _pushed_spans(key, pushdown, start, end,
                                                                   ranges)
     tasks = []
@@ -609,9 +606,8 @@ def _split(task, target_bytes, max_records):
 
 # ------------------------------------------------------------------------------ streaming
 def partition_offsets(paths: StrPath | Iterable[StrPath | storage.Location], options: Options,
-                      resolve_start: bool = False,
-                      storage_options: Mapping[str, Any] | None = None,
-                      only: Callable[[tuple[str, int]], bool] | None = None
+                      resolve_start: bool = False, only: Callable | None = None,
+                      storage_options: Mapping[str, Any] | None = None
                       ) -> dict[tuple[str, int], tuple[int, int, int | None]]:
     """{(topic, partition): (earliest, latest, start)} for the partitions the options select
     (asked ``REMOTE_PARTITIONS_AT_ONCE`` at once): earliest is the log start offset (over
