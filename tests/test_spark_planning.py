@@ -159,25 +159,38 @@ def test_what_is_planned_in_one_process():
 
 def test_shares_deal_whole_groups_by_bytes_and_split_the_big_ones():
     def group(name, size, segments=1):
-        return planning.Group((name, 0), [name], size, segments)
+        # segments of equal bytes, at base offsets 0, 100, 200, ...
+        return planning.Group((name, 0), [name],
+                              tuple((100 * i, size // segments) for i in range(segments)))
 
-    def share(names, part, parts):
-        return planning.Share([(n, 0) for n in names], part, parts)
-    got = planning.shares([group("a", 10), group("b", 70, 3), group("c", 20),
+    def share(names, within=None):
+        return planning.Share([(n, 0) for n in names], within)
+    got = planning.shares([group("a", 10), group("b", 69, 3), group("c", 20),
                            group("d", 5), group("e", 100, 2)], 4)
-    # b (70 of 205, a task's share 51) is read by 2 tasks, e by 2 (its segments); the rest
-    # packed whole into what is left, the biggest first
-    assert got == [share("b", 0, 2), share("b", 1, 2), share("e", 0, 2), share("e", 1, 2),
-                   share("cad", 0, 1)]
+    # b (69 of 204, a task's share 51) is read by 2 tasks, e by 2 (its segments), each a run
+    # of segments from one base offset to the next; the rest packed whole into what is left,
+    # the biggest first
+    assert got == [share("b", (None, 200)), share("b", (200, None)),
+                   share("e", (None, 100)), share("e", (100, None)), share("cad")]
     got = planning.shares([group(n, 1) for n in "abcde"], 2)
     assert sorted(k for s in got for k, _ in s.keys) == list("abcde") and len(got) == 2
     assert planning.shares([], 2) == []
-    # minPartitions: a group is cut past its segments (at batch starts, by its share's plan)
-    got = planning.shares([group("a", 30), group("b", 10)], 4, cut=True)
-    assert got == [share("a", 0, 3), share("a", 1, 3), share("a", 2, 3), share("b", 0, 1)]
-    options = {"MinPartitions": "4", "subscribe": "a"}
-    assert planning.share_options(options, got[0]) == {"subscribe": "a", "minPartitions": "3"}
-    assert planning.share_options(options, got[3]) == {"subscribe": "a"}
+    # minPartitions: a group cut past its segments at even offsets of its log's span, asked
+    # only for the groups cut so
+    asked = []
+
+    def spans(keys):
+        asked.extend(keys)
+        return {("a", 0): (5, 35)}
+    got = planning.shares([group("a", 30), group("b", 10)], 4, cut=True, spans=spans)
+    assert got == [share("a", (None, 15)), share("a", (15, 25)), share("a", (25, None)),
+                   share("b")]
+    assert asked == [("a", 0)]
+    # gone since listed: one share, which finds it gone
+    assert planning.shares([group("a", 30)], 3, cut=True, spans=lambda keys: {}) == \
+        [share("a", (None, None))]
+    assert planning.share_options({"MinPartitions": "4", "subscribe": "a"}) == \
+        {"subscribe": "a"}
 
 
 def _reader(path, filters=(), **options):
@@ -309,16 +322,21 @@ def test_a_dataframe_is_checked_from_one_listing_of_the_bucket(s3, s3_calls, fre
      % (T0 + 4000, T0, T0 + 19000)},
     {"minPartitions": "6"},
 ], ids=["assign", "offsets", "by-timestamp", "minPartitions"])
-def test_options_naming_partitions_are_planned_by_shares(three, monkeypatch, options):
-    # each share plans only its topic-partitions; the rows are those of the query planned in
+@pytest.mark.parametrize("segment_bytes", [None, 400], ids=["whole", "parts"])
+def test_options_naming_partitions_are_planned_by_shares(tmp_path, monkeypatch, options,
+                                                         segment_bytes):
+    # each share plans only its topic-partitions (with segments of 400 bytes, a part of
+    # one: its offsets between two segments'); the rows are those of the query planned in
     # one process (its partitions carrying the tasks)
+    three = write_topic(tmp_path / "logs", "t", partitions=3, records=20,
+                        config=segment_bytes and {"segment.bytes": segment_bytes})
     planned_in_one = _reader(three, **{PRUNE_OPTION: "true", **options})
     want = _read_all(planned_in_one, planned_in_one.partitions())
     reader = _reader(three, maxBytesPerTask="100", **options)
     parts = reader.partitions()
     assert {type(p).__name__ for p in parts} == {"SlotPartition"}
-    if "minPartitions" in options:
-        assert len(parts) >= 6                 # a partition's share cut at batch starts
+    if "minPartitions" in options or segment_bytes:
+        assert len(parts) >= 6                 # a partition dealt in parts
     planned = []
     plan = planning.plan
     # the partitions the options select, among which a share's plan picks its own
@@ -363,3 +381,84 @@ def test_a_partition_created_later_is_read_by_one_share(tmp_path):
     subscribed = _reader(root, maxBytesPerTask="400", subscribe="t")
     assert _read_all(subscribed, subscribed.partitions()) == \
         sorted([(p, o) for p in range(4) for o in range(20)] + [(9, o) for o in range(4)])
+
+
+def _parts_read(reader, parts, first, between, monkeypatch):
+    """The rows of ``parts`` read by two Python workers of one action: ``first`` (indexes)
+    by one, then ``between()`` changes the log, then the others by a second worker whose
+    listing is made after it."""
+    _as_worker(monkeypatch, 1)
+    got = _read_all(reader, _shipped([parts[i] for i in first]))
+    between()
+    _as_worker(monkeypatch, 1)
+    return sorted(got + _read_all(reader, _shipped([p for i, p in enumerate(parts)
+                                                    if i not in first])))
+
+
+@pytest.mark.parametrize("change", ["first-deleted-read", "first-deleted", "rolled",
+                                    "appended-cut"])
+def test_the_parts_of_a_split_partition_read_each_offset_once(tmp_path, monkeypatch, change):
+    # the parts of one partition dealt to several tasks are planned by different workers
+    # from listings made at different moments: each reads the offsets the driver gave it
+    cut = change == "appended-cut"
+    root = write_topic(tmp_path / "logs", "t", records=40,
+                       config=None if cut else {"segment.bytes": 400})
+    reader = _reader(root, **({"minPartitions": "4"} if cut else {"maxBytesPerTask": "300"}))
+    parts = reader.partitions()
+    assert len(parts) >= 4 and all(p.keys == [("t", 0)] for p in parts)
+    log = Log.open(root / "t-0")
+    try:
+        second = log.segments.higher(0).base_offset if not cut else None
+
+        def between():
+            if change.startswith("first-deleted"):
+                log.delete_records(second)              # retention: the first segment goes
+            else:
+                append(log, "t", 0, 40 if cut else 8)   # a roll (or 40 more in the segment)
+        # the parts read before the change
+        first = {"first-deleted-read": [0], "first-deleted": range(1, len(parts)),
+                 "rolled": [len(parts) - 1], "appended-cut": [0, 1]}[change]
+        got = _parts_read(reader, parts, first, between, monkeypatch)
+    finally:
+        log.close()
+    if change == "first-deleted":
+        # part 0 planned after its segment went: the offsets still there, once
+        assert got == [(0, o) for o in range(second, 40)]
+    elif change == "appended-cut":
+        # the last part planned after 40 more: all of them too
+        assert got == [(0, o) for o in range(80)]
+    else:
+        # up to the log end the last part saw, once each
+        assert got == [(0, o) for o in range(40)]
+
+
+def test_a_partition_made_later_is_read_when_every_share_is_a_part(tmp_path):
+    # one partition dealt in parts (no share of whole groups): a partition made since is
+    # still read, by one share
+    root = write_topic(tmp_path / "logs", "t", records=40, config={"segment.bytes": 400})
+    reader = _reader(root, maxBytesPerTask="300")
+    parts = reader.partitions()
+    assert all(p.within is not None for p in parts)
+    write_topic(root, "u", records=3)
+    assert _read_all(reader, parts) == sorted([(0, o) for o in range(40)] +
+                                              [(0, o) for o in range(3)])
+    picks = [planning.share_picks(p.keys, p.route) for p in parts]
+    assert sum(pick(("u", 0)) for pick in picks) == 1
+
+
+@pytest.mark.parametrize("fail", [True, False])
+def test_a_partition_gone_when_its_share_plans_is_data_loss(three, caplog, fail):
+    # listed when the partitions were made, deleted before an action: as Spark's Kafka source
+    # for a partition gone between planning and reading
+    from kafkalog.errors import OffsetOutOfRangeError
+    reader = _reader(three, maxBytesPerTask="100", failOnDataLoss=str(fail).lower())
+    parts = reader.partitions()
+    shutil.rmtree(three / "t-1")
+    if fail:
+        with pytest.raises(OffsetOutOfRangeError, match="t-1 listed .* gone"):
+            _read_all(reader, parts)
+        return
+    with caplog.at_level("WARNING", logger="kafkalog"):
+        assert _read_all(reader, parts) == [(p, o) for p in (0, 2) for o in range(20)]
+    assert [r.getMessage()[:30] for r in caplog.records if r.levelname == "WARNING"] == \
+        ["t-1 listed when the query's pa"]

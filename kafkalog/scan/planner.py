@@ -202,7 +202,7 @@ def check_assigned(keys, *limits):
 
 def plan(paths: StrPath | Iterable[StrPath | storage.Location], options: Options,
          pushdown: Pushdown | None = None, storage_options: Mapping[str, Any] | None = None,
-         only: Callable[[tuple[str, int]], bool] | None = None,
+         only: Callable[[tuple[str, int]], bool] | None = None, within: Mapping | None = None,
          listings: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """The read tasks for ``paths`` (JSON-able dicts), planned from the logs as they are now,
     with the ``options`` given (an ``Options``).
@@ -215,6 +215,7 @@ def plan(paths: StrPath | Iterable[StrPath | storage.Location], options: Options
     topic, partition, offset and timestamp (``Pushdown``) that prune partitions, segments and
     batches; the options are resolved (and checked) as without it. ``only``: picks the
     partitions planned (the options checked against all found); ``listings``: see ``discover``.
+    ``within``: {tp: (lo, hi)} offsets that part of a partition's read is cut to (None: open).
 
     Raises ``InvalidConfigError`` (a ``ValueError``) for options Spark's Kafka source rejects,
     incl. a starting timestamp no record matches (unless
@@ -226,10 +227,10 @@ def plan(paths: StrPath | Iterable[StrPath | storage.Location], options: Options
         return sorted(found if only is None else filter(only, found))
     with contextlib.ExitStack() as stack:
         return _plan_tasks(_locations(paths, options, storage_options, stack), options, start,
-                           end, check, pushdown, listings)
+                           end, check, pushdown, listings, within)
 
 
-def _plan_tasks(locations, opts, start, end, keys, pushdown=None, listings=None):
+def _plan_tasks(locations, opts, start, end, keys, pushdown=None, listings=None, within=None):
     """The tasks reading [start, end) of the partitions ``keys(found)`` picks from those
     found under ``locations``: planned per partition, split (``maxBytesPerTask``,
     ``maxRecordsPerPartition``), cut further for ``minPartitions``."""
@@ -240,7 +241,8 @@ def _plan_tasks(locations, opts, start, end, keys, pushdown=None, listings=None)
     min_partitions = opts.integer("minPartitions")
     request = {"start": start, "end": end, "strategy": opts.timestamp_strategy, "max_bytes":
                max_bytes, "fail_on_data_loss": opts.flag("failOnDataLoss", True), "committed":
-               opts.read_committed, "max_records": max_records, "min_partitions": min_partitions}
+               opts.read_committed, "max_records": max_records, "min_partitions": min_partitions,
+               "within": within or {}}
     # a default read (earliest to latest, nothing bounding it) is planned from the listing
     listed_only = start.kind == "earliest" and end.kind == "latest" and pushdown is None \
         and not request["committed"] and not min_partitions and max_records is None
@@ -252,7 +254,7 @@ def _plan_tasks(locations, opts, start, end, keys, pushdown=None, listings=None)
 
         def plan_one(key):
             replicas = found[key]
-            tasks = _listed_tasks(key, replicas, max_bytes) if listed_only else None
+            tasks = _listed_tasks(key, replicas, request) if listed_only else None
             if tasks is None:
                 replicas = preferred(replicas, request["committed"])
                 tasks = [piece for t in _plan_partition(key, replicas, request, pushdown)
@@ -297,28 +299,29 @@ def _each_partition(plan_one, keys, found, ask_store=True):
         yield plan_one(key)
 
 
-def _listed_tasks(key, replicas, max_bytes):
+def _listed_tasks(key, replicas, request):
     """The tasks of a default read (earliest to latest, unbounded) of a partition planned from
     its listing alone: one per segment, its listed size the byte range (the listing is the
     snapshot the query reads), offsets from the log dir's checkpoints (read once per log dir):
     the log start (else the first segment's base offset) and the high watermark (else none:
-    up to the log end, ``end_offset`` None). The reader drops the records of a segment's
-    bytes outside [start_offset, end_offset), as it does for any task.
+    up to the log end, ``end_offset`` None), cut to its ``within``. The reader drops the records
+    of a segment's bytes outside [start_offset, end_offset), as it does for any task.
 
     None when the listing cannot tell (the engine plans then): several replicas, a segment to
-    split (above ``max_bytes``: cut at index entries), or no ``Replica.listed_segments``."""
-    if len(replicas) > 1:
-        return None
+    split (above ``max_bytes``, or by a ``within`` bound: index entries), no listed segments."""
     replica = replicas[0]
     segments = replica.listed_segments
-    if segments is None or any(size > max_bytes for _, size in segments):
+    if len(replicas) > 1 or segments is None or \
+            any(size > request["max_bytes"] for _, size in segments) or \
+            key in request["within"] and not {*request["within"][key]} <= {None, *dict(segments)}:
         return None
     saved = replica.checkpoints(key)
     log_start = max(saved.log_start_offset or 0, segments[0][0])
     # a high watermark above the log end bounds nothing: the reader stops at the bytes' end
     end = None if replica.log_end_is_latest or saved.high_watermark is None else \
         max(saved.high_watermark, log_start)
-    if end == log_start:
+    log_start, end = _cut_to(*request["within"].get(key, (None, None)), log_start, end)
+    if end is not None and end <= log_start:
         return []
     tasks = []
     for i, (base, size) in enumerate(segments):
@@ -336,6 +339,10 @@ def _listed_tasks(key, replicas, max_bytes):
             # the next segment's base bounds this one's offsets (the walker's order check)
             "segment_end": segments[i + 1][0] if i + 1 < len(segments) else None})
     return tasks
+
+
+def _cut_to(lo, hi, start, end):                 # [start, end) within [lo, hi); None: open
+    return max(start, lo or 0), min((x for x in (end, hi) if x is not None), default=None)
 
 
 def _part_counts(per_partition, min_partitions):
@@ -468,7 +475,8 @@ def _plan_partition(key, replicas, request, pushdown=None):
     earliest = ranges[0][1]
     latest = _latest(primary, request["committed"])
     start = _resolve_start(key, request["start"], earliest, latest, ranges, request)
-    to_latest = request["end"].kind == "latest"
+    # a part of the partition (``within``) ends at its bound, not the log end
+    to_latest = request["end"].kind == "latest" and request["within"].get(key, (None,))[-1] is None
     if to_latest and pushdown is None and not request.get("min_partitions") and \
             isinstance(primary, ListedLog) and primary.ends_above(start):
         end = None                       # the log end, not read: the reader stops there
@@ -480,6 +488,7 @@ def _plan_partition(key, replicas, request, pushdown=None):
             f"for topic {key[0]} partition {key[1]}.")
     if request["committed"]:
         end = min(end, latest())
+    start, end = _cut_to(*request["within"].get(key, (None, None)), start, end)
     spans = [(start, end)] if pushdown is None else _pushed_spans(key, pushdown, start, end,
                                                                   ranges)
     tasks = []
@@ -597,7 +606,7 @@ def _split(task, target_bytes, max_records):
 
 # ------------------------------------------------------------------------------ streaming
 def partition_offsets(paths: StrPath | Iterable[StrPath | storage.Location], options: Options,
-                      resolve_start: bool = False,
+                      resolve_start: bool = False, only: Callable | None = None,
                       storage_options: Mapping[str, Any] | None = None
                       ) -> dict[tuple[str, int], tuple[int, int, int | None]]:
     """{(topic, partition): (earliest, latest, start)} for the partitions the options select
@@ -606,7 +615,7 @@ def partition_offsets(paths: StrPath | Iterable[StrPath | storage.Location], opt
     read_committed, log end with ``readAboveHighWatermark``). ``start``: the starting offset
     Spark's Kafka source resolves for a new streaming query (``startingTimestamp``, then
     ``startingOffsetsByTimestamp``, ``startingOffsets``, default latest) when
-    ``resolve_start``, else None. ``storage_options`` as ``plan`` takes them."""
+    ``resolve_start``, else None. ``storage_options`` and ``only`` as ``plan`` takes them."""
     start = _limit(options, "startingTimestamp", "startingOffsetsByTimestamp",
                    "startingOffsets", "latest") if resolve_start else None
     request = {"start": start, "strategy": options.timestamp_strategy,
@@ -634,7 +643,7 @@ def partition_offsets(paths: StrPath | Iterable[StrPath | storage.Location], opt
                 return earliest, latest(), first
             finally:
                 close_all(replicas)    # no view kept per partition asked
-        keys = sorted(found)
+        keys = sorted(found if only is None else filter(only, found))
         return dict(zip(keys, _each_partition(offsets_of, keys, found)))
 
 

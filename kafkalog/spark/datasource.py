@@ -15,7 +15,8 @@ later action without running any Python. There the partitions carry shares of th
 (``SlotPartition``): each plans its share of the topic-partitions when it runs (as Spark's
 ``KafkaRelation`` plans in ``buildScan``: appended records are read and segments deleted by
 retention are not looked for), so every partition is planned once per action, by the task
-reading it, from one listing of the paths per Python worker and action. Past
+reading it, from one listing of the paths per Python worker and action; a partition dealt in
+parts is cut on the driver at offsets every part's plan keeps to. Past
 ``parallelPlanningThreshold`` partition directories a query's partitions are
 such shares too, of the directories its filters keep: the read's tasks plan in parallel.
 Options are checked when the DataFrame is made.
@@ -43,7 +44,7 @@ import contextlib
 import json
 import os
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from kafkalog import storage, tiered
 from kafkalog.log_dirs import located_each
@@ -57,7 +58,7 @@ from kafkalog.spark.options import (
 )
 from kafkalog.spark.planning import (
     Route, Share, directory_groups, kept, known_keys, parallel_threshold, query_plan,
-    share_options, share_picks, shares,
+    share_options, share_plan, shares,
 )
 from kafkalog.spark.schema import (
     declared_not_null, kafka_schema, not_null_columns, projected_columns, table_options,
@@ -183,13 +184,16 @@ def _datasource_classes() -> type:
 
     class SlotPartition(InputPartition):
         """Partition ``index`` of a scan planned when it runs: it plans the topic-partitions
-        ``keys`` of the query's paths (None: all), as located on the driver (``locations``:
-        not resolved again), and those created since that ``route`` sends it
-        (``planning.Route``), and reads tasks ``part``, ``part + parts``, ... of that plan."""
+        ``keys`` of the query's paths, as located on the driver (``locations``: not resolved
+        again), of one dealt in parts the offsets ``within`` (lo, hi), and those created
+        since that ``route`` sends it (``planning.Share``, ``planning.Route``), and reads that
+        plan; with ``keys`` None it plans all and reads tasks ``part``, ``part + parts``,
+        ... of it."""
 
         def __init__(self, index: int, locations: list[storage.Location],
-                     keys: list[tuple[str, int]] | None, part: int, parts: int,
-                     route: Route | None = None) -> None:
+                     keys: list[tuple[str, int]] | None, part: int = 0, parts: int = 1,
+                     route: Route | None = None,
+                     within: tuple[int | None, int | None] | None = None) -> None:
             super().__init__(index)
             self.index = index
             self.locations = locations
@@ -197,6 +201,7 @@ def _datasource_classes() -> type:
             self.route = route
             self.part = part
             self.parts = parts
+            self.within = within
 
     class PlannedPartition(InputPartition):
         """Part ``index`` of a query's plan: the ``tasks`` it reads."""
@@ -242,16 +247,20 @@ def _datasource_classes() -> type:
             check_assigned([g.key for g in groups], *batch_limits(self.opts))
             known = known_keys(g.key for g in groups)
             groups = kept(groups, self.pushdown)
-            # minPartitions: at least that many shares, a group cut at batch starts if need be
+            # minPartitions: at least that many shares, a group cut past its segments if need
+            # be, at offsets from its log (opened here: the driver's cuts hold in every worker)
             cut = self.opts.integer("minPartitions") or 0
             count = _slots(sum(g.size for g in groups),
-                           max(sum(g.segments for g in groups), cut), self.opts, self.columns)
-            dealt = shares(groups, count, bool(cut))
-            # partitions created later go to the shares of whole groups, one each
-            whole = {i: slot for slot, i in enumerate(
-                i for i, s in enumerate(dealt) if s.parts == 1)}
-            return [SlotPartition(i, locations, s.keys, s.part, s.parts,
-                                  Route(known, whole[i], len(whole)) if i in whole else None)
+                           max(sum(len(g.segments) for g in groups), cut), self.opts,
+                           self.columns)
+
+            def spans(keys: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
+                offsets = partition_offsets(locations, self.opts, only=set(keys).__contains__)
+                return {k: (earliest, latest) for k, (earliest, latest, _) in offsets.items()}
+            dealt = shares(groups, count, bool(cut), spans)
+            # partitions created later: each read by the one share a hash of it picks
+            return [SlotPartition(i, locations, s.keys, route=Route(known, i, len(dealt)),
+                                  within=s.within)
                     for i, s in enumerate(dealt)]
 
         def read(self, partition: InputPartition) -> Iterator[pyarrow.RecordBatch]:
@@ -263,13 +272,10 @@ def _datasource_classes() -> type:
             if tasks is None:
                 keys, part, parts = (getattr(partition, name) for name in
                                      ("keys", "part", "parts"))
-                route = getattr(partition, "route", None)
-                options, only = (self.options, None) if keys is None else (
-                    share_options(self.options, Share(keys, part, parts)),
-                    share_picks(keys, route))
-                tasks = _action_plan(getattr(partition, "locations"), only, (keys, route),
-                                     options, self.options, self.pushdown,
-                                     "worker" if keys is None else "share")[part::parts]
+                share = None if keys is None else Share(keys, getattr(partition, "within"))
+                tasks = _action_plan(getattr(partition, "locations"), share,
+                                     getattr(partition, "route", None), self.options,
+                                     self.pushdown)[part::parts]
             for task in tasks:
                 # a tiered task planned in another process: the keys of the query
                 batches = read_task(task, self.columns, self.opts.rsm_keys)
@@ -346,33 +352,37 @@ _ACTION_PLAN: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
 _ACTION_LISTINGS: dict[tuple[Any, ...], dict[str, Any]] = {}
 
 
-def _action_plan(paths: list[storage.Location],
-                 only: Callable[[tuple[str, int]], bool] | None, share: Any,
-                 options: dict[str, Any], query_options: dict[str, Any],
-                 pushdown: Pushdown | None, kind: str) -> list[dict[str, Any]]:
-    """The plan of the topic-partitions of ``paths`` that ``only`` picks (None: all) with
-    ``options`` that a slot reads its part of: made by the first slot of an action (its
-    stage) that a Python worker runs and reused by the next ones there of the same ``share``
-    (its keys and route; PySpark
-    reuses its workers), so an action plans them once per worker, not once per slot. Every
-    plan of an action in a worker starts from one listing of ``paths`` (made with
-    ``query_options``), each log dir's checkpoints read once: no request per directory."""
+def _action_plan(paths: list[storage.Location], share: Share | None, route: Route | None,
+                 query_options: dict[str, Any], pushdown: Pushdown | None
+                 ) -> list[dict[str, Any]]:
+    """The plan a slot reads (a part of): of its ``share`` (``planning.share_plan``), or
+    with None of all the topic-partitions of ``paths``. Made by the first slot of an action
+    (its stage) that a Python worker runs and reused by the next ones there of the same
+    share and ``route`` (PySpark reuses its workers), so an action plans them once per
+    worker, not once per slot. Every plan of an action in a worker starts from one listing
+    of ``paths`` (made with ``query_options``), each log dir's checkpoints read once: no
+    request per directory."""
     from pyspark import TaskContext
+    options = query_options if share is None else share_options(query_options)
     # the query's notes were logged where its partitions were made
     opts = Options(options, log_ignored=False)
+
+    def planned(listings: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        if share is None:
+            return query_plan(paths, opts, pushdown, "worker", listings=listings)
+        return share_plan(paths, opts, pushdown, share, route, listings)
     context = TaskContext.get()
     if context is None:
-        return query_plan(paths, opts, pushdown, kind, only)
+        return planned()
     stage = context.stageId()
     query = (stage, repr(paths), repr(sorted(query_options.items())))
-    key = (*query, repr(share), repr(sorted(options.items())), repr(pushdown))
+    key = (*query, repr(share), repr(route), repr(pushdown))
     if key not in _ACTION_PLAN:
         _ACTION_PLAN.clear()
         if query not in _ACTION_LISTINGS:
             _ACTION_LISTINGS.clear()
             _ACTION_LISTINGS[query] = {}
-        _ACTION_PLAN[key] = query_plan(paths, opts, pushdown, kind, only,
-                                       _ACTION_LISTINGS[query])
+        _ACTION_PLAN[key] = planned(_ACTION_LISTINGS[query])
     return _ACTION_PLAN[key]
 
 

@@ -26,11 +26,11 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
-from kafkalog.errors import InvalidConfigError, OffsetOutOfRangeError
+from kafkalog.errors import InvalidConfigError
 from kafkalog.scan.planner import partition_offsets
 from kafkalog.scan.reader import read_task
 from kafkalog.spark.options import Options, paths_list, paths_option
-from kafkalog.spark.planning import microbatch_plan
+from kafkalog.spark.planning import data_loss, microbatch_plan
 from kafkalog.spark.schema import declared_not_null
 from kafkalog.spark.worker import tune_worker_process
 
@@ -41,15 +41,6 @@ log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 OffsetMap = dict[TopicPartition, int]
-
-# What Spark's Kafka source adds to a data-loss message (in kafkalog's words).
-_FAIL_HINT = ("Some data may have been lost because it is not in the log any more: retention "
-              "deleted it, or the partition was removed, before the query read it. To let the "
-              "query go on when data is lost, set the source option \"failOnDataLoss\" to "
-              "\"false\".")
-_WARN_HINT = ("Some data may have been lost because it is not in the log any more: retention "
-              "deleted it, or the partition was removed, before the query read it. To make the "
-              "query fail in such cases, set the source option \"failOnDataLoss\" to \"true\".")
 
 
 def offsets_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
@@ -185,9 +176,7 @@ class KafkaLogStream:
 
     # ------------------------------------------------------------------ planning
     def _data_loss(self, message: str) -> None:
-        if self.fail_on_data_loss:
-            raise OffsetOutOfRangeError(f"{message}. {_FAIL_HINT}")
-        log.warning("%s. %s", message, _WARN_HINT)
+        data_loss(message, self.fail_on_data_loss, log)
 
     def ranges(self, start: Mapping[str, Any] | None,
                end: Mapping[str, Any] | None) -> dict[TopicPartition, tuple[int, int]]:
@@ -256,9 +245,7 @@ def read_stream_task(task: dict[str, Any], columns: list[str] | None = None,
     except FileNotFoundError as e:
         message = (f"Cannot fetch offsets of {task['topic']}-{task['partition']} from segment "
                    f"{task['segment']}: it was deleted before the query read it ({e})")
-        if task["fail_on_data_loss"]:
-            raise OffsetOutOfRangeError(f"{message}. {_FAIL_HINT}") from None
-        log.warning("%s. %s", message, _WARN_HINT)
+        data_loss(message, task["fail_on_data_loss"], log)
         return
     yield first
     yield from batches
