@@ -169,7 +169,7 @@ def _check(paths: list[str], opts: Options, bounded: bool = False) -> None:
         # each path resolved, its groups found and the partitions opened from one listing
         locations = located_each(paths, stack, opts.storage_options, opts.rsm_keys)
         groups = directory_groups(locations, opts)
-        if groups is not None and len(groups) > parallel_threshold(opts):
+        if len(groups) > parallel_threshold(opts):
             if bounded:
                 check_assigned([g.key for g in groups], *batch_limits(opts))
             return
@@ -187,20 +187,16 @@ def _datasource_classes() -> type:
         ``keys`` of the query's paths, as located on the driver (``locations``: not resolved
         again), of one dealt in parts the offsets ``within`` (lo, hi), and those created
         since that ``route`` sends it (``planning.Share``, ``planning.Route``), and reads that
-        plan; with ``keys`` None it plans all and reads tasks ``part``, ``part + parts``,
-        ... of it."""
+        plan."""
 
         def __init__(self, index: int, locations: list[storage.Location],
-                     keys: list[tuple[str, int]] | None, part: int = 0, parts: int = 1,
-                     route: Route | None = None,
+                     keys: list[tuple[str, int]], route: Route,
                      within: tuple[int | None, int | None] | None = None) -> None:
             super().__init__(index)
             self.index = index
             self.locations = locations
             self.keys = keys
             self.route = route
-            self.part = part
-            self.parts = parts
             self.within = within
 
     class PlannedPartition(InputPartition):
@@ -229,20 +225,18 @@ def _datasource_classes() -> type:
             self.not_null = not_null            # the schema's NOT NULL columns
 
         def partitions(self) -> list[InputPartition]:
-            locations = storage.locate_each(self.paths, self.opts.storage_options,
-                                            self.opts.rsm_keys)
+            with contextlib.ExitStack() as stack:
+                # each path resolved, its groups found and planned from one listing
+                return self._partitions(located_each(self.paths, stack,
+                                                     self.opts.storage_options,
+                                                     self.opts.rsm_keys))
+
+        def _partitions(self, locations: list[storage.Location]) -> list[InputPartition]:
             groups = directory_groups(locations, self.opts)
-            if self.per_query and (groups is None
-                                   or len(groups) <= parallel_threshold(self.opts)):
+            if self.per_query and len(groups) <= parallel_threshold(self.opts):
                 tasks = query_plan(locations, self.opts, self.pushdown)
                 count = _slots(_bytes(tasks), len(tasks), self.opts, self.columns)
                 return [PlannedPartition(i, tasks[i::count]) for i in range(count)]
-            if groups is None:
-                # kept for every action and unable to plan a share: each Python worker
-                # plans all and reads its slots
-                tasks = query_plan(locations, self.opts, self.pushdown, "slots")
-                count = _slots(_bytes(tasks), len(tasks), self.opts, self.columns)
-                return [SlotPartition(i, locations, None, i, count) for i in range(count)]
             # what needs all partitions is checked here: each share plans only its own
             check_assigned([g.key for g in groups], *batch_limits(self.opts))
             known = known_keys(g.key for g in groups)
@@ -259,8 +253,7 @@ def _datasource_classes() -> type:
                 return {k: (earliest, latest) for k, (earliest, latest, _) in offsets.items()}
             dealt = shares(groups, count, bool(cut), spans)
             # partitions created later: each read by the one share a hash of it picks
-            return [SlotPartition(i, locations, s.keys, route=Route(known, i, len(dealt)),
-                                  within=s.within)
+            return [SlotPartition(i, locations, s.keys, Route(known, i, len(dealt)), s.within)
                     for i, s in enumerate(dealt)]
 
         def read(self, partition: InputPartition) -> Iterator[pyarrow.RecordBatch]:
@@ -270,12 +263,9 @@ def _datasource_classes() -> type:
             tune_worker_process()
             tasks = getattr(partition, "tasks", None)
             if tasks is None:
-                keys, part, parts = (getattr(partition, name) for name in
-                                     ("keys", "part", "parts"))
-                share = None if keys is None else Share(keys, getattr(partition, "within"))
+                share = Share(getattr(partition, "keys"), getattr(partition, "within"))
                 tasks = _action_plan(getattr(partition, "locations"), share,
-                                     getattr(partition, "route", None), self.options,
-                                     self.pushdown)[part::parts]
+                                     getattr(partition, "route"), self.options, self.pushdown)
             for task in tasks:
                 # a tiered task planned in another process: the keys of the query
                 batches = read_task(task, self.columns, self.opts.rsm_keys)
@@ -352,24 +342,21 @@ _ACTION_PLAN: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
 _ACTION_LISTINGS: dict[tuple[Any, ...], dict[str, Any]] = {}
 
 
-def _action_plan(paths: list[storage.Location], share: Share | None, route: Route | None,
+def _action_plan(paths: list[storage.Location], share: Share, route: Route,
                  query_options: dict[str, Any], pushdown: Pushdown | None
                  ) -> list[dict[str, Any]]:
-    """The plan a slot reads (a part of): of its ``share`` (``planning.share_plan``), or
-    with None of all the topic-partitions of ``paths``. Made by the first slot of an action
+    """The plan a slot reads: of its ``share`` (``planning.share_plan``). Made by the first
+    slot of an action
     (its stage) that a Python worker runs and reused by the next ones there of the same
     share and ``route`` (PySpark reuses its workers), so an action plans them once per
     worker, not once per slot. Every plan of an action in a worker starts from one listing
     of ``paths`` (made with ``query_options``), each log dir's checkpoints read once: no
     request per directory."""
     from pyspark import TaskContext
-    options = query_options if share is None else share_options(query_options)
     # the query's notes were logged where its partitions were made
-    opts = Options(options, log_ignored=False)
+    opts = Options(share_options(query_options), log_ignored=False)
 
     def planned(listings: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-        if share is None:
-            return query_plan(paths, opts, pushdown, "worker", listings=listings)
         return share_plan(paths, opts, pushdown, share, route, listings)
     context = TaskContext.get()
     if context is None:

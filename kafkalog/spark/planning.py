@@ -126,7 +126,7 @@ def _segment_files(entries: list[Any]) -> tuple[tuple[int, int], ...]:
 
 
 def directory_groups(paths: list[str] | list[storage.Location], opts: Options
-                     ) -> list[Group] | None:
+                     ) -> list[Group]:
     """The topic-partitions under ``paths`` (one listing of each), in topic-partition order;
     only those ``subscribe``, ``subscribePattern`` or ``assign`` select
     (``planner.select_topics``: no share holds others, whose task would warn of a selection
