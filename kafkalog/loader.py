@@ -600,7 +600,7 @@ class LogLoader:
 
 # ------------------------------------------------------------------ opening a partition
 #: Loads of a read-only view a writer's deletions or renames disturb before it gives up
-READ_ONLY_LOAD_ATTEMPTS = 3
+READ_ONLY_LOAD_ATTEMPTS = 10
 
 
 def open_partition(path, config, build, *, recovery_point, log_start_offset, clean_shutdown,
