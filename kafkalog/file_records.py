@@ -58,7 +58,7 @@ class FileRecords:
     """The ``.log`` at ``path`` of segment ``owner``; ``size`` is its bytes (given by a
     directory scan, else read now; a writable file is created when missing)."""
     __slots__ = ("path", "owner", "remote", "read_only", "size", "_desc", "_fd_lock", "_map",
-                 "_map_lock")
+                 "_map_lock", "_mapped_ino")
 
     def __init__(self, path: str, owner: CacheMember, *, remote: bool, read_only: bool,
                  size: int | None = None) -> None:
@@ -72,6 +72,7 @@ class FileRecords:
         self._fd_lock = threading.Lock()
         self._map: Any = None
         self._map_lock = threading.Lock()
+        self._mapped_ino: int | None = None       # the inode ``_map`` maps
         if size is None and remote:
             size = storage.size_of(path)
         if size is None:
@@ -155,12 +156,14 @@ class FileRecords:
                 desc = self._desc
                 if desc is not None:
                     current = map_file(self.path, desc.fd, self.size)
+                    self._mapped_ino = os.fstat(desc.fd).st_ino
                 else:
                     # A file only read holds the mapping alone (which keeps no descriptor),
                     # not a descriptor as well.
                     fd = self._open(os.O_RDONLY)
                     try:
                         current = map_file(self.path, fd, self.size)
+                        self._mapped_ino = os.fstat(fd).st_ino
                     finally:
                         os.close(fd)
                 if len(current) < self.size and self.read_only:
@@ -301,6 +304,20 @@ class FileRecords:
         """fsync the file."""
         desc = self.descriptor()       # held: an eviction meanwhile must not close the fd
         os.fsync(desc.fd)
+
+    def cut_since_mapped(self, end: int) -> FileShrunkError | None:
+        """FileShrunkError when the local file mapped is now, at its path, shorter than
+        ``end``: a copy from the mapping past the cut read zeros there (the rest of a mapped
+        page past a file's end reads so, with no fault to catch). None when it is not, or when
+        the path holds another file now (the cleaner's swap: the mapping keeps the one it
+        mapped whole) or none (deleted whole)."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        if st.st_ino != self._mapped_ino or st.st_size >= end:
+            return None
+        return FileShrunkError(self.path, end, st.st_size)
 
     @property
     def one_fetch(self) -> bool:

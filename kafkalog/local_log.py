@@ -314,8 +314,8 @@ class LocalLog:
                     if include_aborted_txns:
                         info.aborted_transactions = self._aborted_transactions(
                             segments, start_offset, segment, info, end[0])
-                        if self.loaded_tail is not None:
-                            self.check_loaded_tail()
+                    if self.loaded_tail is not None:
+                        self._check_view_read(segment, info, include_aborted_txns, zero_copy)
                     return info
                 segment = nxt
                 nxt = None if nxt is None else segments.higher(nxt.base_offset)
@@ -338,22 +338,33 @@ class LocalLog:
                 now = None
             raise FileShrunkError(segment.log_path, segment.size, now)
 
+    def _check_view_read(self, segment, info, committed, zero_copy):
+        """A local read-only view's read ``info`` of ``segment``, after its copy (a
+        ``zero_copy`` slice is read after this): a writer's change since the view's load is
+        FileShrunkError (or SegmentDeletedError), reopen: the mapped file cut below the bytes
+        copied (past the cut they are zeros, not the log's: ``cut_since_mapped``), or, for a
+        read_committed read, the view's last batch cut or rewritten (``check_loaded_tail``:
+        its last stable offset and aborted transactions are its load's)."""
+        if committed:
+            self.check_loaded_tail()
+        if not zero_copy:
+            cut = segment.cut_since_mapped(
+                info.fetch_offset_metadata.relative_position_in_segment + len(info.records))
+            if cut is not None:
+                raise cut
+
     def check_view_after_walk_error(self, segment_base_offset, read_end):
         """A local read-only view's read of bytes up to ``read_end`` of segment
         ``segment_base_offset`` that walked badly: a writer's change since the view listed the
         files, not damage, raises saying reopen: its last batch cut or rewritten
-        (``check_loaded_tail``), the segment's file shorter than the bytes read (the cleaner
-        swapped in a smaller one: past its end, a mapped page reads as zeros), or the segment
-        after it gone (a compaction merged it into this one)."""
+        (``check_loaded_tail``), the file it mapped cut below the bytes read
+        (``cut_since_mapped``), or the segment after it gone (a compaction merged it into this
+        one, whose file the read found at this path)."""
         self.check_loaded_tail()
         segment, nxt = self.segments.floor_and_higher(segment_base_offset)
-        if segment is not None:
-            try:
-                now = os.stat(segment.log_path).st_size
-            except FileNotFoundError:
-                now = 0
-            if now < read_end:
-                raise FileShrunkError(segment.log_path, read_end, now)
+        cut = None if segment is None else segment.cut_since_mapped(read_end)
+        if cut is not None:
+            raise cut
         if nxt is not None and not os.path.exists(nxt.log_path):
             raise SegmentDeletedError(
                 f"{nxt.log_path}: deleted (a compaction or retention) after the read-only log "

@@ -18,7 +18,8 @@ from kafkalog._kernels import batch_header_plausible, index_entries_for, walk_ba
 from kafkalog._layout import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD
 from kafkalog.descriptor_cache import OPEN_SEGMENTS
 from kafkalog.errors import (
-    CorruptIndexError, IndexOffsetOverflowError, InvalidOffsetError, InvalidTimestampError,
+    CorruptIndexError, FileShrunkError, IndexOffsetOverflowError, InvalidOffsetError,
+    InvalidTimestampError,
 )
 from kafkalog.fetch_data_info import FetchDataInfo
 from kafkalog.file_records import FileRecords
@@ -214,13 +215,16 @@ class LogSegment:
         return self._file.size
 
     def buffer(self) -> Any:
-        """A read-only mapping of the ``.log`` file as it is now (b"" when empty); see
-        ``FileRecords.buffer``."""
+        """The ``.log``'s read-only mapping as it is now (b"" if empty): FileRecords.buffer."""
         return self._file.buffer()
 
     def read_bytes(self, position: int, size: int, now: bool = False) -> bytes:
         """``size`` bytes from ``position`` (fewer at the end); ``FileRecords.read_bytes``."""
         return self._file.read_bytes(position, size, now)
+
+    def cut_since_mapped(self, end: int) -> FileShrunkError | None:
+        """``FileRecords.cut_since_mapped`` of the ``.log``."""
+        return self._file.cut_since_mapped(end)
 
     def can_convert_to_relative_offset(self, offset: int) -> bool:
         return 0 <= offset - self.base_offset <= _INT32_MAX
@@ -478,10 +482,6 @@ class LogSegment:
         """The largest record timestamp, else the file's modification time (ms)."""
         if self.max_timestamp_so_far >= 0:
             return self.max_timestamp_so_far
-        return self.last_modified_ms
-
-    @property
-    def last_modified_ms(self) -> int:
         return self._file.last_modified_ms
 
     # ------------------------------------------------------------------------------ roll
