@@ -127,8 +127,7 @@ def fetched_batches(read, reading, local, offset, end, isolation, include_contro
         if walk.error is not None and local.loaded_tail is not None:
             # a read-only view's bytes that a writer cut or rewrote meanwhile (past a cut, a
             # mapped page reads as zeros) are no damage: reopen
-            local.check_view_after_walk_error(
-                meta.segment_base_offset, meta.relative_position_in_segment + len(data))
+            local.check_view_after_walk_error(meta.segment_base_offset)
         walk.raise_for_outcome()
         if len(batches) == 0:
             break

@@ -353,18 +353,14 @@ class LocalLog:
             if cut is not None:
                 raise cut
 
-    def check_view_after_walk_error(self, segment_base_offset, read_end):
-        """A local read-only view's read of bytes up to ``read_end`` of segment
-        ``segment_base_offset`` that walked badly: a writer's change since the view listed the
-        files, not damage, raises saying reopen: its last batch cut or rewritten
-        (``check_loaded_tail``), the file it mapped cut below the bytes read
-        (``cut_since_mapped``), or the segment after it gone (a compaction merged it into this
-        one, whose file the read found at this path)."""
+    def check_view_after_walk_error(self, segment_base_offset):
+        """A local read-only view's read of segment ``segment_base_offset`` that walked badly
+        (its copy checked already against a cut of the file it mapped: ``_check_view_read``):
+        a writer's change since the view listed the files, not damage, raises saying reopen:
+        its last batch cut or rewritten (``check_loaded_tail``), or the segment after it gone
+        (a compaction merged it into this one, whose file the read found at this path)."""
         self.check_loaded_tail()
-        segment, nxt = self.segments.floor_and_higher(segment_base_offset)
-        cut = None if segment is None else segment.cut_since_mapped(read_end)
-        if cut is not None:
-            raise cut
+        nxt = self.segments.higher(segment_base_offset)
         if nxt is not None and not os.path.exists(nxt.log_path):
             raise SegmentDeletedError(
                 f"{nxt.log_path}: deleted (a compaction or retention) after the read-only log "
