@@ -34,8 +34,8 @@ import numpy as np
 from kafkalog import storage
 from kafkalog.errors import InvalidConfigError, OffsetOutOfRangeError
 from kafkalog.log07 import Segment07
-from kafkalog.log_dirs import located_each
 from kafkalog.log07.format import LOG07_FORMAT
+from kafkalog.log_dirs import located_each
 from kafkalog.scan.discovery import (ABOVE_ANY_OFFSET, ListedLog, close_all, discover,
                                      preferred, served_ranges, without_internal)
 from kafkalog.storage_backend import ahead
