@@ -233,13 +233,11 @@ def known_keys(keys: Iterable[tuple[str, int]]) -> dict[str, Any]:
             for t, ps in by_topic.items()}
 
 
-def share_picks(keys: list[tuple[str, int]], route: Route | None
+def share_picks(keys: list[tuple[str, int]], route: Route
                 ) -> Callable[[tuple[str, int]], bool]:
-    """Whether a share plans a topic-partition found: one of its ``keys``, or (``route``) a
-    new one routed to it."""
+    """Whether a share plans a topic-partition found: one of its ``keys``, or a new one
+    ``route`` sends it."""
     mine = set(keys)
-    if route is None:
-        return mine.__contains__
 
     def picks(key: tuple[str, int]) -> bool:
         if key in mine:
@@ -259,7 +257,7 @@ def share_options(options: dict[str, Any]) -> dict[str, Any]:
 
 
 def share_plan(paths: list[storage.Location], opts: Options, pushdown: Pushdown | None,
-               share: Share, route: Route | None,
+               share: Share, route: Route,
                listings: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """``query_plan`` of a share (``opts``: ``share_options``' ): its topic-partitions, and
     those ``route`` sends it; of a group dealt in parts, the part ``within`` its offsets. One
